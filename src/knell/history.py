@@ -1,0 +1,180 @@
+"""The history: what every process asked of the bus and what it saw.
+
+This is Jepsen's model. Each operation is an ``invoke`` event followed by
+exactly one completion: ``ok`` (it happened, here is what came back),
+``fail`` (it definitely did not happen) or ``info`` (unknown: a timeout, a
+reset, a crash). A process that is SIGKILLed mid-operation simply leaves an
+invoke without a completion, which the checker treats like ``info``.
+
+One event is one JSON object on one line::
+
+    {"time": 1732871234123456789, "process": "consumer-1", "incarnation": 3,
+     "pid": 4242, "type": "invoke", "f": "ack", "handle": "worker",
+     "channel": "events", "value": {"up_to": 17}}
+
+``value`` shapes per ``f`` (invoke -> ok):
+
+=========  ===================================  ==========================================
+f          invoke value                         ok value
+=========  ===================================  ==========================================
+post       {"id", "sender", "key"?}             the same plus "seq"
+subscribe  {"at": "head" | "start"}             {"cursor"}
+fetch      {"after": n | null}                  {"messages": [{"seq", "id"}, ...]}
+handle     (single ok event)                    {"seq", "id"}
+ack        {"up_to"}                            {"cursor"}
+cursor     {}                                   {"cursor"}
+arm        {"timeout"}                          {"rang": bool}
+wake       (single ok event)                    {"seq", "sender", "reason"}
+=========  ===================================  ==========================================
+
+``fail``/``info`` completions carry ``{"error": text}`` merged into the
+invoke's value. Nemesis actions (kill, pause, resume, restart, ...) are
+events of the process ``"nemesis"`` with the target in ``value``.
+
+Why a hand-written writer: the one property that matters is that SIGKILL
+can tear only the *last* line of a file. That holds when every event is a
+single ``write()`` of one whole line to a descriptor opened ``O_APPEND``,
+which a logging library does not promise. The reader mirrors it: a torn
+final line is skipped and reported, a torn line anywhere else is an error.
+"""
+
+from __future__ import annotations
+
+import heapq
+import os
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+__all__ = [
+    "Event",
+    "HistoryError",
+    "HistoryReader",
+    "HistoryWriter",
+    "merge_histories",
+    "read_history",
+]
+
+Event = dict[str, Any]
+"""One history event. A plain dict: the checker reads millions of them and
+attribute access through a model would dominate its cost."""
+
+COMPLETIONS = ("ok", "fail", "info")
+
+
+class HistoryError(Exception):
+    """A history file cannot be read as a history (named file and line)."""
+
+
+class HistoryWriter:
+    """Appends events for one process incarnation, one ``write()`` each."""
+
+    def __init__(self, path: Path, process: str, incarnation: int) -> None:
+        self.path = path
+        self.process = process
+        self.incarnation = incarnation
+        self.pid = os.getpid()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+
+    def write(
+        self,
+        type_: str,
+        f: str,
+        value: dict[str, Any] | None = None,
+        *,
+        handle: str | None = None,
+        channel: str | None = None,
+    ) -> Event:
+        event: Event = {
+            "time": time.time_ns(),
+            "process": self.process,
+            "incarnation": self.incarnation,
+            "pid": self.pid,
+            "type": type_,
+            "f": f,
+        }
+        if handle is not None:
+            event["handle"] = handle
+        if channel is not None:
+            event["channel"] = channel
+        event["value"] = value if value is not None else {}
+        os.write(self._fd, orjson.dumps(event) + b"\n")
+        return event
+
+    def close(self) -> None:
+        os.close(self._fd)
+
+
+@dataclass
+class HistoryReader:
+    """Reads one JSONL history file, tolerating only a torn *final* line.
+
+    Every process incarnation writes its own file, so a SIGKILL can tear
+    only that file's last line. A torn last line is skipped and recorded in
+    :attr:`torn`; an unparsable line anywhere else means the file was damaged
+    by something other than a kill, and reading stops with an error.
+    """
+
+    path: Path
+    torn: list[str] = field(default_factory=list)
+
+    def __iter__(self) -> Iterator[Event]:
+        try:
+            data = self.path.read_bytes()
+        except OSError as exc:
+            raise HistoryError(f"{self.path}: cannot read history: {exc.strerror}") from None
+        lines = data.split(b"\n")
+        for number, raw in enumerate(lines, start=1):
+            if not raw.strip():
+                continue
+            try:
+                event = orjson.loads(raw)
+            except orjson.JSONDecodeError:
+                if all(not rest.strip() for rest in lines[number:]):
+                    self.torn.append(f"{self.path}:{number}: torn line skipped (writer killed)")
+                    continue
+                raise HistoryError(
+                    f"{self.path}:{number}: line is not valid JSON and is not the last line "
+                    f"(a torn line can only be last): {raw[:80]!r}"
+                ) from None
+            if not isinstance(event, dict) or "time" not in event or "type" not in event:
+                raise HistoryError(
+                    f"{self.path}:{number}: not a history event (needs 'time' and 'type')"
+                )
+            yield event
+
+
+def read_history(path: Path) -> Iterator[Event]:
+    """Iterate a merged history file (torn lines raise, as a merged file is
+    written whole by the runner)."""
+    reader = HistoryReader(path)
+    yield from reader
+
+
+def merge_histories(paths: Iterable[Path], out: Path) -> tuple[int, list[str]]:
+    """Merge per-process files into one time-ordered history with an index.
+
+    Order within one file is preserved (heapq.merge is stable per input);
+    across files the shared wall clock orders events. Returns the number of
+    events written and the torn lines that were skipped. Writes to a
+    temporary file first so a crash never leaves a half-merged history.
+    """
+    readers = [HistoryReader(p) for p in sorted(paths)]
+    streams = [((e["time"], i, e) for e in r) for i, r in enumerate(readers)]
+    tmp = out.with_suffix(out.suffix + ".tmp")
+    count = 0
+    with open(tmp, "wb") as fh:
+        for index, (_, _, event) in enumerate(
+            heapq.merge(*streams, key=lambda t: (t[0], t[1]))
+        ):
+            event["index"] = index
+            fh.write(orjson.dumps(event) + b"\n")
+            count += 1
+    os.replace(tmp, out)
+    torn = [t for r in readers for t in r.torn]
+    return count, torn
