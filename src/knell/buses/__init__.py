@@ -1,0 +1,107 @@
+"""Buses under test, reached only through a driver URL.
+
+Workers never import a concrete bus: they call :func:`open_bus` with the
+URL the runner hands them, so the reference bus, a deliberately broken
+mutant and a user's own bus all run the same scenarios and checks.
+
+Driver URLs:
+
+* ``sqlite:///abs/path/file.db?poll_interval=0.1`` -- the reference bus.
+* Schemes registered under the ``knell.buses`` entry-point group: the
+  entry point's name is the URL scheme, its object a ``factory(url)``.
+
+A *driver* ``module.path:factory`` overrides the scheme lookup: knell
+provisions the store as usual (a fresh SQLite file per run, say) and calls
+``factory(store_url)``, so a user's bus, or a mutant of the reference bus,
+runs against the run's own store. The factory must return an object
+satisfying :class:`~knell.buses.contract.Bus`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from collections.abc import Callable
+from importlib.metadata import entry_points
+
+from knell.buses.contract import (
+    AckBeyondHead,
+    Bus,
+    BusError,
+    DefiniteError,
+    IndeterminateError,
+    JoinAt,
+    Message,
+    Wake,
+)
+
+__all__ = [
+    "AckBeyondHead",
+    "Bus",
+    "BusError",
+    "DefiniteError",
+    "DriverError",
+    "IndeterminateError",
+    "JoinAt",
+    "Message",
+    "Wake",
+    "open_bus",
+    "resolve_driver",
+]
+
+Factory = Callable[[str], Bus]
+
+_MODULE_FACTORY = re.compile(r"^(?P<module>[A-Za-z_][\w.]*):(?P<attr>[A-Za-z_]\w*)$")
+
+
+class DriverError(Exception):
+    """A driver URL names no usable bus (unknown scheme, missing module...)."""
+
+
+def _builtin(scheme: str) -> Factory | None:
+    if scheme == "sqlite":
+        from knell.buses.sqlite import open_sqlite
+
+        return open_sqlite
+    return None
+
+
+def _import_factory(driver: str) -> Factory:
+    match = _MODULE_FACTORY.match(driver)
+    if match is None:
+        raise DriverError(f"bus driver {driver!r}: expected 'module.path:factory'")
+    module_name, attr = match["module"], match["attr"]
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise DriverError(f"bus driver {driver!r}: cannot import {module_name!r}: {exc}") from None
+    factory = getattr(module, attr, None)
+    if not callable(factory):
+        raise DriverError(f"bus driver {driver!r}: {module_name}.{attr} is not a callable factory")
+    return factory  # type: ignore[no-any-return]
+
+
+def resolve_driver(url: str, driver: str | None = None) -> Factory:
+    """Find the factory for ``url`` (or the explicit ``driver``) without
+    calling it, so a scenario is validated before any process starts."""
+    if driver is not None:
+        return _import_factory(driver)
+    scheme = url.split("://", 1)[0] if "://" in url else ""
+    builtin = _builtin(scheme)
+    if builtin is not None:
+        return builtin
+    for ep in entry_points(group="knell.buses"):
+        if ep.name == scheme:
+            loaded = ep.load()
+            if not callable(loaded):
+                raise DriverError(f"entry point knell.buses:{scheme} is not callable")
+            return loaded  # type: ignore[no-any-return]
+    raise DriverError(
+        f"bus driver {url!r}: unknown scheme {scheme!r} "
+        "(built in: sqlite://; or give module:factory, or register a knell.buses entry point)"
+    )
+
+
+def open_bus(url: str, driver: str | None = None) -> Bus:
+    """Open the bus at store ``url``, through ``driver`` when one is given."""
+    return resolve_driver(url, driver)(url)

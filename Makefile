@@ -1,0 +1,40 @@
+# knell: the everyday commands. `make run` and `make test` work on a fresh clone.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: run test test-unit test-integration lint format matrix bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+## run: the quickstart chaos scenario on the embedded SQLite bus
+run: $(STAMP)
+	$(BIN)/knell run scenarios/quickstart.toml
+
+## test: every test (unit on handcrafted histories, integration with real processes)
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+test-unit: $(STAMP)
+	$(BIN)/python -m pytest -q -m "not integration"
+
+test-integration: $(STAMP)
+	$(BIN)/python -m pytest -q -m integration
+
+## lint: ruff (lint + format check) and mypy --strict on src/
+lint: $(STAMP)
+	$(BIN)/ruff check src tests
+	$(BIN)/ruff format --check src tests
+	$(BIN)/mypy
+
+format: $(STAMP)
+	$(BIN)/ruff format src tests
+	$(BIN)/ruff check --fix src tests
+
+clean:
+	rm -rf $(VENV) reports/*/ .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,3 @@
+from knell.cli import main
+
+main()

@@ -1,0 +1,284 @@
+"""The reference bus: broadcast channels on one shared WAL SQLite file.
+
+Many OS processes open the same file. Correctness comes from where the
+invariants live, not from any in-process lock:
+
+* Every read-modify-write (post, subscribe, ack) runs inside
+  ``BEGIN IMMEDIATE``, which takes SQLite's single write lock up front. Seq
+  assignment (``MAX(seq) + 1``), idempotency-key lookup and the ack clamp
+  are therefore serialized across processes, not just threads.
+* The forward-only clamp is ``MAX(acked, ?)`` in SQL, so a stale ack from
+  any process, arriving in any order, is a no-op.
+* WAL lets readers (fetch, wait's poll) run beside the writer; a SIGKILLed
+  process releases its locks with its file descriptors, and an interrupted
+  transaction is rolled back by the next opener. ``synchronous=NORMAL`` in
+  WAL mode is durable across process crashes (the fault model here); pass
+  ``?synchronous=full`` for durability across power loss.
+
+The doorbell (``wait``) holds no durable state: it remembers each channel's
+head in memory when armed and polls every ``poll_interval`` seconds for a
+post by someone else, with an in-process condition variable as a latency
+fast path. Killing a waiter at any moment therefore loses nothing.
+
+URL: ``sqlite:///path/to/file.db?poll_interval=0.05&synchronous=normal``.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+from knell.buses.contract import (
+    AckBeyondHead,
+    DefiniteError,
+    IndeterminateError,
+    JoinAt,
+    Message,
+    Wake,
+)
+
+__all__ = ["SqliteBus", "open_sqlite"]
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS messages (
+    channel TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    body TEXT NOT NULL,
+    sender TEXT NOT NULL,
+    idem_key TEXT,
+    posted_at REAL NOT NULL,
+    PRIMARY KEY (channel, seq)
+) WITHOUT ROWID;
+CREATE UNIQUE INDEX IF NOT EXISTS messages_idem
+    ON messages (channel, idem_key) WHERE idem_key IS NOT NULL;
+CREATE TABLE IF NOT EXISTS cursors (
+    handle TEXT NOT NULL,
+    channel TEXT NOT NULL,
+    acked INTEGER NOT NULL,
+    PRIMARY KEY (handle, channel)
+) WITHOUT ROWID;
+"""
+
+_SYNCHRONOUS = {"off": "OFF", "normal": "NORMAL", "full": "FULL", "extra": "EXTRA"}
+
+# One condition per database file: a post in this process wakes this
+# process's waiters at once. Purely an optimisation; the poll is the truth.
+_BELLS: dict[str, threading.Condition] = {}
+_BELLS_LOCK = threading.Lock()
+
+
+def _bell(path: str) -> threading.Condition:
+    with _BELLS_LOCK:
+        return _BELLS.setdefault(path, threading.Condition())
+
+
+class SqliteBus:
+    """A :class:`knell.buses.contract.Bus` on one WAL SQLite file."""
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        poll_interval: float = 0.1,
+        synchronous: str = "normal",
+        busy_timeout: float = 10.0,
+    ) -> None:
+        if poll_interval <= 0:
+            raise ValueError(f"poll_interval must be > 0, got {poll_interval}")
+        if synchronous.lower() not in _SYNCHRONOUS:
+            raise ValueError(
+                f"synchronous must be one of {sorted(_SYNCHRONOUS)}, got {synchronous!r}"
+            )
+        self.path = str(Path(path).resolve())
+        self.poll_interval = poll_interval
+        self._db = sqlite3.connect(
+            self.path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
+        )
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute(f"PRAGMA synchronous={_SYNCHRONOUS[synchronous.lower()]}")
+        with self._write():
+            for statement in SCHEMA.split(";"):
+                if statement.strip():
+                    self._db.execute(statement)
+        self._lock = threading.RLock()
+        self._bell = _bell(self.path)
+
+    # -- transactions -------------------------------------------------------
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """One IMMEDIATE transaction: the cross-process write lock is held
+        from the first statement, so read-then-write cannot race."""
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            # Could not take the write lock: nothing was written.
+            raise DefiniteError(f"sqlite write lock: {exc}") from exc
+        try:
+            yield self._db
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        try:
+            self._db.execute("COMMIT")
+        except sqlite3.OperationalError as exc:
+            raise IndeterminateError(f"sqlite commit: {exc}") from exc
+
+    def _head(self, channel: str) -> int:
+        row = self._db.execute(
+            "SELECT COALESCE(MAX(seq), 0) FROM messages WHERE channel = ?", (channel,)
+        ).fetchone()
+        return int(row[0])
+
+    def _cursor(self, handle: str, channel: str) -> int | None:
+        row = self._db.execute(
+            "SELECT acked FROM cursors WHERE handle = ? AND channel = ?", (handle, channel)
+        ).fetchone()
+        return None if row is None else int(row[0])
+
+    # -- the contract -------------------------------------------------------
+
+    def post(
+        self, channel: str, body: str, sender: str, idempotency_key: str | None = None
+    ) -> Message:
+        with self._lock, self._write() as db:
+            if idempotency_key is not None:
+                row = db.execute(
+                    "SELECT seq, body, sender FROM messages WHERE channel = ? AND idem_key = ?",
+                    (channel, idempotency_key),
+                ).fetchone()
+                if row is not None:
+                    return Message(channel, int(row[0]), row[1], row[2], idempotency_key)
+            seq = self._head(channel) + 1
+            db.execute(
+                "INSERT INTO messages (channel, seq, body, sender, idem_key, posted_at)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (channel, seq, body, sender, idempotency_key, time.time()),
+            )
+        with self._bell:
+            self._bell.notify_all()
+        return Message(channel, seq, body, sender, idempotency_key)
+
+    def subscribe(self, handle: str, channel: str, at: JoinAt = "head") -> int:
+        if at not in ("head", "start"):
+            raise DefiniteError(f"subscribe at must be 'head' or 'start', got {at!r}")
+        with self._lock, self._write() as db:
+            existing = self._cursor(handle, channel)
+            if existing is not None:
+                return existing
+            start = self._head(channel) if at == "head" else 0
+            db.execute(
+                "INSERT INTO cursors (handle, channel, acked) VALUES (?, ?, ?)",
+                (handle, channel, start),
+            )
+            return start
+
+    def fetch(
+        self, handle: str, channel: str, after: int | None = None, limit: int = 100
+    ) -> list[Message]:
+        if limit <= 0:
+            raise DefiniteError(f"fetch limit must be > 0, got {limit}")
+        with self._lock:
+            if after is None:
+                cursor = self._cursor(handle, channel)
+                if cursor is None:
+                    raise DefiniteError(f"{handle!r} is not subscribed to {channel!r}")
+                after = cursor
+            rows = self._db.execute(
+                "SELECT seq, body, sender, idem_key FROM messages"
+                " WHERE channel = ? AND seq > ? ORDER BY seq LIMIT ?",
+                (channel, after, limit),
+            ).fetchall()
+        return [Message(channel, int(s), b, snd, k) for s, b, snd, k in rows]
+
+    def ack(self, handle: str, channel: str, up_to: int) -> int:
+        with self._lock, self._write() as db:
+            head = self._head(channel)
+            if up_to > head:
+                raise AckBeyondHead(f"ack {up_to} is beyond head {head} of {channel!r}")
+            updated = db.execute(
+                "UPDATE cursors SET acked = MAX(acked, ?) WHERE handle = ? AND channel = ?",
+                (up_to, handle, channel),
+            ).rowcount
+            if updated == 0:
+                raise DefiniteError(f"{handle!r} is not subscribed to {channel!r}")
+            return self._cursor(handle, channel) or 0
+
+    def cursor(self, handle: str, channel: str) -> int:
+        with self._lock:
+            value = self._cursor(handle, channel)
+        if value is None:
+            raise DefiniteError(f"{handle!r} is not subscribed to {channel!r}")
+        return value
+
+    def head(self, channel: str) -> int:
+        with self._lock:
+            return self._head(channel)
+
+    def wait(self, handle: str, timeout: float) -> Wake | None:
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            backlog = self._db.execute(
+                "SELECT m.channel, m.seq, m.sender FROM cursors c JOIN messages m"
+                " ON m.channel = c.channel AND m.seq > c.acked"
+                " WHERE c.handle = ? AND m.sender != ? ORDER BY m.channel, m.seq LIMIT 1",
+                (handle, handle),
+            ).fetchone()
+            if backlog is not None:
+                return Wake(backlog[0], int(backlog[1]), backlog[2], "backlog")
+            armed = {
+                ch: self._head(ch)
+                for (ch,) in self._db.execute(
+                    "SELECT channel FROM cursors WHERE handle = ?", (handle,)
+                ).fetchall()
+            }
+        while True:
+            ring = self._first_post_by_other(handle, armed)
+            if ring is not None:
+                return ring
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None
+            with self._bell:
+                self._bell.wait(min(self.poll_interval, remaining))
+
+    def _first_post_by_other(self, handle: str, armed: dict[str, int]) -> Wake | None:
+        with self._lock:
+            for channel, head in armed.items():
+                row = self._db.execute(
+                    "SELECT seq, sender FROM messages WHERE channel = ? AND seq > ?"
+                    " AND sender != ? ORDER BY seq LIMIT 1",
+                    (channel, head, handle),
+                ).fetchone()
+                if row is not None:
+                    return Wake(channel, int(row[0]), row[1], "post")
+        return None
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+
+def open_sqlite(url: str) -> SqliteBus:
+    """Build a :class:`SqliteBus` from ``sqlite:///path?poll_interval=..``."""
+    parts = urlsplit(url)
+    path = parts.path
+    if parts.netloc not in ("", "localhost"):
+        raise ValueError(f"sqlite URL must be sqlite:///path, got {url!r}")
+    if not path:
+        raise ValueError(f"sqlite URL names no file: {url!r}")
+    query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+    unknown = set(query) - {"poll_interval", "synchronous", "busy_timeout"}
+    if unknown:
+        raise ValueError(f"sqlite URL has unknown option(s) {sorted(unknown)}: {url!r}")
+    return SqliteBus(
+        path,
+        poll_interval=float(query.get("poll_interval", 0.1)),
+        synchronous=query.get("synchronous", "normal"),
+        busy_timeout=float(query.get("busy_timeout", 10.0)),
+    )

@@ -1,0 +1,50 @@
+"""JUnit XML: one test case per check, so any CI shows which promise broke.
+
+A check that found anomalies is a ``failure`` carrying the first witness;
+a check that could not decide is ``skipped`` with its reason (CI still
+fails on the run's exit code 2, but the XML says why).
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from knell.checker import Verdict
+
+__all__ = ["write_junit"]
+
+
+def write_junit(path: Path, suite: str, verdict: Verdict) -> None:
+    checks = verdict.checks
+    failures = sum(1 for c in checks.values() if c.valid is False)
+    skipped = sum(1 for c in checks.values() if c.valid == "unknown")
+    root = ET.Element(
+        "testsuite",
+        name=f"knell.{suite}",
+        tests=str(len(checks)),
+        failures=str(failures),
+        errors="0",
+        skipped=str(skipped),
+        time=f"{verdict.seconds:.3f}",
+    )
+    for name, result in checks.items():
+        case = ET.SubElement(root, "testcase", classname=f"knell.{suite}", name=name)
+        if result.valid is False:
+            first = result.anomalies[0] if result.anomalies else None
+            failure = ET.SubElement(
+                case,
+                "failure",
+                message=first.message if first else "invalid",
+                type=first.kind if first else "invalid",
+            )
+            failure.text = "\n".join(
+                f"{a.kind}: {a.message}" for a in result.anomalies[:20]
+            )
+        elif result.valid == "unknown":
+            ET.SubElement(case, "skipped", message=f"unknown: {result.unknown_reason or ''}")
+    tree = ET.ElementTree(root)
+    ET.indent(tree)
+    tmp = path.with_suffix(".tmp")
+    tree.write(tmp, encoding="utf-8", xml_declaration=True)
+    tmp.replace(path)

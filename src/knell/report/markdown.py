@@ -1,0 +1,132 @@
+"""The failure-mode report a person reads first: ``report.md``.
+
+It leads with the verdict, then every check's answer, then each anomaly
+with its minimal witness (the few events that prove it, with times relative
+to the start of the run and the processes that saw them), then what the run
+actually did. "unknown" is always shown with its reason: a report never
+rounds an undecided check up to a pass.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from knell.checker import Verdict
+from knell.history import Event
+from knell.report.stats import RunStats
+
+__all__ = ["render_markdown", "verdict_word"]
+
+MAX_ANOMALIES_SHOWN = 10
+
+
+def verdict_word(valid: object) -> str:
+    if valid is True:
+        return "VALID"
+    if valid is False:
+        return "INVALID"
+    return "UNKNOWN"
+
+
+def _fmt(value: float | None, unit: str = "", digits: int = 1) -> str:
+    return "not measured" if value is None else f"{value:.{digits}f}{unit}"
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, separators=(",", ":"), default=str)
+    return text if len(text) <= 90 else text[:87] + "..."
+
+
+def _witness_table(witness: list[Event], t0: int | None) -> list[str]:
+    rows = ["| # | t (s) | process | type | f | handle / channel | value |", "|---|---|---|---|---|---|---|"]
+    for e in witness:
+        t = "" if t0 is None else f"{(e.get('time', t0) - t0) / 1e9:.3f}"
+        where = " / ".join(str(e[k]) for k in ("handle", "channel") if e.get(k) is not None)
+        process = f"{e.get('process', '')}#{e.get('incarnation', '')}"
+        rows.append(
+            f"| {e.get('index', '')} | {t} | {process} | {e.get('type', '')} | "
+            f"{e.get('f', '')} | {where} | `{_short(e.get('value', {}))}` |"
+        )
+    return rows
+
+
+def render_markdown(
+    scenario: dict[str, Any],
+    verdict: Verdict,
+    stats: RunStats,
+    torn: list[str],
+    t0: int | None,
+) -> str:
+    name = scenario.get("name", "history")
+    out = [f"# knell: {name} is {verdict_word(verdict.valid)}", ""]
+    if scenario.get("description"):
+        out += [f"> {scenario['description']}", ""]
+    bus = scenario.get("bus") or f"reference {scenario.get('store', 'sqlite')} bus"
+    out += [
+        f"- bus: `{bus}`, store: {scenario.get('store', '?')}",
+        f"- seed {scenario.get('seed', '?')}, configured duration {scenario.get('duration', '?')} s,"
+        f" history {stats.events} events over {_fmt(stats.seconds, ' s')}",
+        f"- checked in {verdict.seconds:.2f} s",
+        "",
+        "## Checks",
+        "",
+        "| check | verdict | anomalies | counts |",
+        "|---|---|---|---|",
+    ]
+    for check_name, result in verdict.checks.items():
+        counts = ", ".join(f"{k} {v}" for k, v in result.counts.items())
+        found = sum(1 for _ in result.anomalies)
+        word = verdict_word(result.valid)
+        if result.valid == "unknown" and result.unknown_reason:
+            word += f" ({result.unknown_reason})"
+        out.append(f"| {check_name} | {word} | {found} | {counts} |")
+    out.append("")
+    invalid = [(n, r) for n, r in verdict.checks.items() if r.valid is False]
+    if invalid:
+        out += ["## Anomalies, with the events that prove them", ""]
+        for check_name, result in invalid:
+            for anomaly in result.anomalies[:MAX_ANOMALIES_SHOWN]:
+                out += [f"### {check_name}: {anomaly.kind}", "", anomaly.message, ""]
+                out += _witness_table(anomaly.witness, t0)
+                out.append("")
+            hidden = len(result.anomalies) - MAX_ANOMALIES_SHOWN
+            if hidden > 0:
+                out += [f"...and {hidden} more in results.json.", ""]
+    metrics = [(n, r.metrics) for n, r in verdict.checks.items() if r.metrics]
+    if metrics:
+        out += ["## Measurements from the checks", ""]
+        for check_name, values in metrics:
+            shown = ", ".join(
+                f"{k} {_fmt(v, digits=2) if isinstance(v, float) else v}" for k, v in values.items()
+            )
+            out.append(f"- {check_name}: {shown}")
+        out.append("")
+    posts = stats.posts
+    out += [
+        "## What the run did",
+        "",
+        f"- posts: {posts.get('ok', 0)} ok, {posts.get('fail', 0)} fail, {posts.get('info', 0)} info"
+        f" ({posts.get('invoke', 0)} invoked); {_fmt(stats.posts_per_second, ' ok/s')}",
+        f"- handled deliveries: {stats.handled}",
+        f"- processes: {stats.processes}, incarnations: {stats.incarnations}",
+        "- faults: "
+        + (", ".join(f"{k} {v}" for k, v in sorted(stats.faults.items())) or "none"),
+        f"- all processes ready {_fmt(stats.ready_seconds, ' s', 3)} after the run began",
+        f"- kill to running again: p50 {_fmt(stats.restart_ms.get('p50'), ' ms')},"
+        f" max {_fmt(stats.restart_ms.get('max'), ' ms')} (includes the scheduled restart delay)",
+        f"- spawn to ready: p50 {_fmt(stats.spawn_ms.get('p50'), ' ms')},"
+        f" max {_fmt(stats.spawn_ms.get('max'), ' ms')}",
+        "",
+    ]
+    if torn:
+        out += ["## Torn lines (a process killed mid-write; skipped)", ""]
+        out += [f"- {line}" for line in torn] + [""]
+    out += [
+        "## Files",
+        "",
+        "`history.jsonl` (merged), `history/` (per process), `schedule.json`, `scenario.json`,"
+        " `results.json`, `junit.xml`, `logs/`.",
+        "",
+    ]
+    return "\n".join(out)

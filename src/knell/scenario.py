@@ -1,0 +1,314 @@
+"""Scenarios: a workload plus a fault schedule, declared in TOML.
+
+A scenario names the store, the processes (producers, consumers, waiters,
+joiners) and the nemesis specs. The seed turns those specs into exact timed
+faults (see :mod:`knell.schedule`), so a scenario file plus a seed is a
+complete, replayable experiment.
+
+Validation is pydantic with ``extra="forbid"`` and role/fault-tagged unions:
+a typo'd key, a wrong type, a negative duration, an unknown role or fault,
+or a target that names no process all fail *before* anything starts, with
+the file, the field path (and its line when it can be found) and the bad
+value -- never a traceback.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    model_validator,
+)
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+__all__ = [
+    "ConsumerSpec",
+    "JoinerSpec",
+    "KillSpec",
+    "PauseSpec",
+    "ProcessSpec",
+    "ProducerSpec",
+    "Scenario",
+    "ScenarioError",
+    "WaiterSpec",
+    "load_scenario",
+    "parse_duration",
+]
+
+_DURATION = re.compile(r"^\s*(?P<n>\d+(?:\.\d*)?|\.\d+)\s*(?P<unit>ms|s|m|h)?\s*$")
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+
+
+class ScenarioError(Exception):
+    """A scenario file is unusable; the message names file, field and value."""
+
+
+def parse_duration(value: Any) -> float:
+    """``"20s"``, ``"500ms"``, ``"2m"``, ``1.5`` (seconds) -> seconds.
+
+    Negative or malformed values are refused here so the error names the
+    field that held them."""
+    if isinstance(value, bool):
+        raise ValueError(f"expected a duration like '2s' or '500ms', got {value!r}")
+    if isinstance(value, (int, float)):
+        seconds = float(value)
+    elif isinstance(value, str):
+        match = _DURATION.match(value)
+        if match is None:
+            raise ValueError(f"expected a duration like '2s' or '500ms', got {value!r}")
+        seconds = float(match["n"]) * _UNITS[match["unit"]]
+    else:
+        raise ValueError(f"expected a duration like '2s' or '500ms', got {value!r}")
+    if seconds < 0:
+        raise ValueError(f"duration must not be negative, got {value!r}")
+    return seconds
+
+
+Duration = Annotated[float, BeforeValidator(parse_duration)]
+Name = Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9_-]*$", max_length=64)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class _ProcessBase(_Strict):
+    name: Name | None = Field(
+        default=None, description="Group name; instances are NAME-1..NAME-count (default: role)"
+    )
+    count: int = Field(default=1, ge=1, le=64)
+    channel: Name = "events"
+
+    @property
+    def group(self) -> str:
+        return self.name or self.role  # type: ignore[attr-defined, no-any-return]
+
+
+class ProducerSpec(_ProcessBase):
+    """Posts unique ids at a steady rate."""
+
+    role: Literal["producer"]
+    rate: float = Field(default=50.0, gt=0, le=100_000, description="posts per second each")
+    idempotency: bool = Field(
+        default=False, description="send idempotency keys; retry indeterminate posts with them"
+    )
+    retry_every: int = Field(
+        default=0,
+        ge=0,
+        description="with idempotency: resend every Nth post with its key, as a client "
+        "whose reply was lost would (0 = never)",
+    )
+
+
+class _ReaderBase(_ProcessBase):
+    batch: int = Field(default=50, ge=1, le=10_000, description="fetch page size")
+    handle_time: Duration = Field(default=0.0, description="simulated work per message")
+    ack_probe_every: int = Field(
+        default=0, ge=0, description="every N pages, try an ack beyond head (must be refused)"
+    )
+    idle: Duration = Field(default=0.05, description="sleep when caught up")
+
+
+class ConsumerSpec(_ReaderBase):
+    """Catches up to the true head, handles, then acks. Instances share a handle."""
+
+    role: Literal["consumer"]
+    handle: Name = "worker"
+    at: Literal["head", "start"] = "head"
+
+
+class WaiterSpec(_ReaderBase):
+    """The doorbell loop: arm, ring, catch up, ack, reply, re-arm."""
+
+    role: Literal["waiter"]
+    handle: Name | None = Field(default=None, description="default: the instance name")
+    wait_timeout: Duration = Field(default=2.0, gt=0)
+    reply_every: int = Field(
+        default=3, ge=0, description="post an own message after every N rings (0 = never)"
+    )
+
+
+class JoinerSpec(_ReaderBase):
+    """A fresh handle per incarnation that joins at head mid-run, then consumes."""
+
+    role: Literal["joiner"]
+    handle: Name = Field(default="joiner", description="prefix of the fresh handles")
+    join_after: Duration = Field(default=1.0, description="delay before the first join")
+
+
+ProcessSpec = Annotated[
+    ProducerSpec | ConsumerSpec | WaiterSpec | JoinerSpec, Field(discriminator="role")
+]
+
+
+class _FaultBase(_Strict):
+    target: str = Field(description="a process group, role, or instance name")
+    every: Duration = Field(gt=0, description="mean interval between faults")
+    jitter: float = Field(default=0.5, ge=0, lt=1, description="interval spread, 0..1")
+    start: Duration = Field(default=1.0, description="first fault not before this")
+    stop: Duration | None = Field(default=None, description="no fault after this")
+
+
+class KillSpec(_FaultBase):
+    """SIGKILL one process; restart it as a new incarnation after a delay."""
+
+    fault: Literal["kill"]
+    restart_after: Duration = 0.2
+
+
+class PauseSpec(_FaultBase):
+    """Suspend one process tree (SIGSTOP); resume it after ``duration``."""
+
+    fault: Literal["pause"]
+    duration: Duration = Field(default=1.0, gt=0)
+
+
+NemesisSpec = Annotated[KillSpec | PauseSpec, Field(discriminator="fault")]
+
+
+class Scenario(_Strict):
+    name: Name
+    description: str = Field(min_length=1, max_length=200)
+    store: Literal["sqlite"] = "sqlite"
+    bus: str | None = Field(
+        default=None, description="driver 'module:factory' (default: the store's reference bus)"
+    )
+    duration: Duration = Field(gt=0)
+    seed: int = 0
+    poll_interval: Duration = Field(default=0.1, gt=0, description="doorbell poll interval")
+    wake_bound: Duration = Field(default=1.0, gt=0, description="a ring must come within this")
+    drain_timeout: Duration = Field(default=60.0, gt=0)
+    process: list[ProcessSpec] = Field(min_length=1)
+    nemesis: list[NemesisSpec] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _names_resolve(self) -> Scenario:
+        groups: dict[str, str] = {}
+        for index, spec in enumerate(self.process):
+            if spec.group in groups:
+                raise ValueError(
+                    f"process[{index}]: group name {spec.group!r} is used twice; "
+                    "give one of them a distinct 'name'"
+                )
+            groups[spec.group] = spec.role
+        known = set(self.instances()) | set(groups) | set(groups.values())
+        for index, fault in enumerate(self.nemesis):
+            if fault.target not in known:
+                raise ValueError(
+                    f"nemesis[{index}].target: {fault.target!r} names no process "
+                    f"(known: {', '.join(sorted(known))})"
+                )
+        return self
+
+    def instances(self) -> dict[str, ProducerSpec | ConsumerSpec | WaiterSpec | JoinerSpec]:
+        """Every process instance by name (``consumer-1``, ``consumer-2``...)."""
+        return {
+            f"{spec.group}-{i}": spec for spec in self.process for i in range(1, spec.count + 1)
+        }
+
+    def targets(self, target: str) -> list[str]:
+        """Instance names a nemesis target covers, in a stable order."""
+        return [
+            name
+            for name, spec in self.instances().items()
+            if target in (name, spec.group, spec.role)
+        ]
+
+    def with_overrides(self, **changes: Any) -> Scenario:
+        """A copy with top-level fields replaced (CLI flags), re-validated."""
+        data = self.model_dump()
+        data.update({k: v for k, v in changes.items() if v is not None})
+        return Scenario.model_validate(data)
+
+
+_TAGS = ("producer", "consumer", "waiter", "joiner", "kill", "pause")
+
+
+def _locate(text: str, loc: tuple[int | str, ...]) -> int | None:
+    """Best-effort line number of a field path in the TOML source, so an
+    error can point at the line as well as the field."""
+    lines = text.splitlines()
+    start = 0
+    if len(loc) >= 2 and isinstance(loc[0], str) and isinstance(loc[1], int):
+        header = re.compile(rf"^\s*\[\[\s*{re.escape(loc[0])}\s*\]\]")
+        seen = -1
+        for number, line in enumerate(lines):
+            if header.match(line):
+                seen += 1
+                if seen == loc[1]:
+                    start = number
+                    break
+        else:
+            return None
+        keys = [k for k in loc[2:] if isinstance(k, str) and k not in _TAGS]
+        if not keys:
+            return start + 1
+        in_table = True
+    else:
+        keys = [k for k in loc if isinstance(k, str)][:1]
+        in_table = False
+    if not keys:
+        return None
+    key = re.compile(rf"^\s*{re.escape(keys[0])}\s*=")
+    for number in range(start, len(lines)):
+        if lines[number].lstrip().startswith("["):
+            if in_table and number > start:
+                break
+            if not in_table:
+                break  # top-level keys come before the first table
+        if key.match(lines[number]):
+            return number + 1
+    return None
+
+
+def _field_path(loc: tuple[int | str, ...]) -> str:
+    path = ""
+    for part in loc:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        elif part in _TAGS:
+            continue  # the union tag pydantic inserts; not a key the user wrote
+        else:
+            path += f".{part}" if path else part
+    return path or "(top level)"
+
+
+def load_scenario(path: Path, **overrides: Any) -> Scenario:
+    """Read and validate one scenario file; raise :class:`ScenarioError`."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ScenarioError(f"{path}: cannot read scenario: {exc.strerror}") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ScenarioError(f"{path}: not valid TOML: {exc}") from None
+    data.update({k: v for k, v in overrides.items() if v is not None})
+    try:
+        return Scenario.model_validate(data)
+    except ValidationError as exc:
+        problems = []
+        for error in exc.errors():
+            loc = tuple(error["loc"])
+            line = _locate(text, loc)
+            where = f"{path}:{line}" if line else str(path)
+            field = _field_path(loc)
+            message = error["msg"].removeprefix("Value error, ")
+            if error["type"] == "extra_forbidden":
+                message = "unknown key"
+            value = error.get("input")
+            shown = "" if isinstance(value, (dict, list)) else f" (value: {value!r})"
+            problems.append(f"{where}: {field}: {message}{shown}")
+        raise ScenarioError("\n".join(problems)) from None

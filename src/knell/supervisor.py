@@ -1,0 +1,179 @@
+"""Spawns, kills, pauses and restarts the worker processes of one run.
+
+Every fault here is a real OS action on a real process: a kill is SIGKILL
+(TerminateProcess on Windows) through psutil, a pause suspends the whole
+process tree (SIGSTOP), a restart starts a new OS process as the next
+*incarnation* of the same name, which inherits its handle's durable cursor
+from the store and nothing else.
+
+No orphans, whatever dies when: each worker is leashed to this process
+(parent-death signal plus a watchdog, see :mod:`knell.workload.worker`),
+and :meth:`Supervisor.shutdown` kills whatever is still alive, resuming
+paused trees first so nothing is left stopped.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+
+__all__ = ["Supervisor", "WorkerProcess"]
+
+
+@dataclass
+class WorkerProcess:
+    name: str
+    spec_path: Path
+    incarnation: int = 0
+    popen: subprocess.Popen[bytes] | None = None
+    paused: bool = False
+    exits: list[int] = field(default_factory=list)
+
+    @property
+    def pid(self) -> int | None:
+        return None if self.popen is None else self.popen.pid
+
+    def alive(self) -> bool:
+        return self.popen is not None and self.popen.poll() is None
+
+
+class Supervisor:
+    """Owns the worker processes of one run directory."""
+
+    def __init__(self, run_dir: Path, python: str = sys.executable) -> None:
+        self.run_dir = run_dir
+        self.python = python
+        self.logs = run_dir / "logs"
+        self.logs.mkdir(parents=True, exist_ok=True)
+        self.workers: dict[str, WorkerProcess] = {}
+
+    def add(self, name: str, spec_path: Path) -> WorkerProcess:
+        worker = WorkerProcess(name, spec_path)
+        self.workers[name] = worker
+        return worker
+
+    def start(self, name: str) -> WorkerProcess:
+        """Start the next incarnation of ``name`` (the first, or a restart)."""
+        worker = self.workers[name]
+        if worker.alive():
+            raise RuntimeError(f"{name} is already running (pid {worker.pid})")
+        self._reap(worker)
+        worker.incarnation += 1
+        worker.paused = False
+        log = open(self.logs / f"{name}.{worker.incarnation}.log", "wb")  # noqa: SIM115
+        try:
+            worker.popen = subprocess.Popen(
+                [
+                    self.python,
+                    "-m",
+                    "knell.workload",
+                    str(worker.spec_path),
+                    str(worker.incarnation),
+                    str(os.getpid()),
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=self.run_dir,
+            )
+        finally:
+            log.close()
+        return worker
+
+    def kill(self, name: str) -> int | None:
+        """SIGKILL the process tree; returns the pid killed (None if it was
+        not running)."""
+        worker = self.workers[name]
+        if not worker.alive() or worker.popen is None:
+            return None
+        pid = worker.popen.pid
+        _kill_tree(pid)
+        worker.popen.wait()
+        self._reap(worker)
+        worker.paused = False
+        return pid
+
+    def pause(self, name: str) -> int | None:
+        worker = self.workers[name]
+        if not worker.alive() or worker.paused or worker.pid is None:
+            return None
+        _each_in_tree(worker.pid, "suspend")
+        worker.paused = True
+        return worker.pid
+
+    def resume(self, name: str) -> int | None:
+        worker = self.workers[name]
+        if not worker.alive() or not worker.paused or worker.pid is None:
+            worker.paused = False
+            return None
+        _each_in_tree(worker.pid, "resume")
+        worker.paused = False
+        return worker.pid
+
+    def wait_exit(self, names: list[str], timeout: float) -> list[str]:
+        """Wait for the named workers to exit on their own; return those
+        still running at the deadline."""
+        deadline = time.monotonic() + timeout
+        pending = [n for n in names if self.workers[n].alive()]
+        while pending and time.monotonic() < deadline:
+            time.sleep(0.02)
+            pending = [n for n in pending if self.workers[n].alive()]
+        for name in names:
+            if not self.workers[name].alive():
+                self._reap(self.workers[name])
+        return pending
+
+    def shutdown(self) -> list[str]:
+        """Kill every worker still alive (resuming paused ones first) and
+        reap them all. Returns the names that had to be killed."""
+        killed = []
+        for worker in self.workers.values():
+            if worker.alive() and worker.pid is not None:
+                if worker.paused:
+                    _each_in_tree(worker.pid, "resume")
+                _kill_tree(worker.pid)
+                killed.append(worker.name)
+            if worker.popen is not None:
+                try:
+                    worker.popen.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    pass
+                self._reap(worker)
+        return killed
+
+    def _reap(self, worker: WorkerProcess) -> None:
+        if worker.popen is not None and worker.popen.poll() is not None:
+            worker.exits.append(worker.popen.returncode)
+            worker.popen = None
+
+
+def _tree(pid: int) -> list[psutil.Process]:
+    try:
+        root = psutil.Process(pid)
+        return [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return []
+
+
+def _each_in_tree(pid: int, action: str) -> None:
+    for proc in _tree(pid):
+        try:
+            getattr(proc, action)()
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            pass
+
+
+def _kill_tree(pid: int) -> None:
+    """SIGKILL the root first (so it cannot respawn children), then the rest.
+    The caller reaps the root through its Popen."""
+    for proc in _tree(pid):
+        try:
+            proc.kill()
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            pass

@@ -1,0 +1,46 @@
+"""Entry point of every worker process: ``python -m knell.workload SPEC INCARNATION PARENT``.
+
+Kept free of click and rich so a worker starts in as few milliseconds as
+possible: restart latency after a kill is part of what knell measures.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from knell.workload.consumer import run_consumer, run_drain
+from knell.workload.joiner import run_joiner
+from knell.workload.producer import run_producer
+from knell.workload.waiter import run_waiter
+from knell.workload.worker import OpFailed, Worker, WorkerSpec
+
+ROLES: dict[str, Callable[[Worker], None]] = {
+    "producer": run_producer,
+    "consumer": run_consumer,
+    "waiter": run_waiter,
+    "joiner": run_joiner,
+    "drain": run_drain,
+}
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 3:
+        print("usage: python -m knell.workload SPEC.json INCARNATION PARENT_PID", file=sys.stderr)
+        return 2
+    spec = WorkerSpec.load(Path(argv[0]))
+    parent = int(argv[2])
+    worker = Worker(spec, int(argv[1]), parent if parent > 0 else None)
+    try:
+        ROLES[spec.role](worker)
+    except OpFailed as failed:
+        print(f"{spec.name}: stopped on a failed operation: {failed}", file=sys.stderr)
+        return 3
+    finally:
+        worker.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,29 @@
+"""The joiner: a brand-new handle subscribing mid-run.
+
+Onboarding is the moment a history flood hurts most, so the contract says a
+new handle joins at the current head. Each incarnation of a joiner process
+takes a fresh handle (``joiner-1.3``: group, instance, incarnation), waits
+``join_after`` seconds, joins at head and then consumes like any consumer.
+Killing joiners therefore churns joins; the old handles keep their cursors
+and are drained at the end like every other handle.
+"""
+
+from __future__ import annotations
+
+from knell.workload.consumer import consume_forever
+from knell.workload.worker import Worker
+
+__all__ = ["run_joiner"]
+
+
+def run_joiner(worker: Worker) -> None:
+    prefix = str(worker.params.get("handle", "joiner"))
+    suffix = worker.name.rsplit("-", 1)[-1]
+    handle = f"{prefix}-{suffix}.{worker.incarnation}"
+    channel = str(worker.params.get("channel", "events"))
+    if worker.incarnation == 1:
+        worker.sleep(float(worker.params.get("join_after", 1.0)))
+    if worker.stopping():
+        return
+    worker.subscribe(handle, channel, "head")
+    consume_forever(worker, handle, channel)

@@ -1,0 +1,78 @@
+"""The producer: unique ids at a steady rate, with optional idempotent retry.
+
+Every message body is a unique id (``producer-2.3:431``: process, incarnation,
+counter), so the checker matches deliveries to posts without trusting the
+bus. With idempotency on, the key is the id and a post whose outcome is
+unknown is retried with the same key -- including the one a previous
+incarnation was in the middle of when it was killed, found in that
+incarnation's history. The bus must answer a retry with the original seq.
+``retry_every`` also resends every Nth post deliberately, as a client whose
+reply was lost would.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from knell.history import HistoryReader
+from knell.workload.worker import OpFailed, Worker
+
+__all__ = ["run_producer"]
+
+MAX_RETRIES = 5
+
+
+def _unfinished_post(worker: Worker) -> tuple[str, str] | None:
+    """(id, key) of a keyed post the previous incarnation invoked but never
+    completed (it was killed mid-post)."""
+    if worker.incarnation <= 1:
+        return None
+    path = Path(worker.spec.history_dir) / f"{worker.name}.{worker.incarnation - 1}.jsonl"
+    last = None
+    for event in HistoryReader(path):
+        if event.get("f") == "post":
+            last = event
+    if last is None or last["type"] != "invoke" or "key" not in last["value"]:
+        return None
+    return str(last["value"]["id"]), str(last["value"]["key"])
+
+
+def _post(worker: Worker, channel: str, msg_id: str, key: str | None) -> None:
+    attempts = 0
+    while True:
+        try:
+            worker.post(channel, msg_id, worker.name, key)
+            return
+        except OpFailed as failed:
+            attempts += 1
+            # Retrying an unknown outcome is only safe with a key.
+            if failed.definite or key is None or attempts > MAX_RETRIES or worker.stopping():
+                return
+            time.sleep(0.01 * attempts)
+
+
+def run_producer(worker: Worker) -> None:
+    channel = str(worker.params.get("channel", "events"))
+    rate = float(worker.params.get("rate", 50.0))
+    keyed = bool(worker.params.get("idempotency", False))
+    retry_every = int(worker.params.get("retry_every", 0)) if keyed else 0
+    pending = _unfinished_post(worker) if keyed else None
+    if pending is not None:
+        _post(worker, channel, pending[0], pending[1])
+    interval = 1.0 / rate
+    next_at = time.monotonic()
+    counter = 0
+    while not worker.stopping():
+        counter += 1
+        msg_id = f"{worker.name}.{worker.incarnation}:{counter}"
+        key = msg_id if keyed else None
+        _post(worker, channel, msg_id, key)
+        if retry_every and counter % retry_every == 0:
+            _post(worker, channel, msg_id, key)
+        next_at += interval
+        delay = next_at - time.monotonic()
+        if delay > 0:
+            worker.sleep(delay)
+        elif delay < -1.0:
+            next_at = time.monotonic()  # fell behind (paused): do not burst to catch up

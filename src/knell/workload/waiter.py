@@ -1,0 +1,63 @@
+"""The waiter: the doorbell loop an on-duty agent session runs.
+
+Arm one doorbell (peek-only, position in memory), and on a ring or a
+timeout: catch up, handle, ack, re-arm. Now and then the waiter posts a
+reply under its own handle, as an agent answering a message would; the
+contract says those own posts must never ring its own doorbell.
+
+The history records ``arm`` (invoke with the timeout, ok with whether it
+rang) around the wait call and, when it rang, a single ``wake`` event with
+the ring's channel, seq, sender and reason, logged the moment the call
+returned so the checker can measure post-to-ring latency.
+"""
+
+from __future__ import annotations
+
+from knell.buses import Wake
+from knell.workload.consumer import catch_up
+from knell.workload.worker import OpFailed, Worker
+
+__all__ = ["run_waiter"]
+
+
+def run_waiter(worker: Worker) -> None:
+    handle = str(worker.params.get("handle") or worker.name)
+    channel = str(worker.params.get("channel", "events"))
+    timeout = float(worker.params.get("wait_timeout", 2.0))
+    reply_every = int(worker.params.get("reply_every", 3))
+    worker.subscribe(handle, channel, "head")
+    rings = 0
+    while not worker.stopping():
+        try:
+            catch_up(worker, handle, channel)
+        except OpFailed:
+            worker.sleep(0.05)
+            continue
+        if worker.stopping():
+            return
+        worker.history.write("invoke", "arm", {"timeout": timeout}, handle=handle)
+        try:
+            wake: Wake | None = worker.bus.wait(handle, timeout)
+        except Exception as exc:
+            worker.history.write(
+                "info", "arm", {"timeout": timeout, "error": f"{type(exc).__name__}: {exc}"},
+                handle=handle,
+            )
+            worker.sleep(0.05)
+            continue
+        if wake is not None:
+            worker.history.write(
+                "ok", "wake",
+                {"seq": wake.seq, "sender": wake.sender, "reason": wake.reason},
+                handle=handle, channel=wake.channel,
+            )
+        worker.history.write("ok", "arm", {"rang": wake is not None}, handle=handle)
+        if wake is None:
+            continue
+        rings += 1
+        if reply_every and rings % reply_every == 0:
+            msg_id = f"{worker.name}.{worker.incarnation}:reply-{rings}"
+            try:
+                worker.post(channel, msg_id, handle, None)
+            except OpFailed:
+                pass

@@ -1,0 +1,183 @@
+"""What every worker process shares: its history, its bus, and its leash.
+
+A worker is one OS process playing one role (producer, consumer, waiter,
+joiner) against the bus named by a driver URL. It records every operation
+as an invoke and exactly one completion, classified by the contract's
+error tree: :class:`~knell.buses.contract.DefiniteError` becomes ``fail``,
+anything else ``info`` (the worker cannot know whether a write landed).
+
+The leash: a worker must never outlive the run that started it, even when
+the runner is SIGKILLed and cannot clean up. On Linux the kernel delivers
+SIGKILL to the worker when its parent dies (``PR_SET_PDEATHSIG``); on every
+platform a watchdog thread also exits the process once the parent pid is
+gone. A graceful stop is a file in the run's control folder rather than a
+signal, so it works the same on Windows.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import psutil
+
+from knell.buses import Bus, DefiniteError, Message, open_bus
+from knell.history import HistoryWriter
+
+__all__ = ["OpFailed", "Worker", "WorkerSpec"]
+
+T = TypeVar("T")
+
+
+class OpFailed(Exception):
+    """An operation completed ``fail`` or ``info``; already recorded."""
+
+    def __init__(self, definite: bool, error: str) -> None:
+        super().__init__(error)
+        self.definite = definite
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """Everything a worker process needs, written by the runner as JSON."""
+
+    name: str
+    role: str
+    bus_url: str
+    driver: str | None
+    history_dir: str
+    control_dir: str
+    params: dict[str, Any]
+
+    @classmethod
+    def load(cls, path: Path) -> WorkerSpec:
+        return cls(**json.loads(path.read_text(encoding="utf-8")))
+
+
+def _die_with_parent(parent: int) -> None:
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            pr_set_pdeathsig = 1
+            libc.prctl(pr_set_pdeathsig, signal.SIGKILL)
+        except (OSError, AttributeError):
+            pass
+    if not psutil.pid_exists(parent) or os.getppid() != parent:
+        os._exit(70)
+
+    def watch() -> None:
+        while True:
+            time.sleep(0.25)
+            if os.getppid() != parent or not psutil.pid_exists(parent):
+                os._exit(70)
+
+    threading.Thread(target=watch, name="parent-watchdog", daemon=True).start()
+
+
+class Worker:
+    """One incarnation of one named process: history writer + bus + stop flag."""
+
+    def __init__(self, spec: WorkerSpec, incarnation: int, parent: int | None) -> None:
+        if parent is not None:
+            _die_with_parent(parent)
+        self.spec = spec
+        self.name = spec.name
+        self.incarnation = incarnation
+        self.params = spec.params
+        self._stop_file = Path(spec.control_dir) / f"stop-{spec.name}"
+        self._stop_all = Path(spec.control_dir) / "stop-all"
+        self.history = HistoryWriter(
+            Path(spec.history_dir) / f"{spec.name}.{incarnation}.jsonl", spec.name, incarnation
+        )
+        self.bus: Bus = open_bus(spec.bus_url, spec.driver)
+        self.history.write("ok", "start", {"role": spec.role})
+
+    def stopping(self) -> bool:
+        return self._stop_file.exists() or self._stop_all.exists()
+
+    def sleep(self, seconds: float) -> None:
+        """Sleep, but wake early (in small steps) when asked to stop."""
+        end = time.monotonic() + seconds
+        while not self.stopping():
+            left = end - time.monotonic()
+            if left <= 0:
+                return
+            time.sleep(min(left, 0.05))
+
+    def op(
+        self,
+        f: str,
+        value: dict[str, Any],
+        call: Callable[[], T],
+        ok: Callable[[T], dict[str, Any]],
+        *,
+        handle: str | None = None,
+        channel: str | None = None,
+    ) -> T:
+        """Invoke, call the bus, complete. Raises :class:`OpFailed` after
+        recording ``fail`` / ``info``."""
+        self.history.write("invoke", f, value, handle=handle, channel=channel)
+        try:
+            result = call()
+        except DefiniteError as exc:
+            self.history.write(
+                "fail", f, {**value, "error": str(exc)}, handle=handle, channel=channel
+            )
+            raise OpFailed(True, str(exc)) from exc
+        except Exception as exc:
+            error = f"{type(exc).__name__}: {exc}"
+            self.history.write("info", f, {**value, "error": error}, handle=handle, channel=channel)
+            raise OpFailed(False, error) from exc
+        self.history.write("ok", f, ok(result), handle=handle, channel=channel)
+        return result
+
+    # -- the operations every role uses --------------------------------------
+
+    def subscribe(self, handle: str, channel: str, at: str = "head", *, retry: bool = True) -> int:
+        """Subscribe; a role cannot work without it, so keep trying (each
+        attempt recorded) until it succeeds or the worker is told to stop."""
+        while True:
+            try:
+                return self._subscribe(handle, channel, at)
+            except OpFailed:
+                if not retry or self.stopping():
+                    raise
+                self.sleep(0.05)
+
+    def _subscribe(self, handle: str, channel: str, at: str) -> int:
+        return self.op(
+            "subscribe",
+            {"at": at},
+            lambda: self.bus.subscribe(handle, channel, at),  # type: ignore[arg-type]
+            lambda c: {"cursor": c},
+            handle=handle,
+            channel=channel,
+        )
+
+    def post(self, channel: str, msg_id: str, sender: str, key: str | None) -> Message:
+        value: dict[str, Any] = {"id": msg_id, "sender": sender}
+        if key is not None:
+            value["key"] = key
+        return self.op(
+            "post",
+            value,
+            lambda: self.bus.post(channel, msg_id, sender, key),
+            lambda m: {**value, "seq": m.seq},
+            channel=channel,
+        )
+
+    def close(self) -> None:
+        self.history.write("ok", "stop", {})
+        try:
+            self.bus.close()
+        finally:
+            self.history.close()

@@ -1,0 +1,53 @@
+"""End to end: the quickstart passes on the reference bus, and the same
+scenario catches a deliberately broken bus loaded through module:factory."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.integration.conftest import REPO, knell
+
+pytestmark = pytest.mark.integration
+
+
+def _results(stdout: str) -> tuple[Path, dict]:
+    line = next(l for l in stdout.splitlines() if l.startswith("report: "))
+    report = Path(line.removeprefix("report: ").strip())
+    return report.parent, json.loads((report.parent / "results.json").read_text())
+
+
+def test_quickstart_is_valid(tmp_path: Path) -> None:
+    proc = knell("run", str(REPO / "scenarios/quickstart.toml"), "--reports", str(tmp_path))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "verdict: VALID" in proc.stdout
+    run_dir, results = _results(proc.stdout)
+    assert results["valid"] is True
+    for name in ("history.jsonl", "schedule.json", "results.json", "report.md", "junit.xml"):
+        assert (run_dir / name).exists(), name
+    assert (run_dir.parent / "latest").resolve() == run_dir.resolve()
+    stats = results["stats"]
+    assert stats["faults"].get("kill", 0) >= 2, stats
+    assert stats["posts"]["ok"] > 100 and stats["handled"] > 100, stats
+    checks = results["checks"]["checks"]
+    assert checks["no-loss"]["valid"] is True
+    # the re-check of a stored run gives the same verdict
+    again = knell("check", str(run_dir))
+    assert again.returncode == 0, again.stdout + again.stderr
+
+
+def test_broken_bus_is_caught(tmp_path: Path) -> None:
+    proc = knell(
+        "run", str(REPO / "scenarios/quickstart.toml"), "--reports", str(tmp_path),
+        "--bus", "broken_bus:open_stale_ack",
+    )
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "verdict: INVALID" in proc.stdout
+    _, results = _results(proc.stdout)
+    cursor = results["checks"]["checks"]["no-cursor-regression"]
+    assert cursor["valid"] is False
+    assert any(a["kind"] == "cursor-regression" for a in cursor["anomalies"])
+    witness = cursor["anomalies"][0]["witness"]
+    assert {e["f"] for e in witness} <= {"ack", "cursor", "subscribe"}

@@ -1,0 +1,97 @@
+"""Scenario validation: every kind of bad input names file, field and value."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from knell.scenario import ScenarioError, load_scenario, parse_duration
+
+GOOD = """
+name = "s"
+description = "a test scenario"
+duration = "3s"
+
+[[process]]
+role = "producer"
+rate = 10
+
+[[process]]
+role = "consumer"
+count = 2
+
+[[nemesis]]
+fault = "kill"
+target = "consumer"
+every = "1s"
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "s.toml"
+    path.write_text(text)
+    return path
+
+
+def test_good_scenario_loads(tmp_path: Path) -> None:
+    s = load_scenario(write(tmp_path, GOOD))
+    assert s.duration == 3.0
+    assert list(s.instances()) == ["producer-1", "consumer-1", "consumer-2"]
+    assert s.targets("consumer") == ["consumer-1", "consumer-2"]
+    assert s.targets("consumer-2") == ["consumer-2"]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (GOOD.replace('rate = 10', 'rate = 10\nspeed = 3'), ["process[0].speed", "unknown key", "9"]),
+        (GOOD.replace('count = 2', 'count = "two"'), ["process[1].count", "'two'"]),
+        (GOOD.replace('duration = "3s"', 'duration = "-3s"'), ["duration", "'-3s'"]),
+        (GOOD.replace('every = "1s"', 'every = "often"'), ["nemesis[0].every", "'often'"]),
+        (GOOD.replace('role = "consumer"', 'role = "eater"'), ["process[1]", "'eater'"]),
+        (GOOD.replace('fault = "kill"', 'fault = "explode"'), ["nemesis[0]", "'explode'"]),
+        (GOOD.replace('target = "consumer"', 'target = "reviewer"'),
+         ["nemesis[0].target", "'reviewer'", "names no process"]),
+    ],
+)
+def test_bad_input_is_named(tmp_path: Path, text: str, expected: list[str]) -> None:
+    path = write(tmp_path, text)
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(path)
+    message = str(info.value)
+    assert str(path) in message
+    for part in expected:
+        assert part in message, message
+
+
+def test_line_number_points_at_field(tmp_path: Path) -> None:
+    path = write(tmp_path, GOOD.replace('count = 2', 'count = 0'))
+    with pytest.raises(ScenarioError, match=r"s\.toml:12: process\[1\]\.count"):
+        load_scenario(path)
+
+
+def test_toml_syntax_error(tmp_path: Path) -> None:
+    with pytest.raises(ScenarioError, match="not valid TOML"):
+        load_scenario(write(tmp_path, "name = \n"))
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(ScenarioError, match="cannot read"):
+        load_scenario(tmp_path / "nope.toml")
+
+
+def test_durations() -> None:
+    assert parse_duration("500ms") == 0.5
+    assert parse_duration("2m") == 120
+    assert parse_duration(3) == 3.0
+    for bad in ("-1s", "1 parsec", True, None):
+        with pytest.raises(ValueError):
+            parse_duration(bad)
+
+
+def test_shipped_scenarios_are_valid() -> None:
+    files = sorted(Path("scenarios").glob("*.toml"))
+    assert files, "no shipped scenarios found"
+    for path in files:
+        load_scenario(path)
