@@ -85,8 +85,11 @@ def cli() -> None:
     "--reports", type=click.Path(path_type=Path), default=Path("reports"), show_default=True
 )
 @click.option(
-    "--scenarios-dir", type=click.Path(path_type=Path), default=Path("scenarios"),
-    show_default=True, help="Where bare scenario names are looked up.",
+    "--scenarios-dir",
+    type=click.Path(path_type=Path),
+    default=Path("scenarios"),
+    show_default=True,
+    help="Where bare scenario names are looked up.",
 )
 @click.option("-q", "--quiet", is_flag=True, help="Print only the verdict and report path.")
 def run(
@@ -120,6 +123,9 @@ def run(
             outcome = run_scenario(scenario, reports=reports, driver=driver, say=say)
         except (RunError, HistoryError) as exc:
             raise UsageProblem(str(exc)) from None
+        except KeyboardInterrupt:
+            err.print("knell: interrupted; every worker was stopped, the run is incomplete")
+            sys.exit(130)
         _print_outcome(outcome)
         codes.append(outcome.exit_code)
     sys.exit(_worst(codes))
@@ -135,9 +141,7 @@ def check(run_dir: Path) -> None:
         outcome = check_run(run_dir.resolve(), say=lambda line: err.print(line, soft_wrap=True))
     except (RunError, HistoryError) as exc:
         raise UsageProblem(str(exc)) from None
-    console.print(
-        f"checked {outcome.verdict.events} events in {outcome.verdict.seconds:.2f} s"
-    )
+    console.print(f"checked {outcome.verdict.events} events in {outcome.verdict.seconds:.2f} s")
     _print_outcome(outcome)
     sys.exit(outcome.exit_code)
 

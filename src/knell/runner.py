@@ -42,6 +42,7 @@ __all__ = ["RunError", "RunOutcome", "check_run", "exit_code", "run_scenario"]
 
 READER_ROLES = ("consumer", "waiter", "joiner")
 STOP_GRACE = 5.0
+MAX_CRASHES = 5  # a worker that keeps dying on its own is not restarted forever
 
 
 class RunError(Exception):
@@ -117,6 +118,7 @@ class _Run:
         self.nemesis = HistoryWriter(run_dir / "history" / "nemesis.1.jsonl", "nemesis", 1)
         self.expected_down: set[str] = set()
         self.stopping: set[str] = set()
+        self.crashes: dict[str, int] = {}
 
     # -- setup -------------------------------------------------------------
 
@@ -180,7 +182,14 @@ class _Run:
                 pid = worker.popen.pid
                 self.supervisor.wait_exit([name], 0)
                 self._record("crash", name, pid, exit=code)
-                self.say(f"{name} exited on its own (code {code}); restarting")
+                self.crashes[name] = self.crashes.get(name, 0) + 1
+                log = f"logs/{name}.{worker.incarnation}.log"
+                if self.crashes[name] > MAX_CRASHES:
+                    self.stopping.add(name)
+                    self._record("give-up", name, None, crashes=self.crashes[name])
+                    self.say(f"{name} keeps exiting on its own (see {log}); not restarting it")
+                    continue
+                self.say(f"{name} exited on its own (code {code}, see {log}); restarting")
                 restarted = self.supervisor.start(name)
                 self._record("restart", name, restarted.pid, incarnation=restarted.incarnation)
 
@@ -255,14 +264,20 @@ class _Run:
                 if name in stuck or code != 0:
                     error = "timed out" if name in stuck else f"drain worker exited {code}"
                     self.nemesis.write(
-                        "info", "drain", {"handle": handle, "error": error},
-                        handle=handle, channel=channel,
+                        "info",
+                        "drain",
+                        {"handle": handle, "error": error},
+                        handle=handle,
+                        channel=channel,
                     )
                     continue
                 heads = {channel: bus.head(channel)}
                 self.nemesis.write(
-                    "ok", "drain", {"handle": handle, "heads": heads},
-                    handle=handle, channel=channel,
+                    "ok",
+                    "drain",
+                    {"handle": handle, "heads": heads},
+                    handle=handle,
+                    channel=channel,
                 )
         finally:
             bus.close()

@@ -93,7 +93,7 @@ class _ProcessBase(_Strict):
 
     @property
     def group(self) -> str:
-        return self.name or self.role  # type: ignore[attr-defined, no-any-return]
+        return self.name or self.role  # type: ignore[attr-defined]
 
 
 class ProducerSpec(_ProcessBase):

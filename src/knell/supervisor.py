@@ -14,6 +14,7 @@ paused trees first so nothing is left stopped.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -52,6 +53,12 @@ class Supervisor:
         self.logs = run_dir / "logs"
         self.logs.mkdir(parents=True, exist_ok=True)
         self.workers: dict[str, WorkerProcess] = {}
+        # Workers run in the run directory but must import what the user
+        # could import where they typed ``knell run`` (a bus driver module).
+        self.env = dict(os.environ)
+        self.env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (os.getcwd(), os.environ.get("PYTHONPATH", "")) if p
+        )
 
     def add(self, name: str, spec_path: Path) -> WorkerProcess:
         worker = WorkerProcess(name, spec_path)
@@ -81,6 +88,7 @@ class Supervisor:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 cwd=self.run_dir,
+                env=self.env,
             )
         finally:
             log.close()
@@ -140,10 +148,8 @@ class Supervisor:
                 _kill_tree(worker.pid)
                 killed.append(worker.name)
             if worker.popen is not None:
-                try:
+                with contextlib.suppress(subprocess.TimeoutExpired):
                     worker.popen.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    pass
                 self._reap(worker)
         return killed
 
@@ -163,17 +169,13 @@ def _tree(pid: int) -> list[psutil.Process]:
 
 def _each_in_tree(pid: int, action: str) -> None:
     for proc in _tree(pid):
-        try:
+        with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
             getattr(proc, action)()
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
-            pass
 
 
 def _kill_tree(pid: int) -> None:
     """SIGKILL the root first (so it cannot respawn children), then the rest.
     The caller reaps the root through its Popen."""
     for proc in _tree(pid):
-        try:
+        with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
             proc.kill()
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
-            pass

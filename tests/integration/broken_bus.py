@@ -15,10 +15,13 @@ class StaleAckBus(SqliteBus):
             head = self._head(channel)
             if up_to > head:
                 raise AckBeyondHead(f"ack {up_to} beyond head {head}")
-            if db.execute(
-                "UPDATE cursors SET acked = ? WHERE handle = ? AND channel = ?",
-                (up_to, handle, channel),
-            ).rowcount == 0:
+            if (
+                db.execute(
+                    "UPDATE cursors SET acked = ? WHERE handle = ? AND channel = ?",
+                    (up_to, handle, channel),
+                ).rowcount
+                == 0
+            ):
                 raise DefiniteError("not subscribed")
             return up_to
 

@@ -10,7 +10,9 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 
 
-def knell(*args: str, cwd: Path = REPO, timeout: float = 180, **env: str) -> subprocess.CompletedProcess[str]:
+def knell(
+    *args: str, cwd: Path = REPO, timeout: float = 180, **env: str
+) -> subprocess.CompletedProcess[str]:
     """Run the real ``knell`` CLI in a child process."""
     full_env = {**os.environ, **env}
     full_env["PYTHONPATH"] = os.pathsep.join(
@@ -18,7 +20,11 @@ def knell(*args: str, cwd: Path = REPO, timeout: float = 180, **env: str) -> sub
     ).rstrip(os.pathsep)
     return subprocess.run(
         [sys.executable, "-m", "knell", *args],
-        cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout,
+        cwd=cwd,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
 
 

@@ -20,9 +20,20 @@ pytestmark = pytest.mark.integration
 @pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL of the runner is POSIX-only here")
 def test_runner_killed_leaves_no_worker(tmp_path: Path) -> None:
     runner = subprocess.Popen(
-        [sys.executable, "-m", "knell", "run", str(REPO / "scenarios/quickstart.toml"),
-         "--reports", str(tmp_path), "--duration", "30s"],
-        cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            sys.executable,
+            "-m",
+            "knell",
+            "run",
+            str(REPO / "scenarios/quickstart.toml"),
+            "--reports",
+            str(tmp_path),
+            "--duration",
+            "30s",
+        ],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     try:
         deadline = time.monotonic() + 30
@@ -37,7 +48,7 @@ def test_runner_killed_leaves_no_worker(tmp_path: Path) -> None:
         workers = psutil.Process(runner.pid).children(recursive=True)
         os.kill(runner.pid, signal.SIGKILL)
         runner.wait(10)
-        gone, alive = psutil.wait_procs(workers, timeout=5)
+        _, alive = psutil.wait_procs(workers, timeout=5)
         assert not alive, f"orphans left: {[p.pid for p in alive]}"
     finally:
         if runner.poll() is None:
@@ -49,8 +60,11 @@ def test_bad_scenario_exits_2_without_traceback(tmp_path: Path) -> None:
     bad = tmp_path / "bad.toml"
     bad.write_text('name = "x"\ndescription = "d"\nduration = "-2s"\n[[process]]\nrole = "eater"\n')
     proc = subprocess.run(
-        [sys.executable, "-m", "knell", "run", str(bad)], capture_output=True, text=True,
-        cwd=REPO, timeout=60,
+        [sys.executable, "-m", "knell", "run", str(bad)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=60,
     )
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr
@@ -59,8 +73,11 @@ def test_bad_scenario_exits_2_without_traceback(tmp_path: Path) -> None:
 
 def test_check_without_history_is_a_clear_error(tmp_path: Path) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "knell", "check", str(tmp_path)], capture_output=True, text=True,
-        cwd=REPO, timeout=60,
+        [sys.executable, "-m", "knell", "check", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=60,
     )
     assert proc.returncode == 2 and "no history" in proc.stderr and "Traceback" not in proc.stderr
 
@@ -68,10 +85,15 @@ def test_check_without_history_is_a_clear_error(tmp_path: Path) -> None:
 def test_check_with_torn_middle_line_is_a_clear_error(tmp_path: Path) -> None:
     (tmp_path / "history").mkdir()
     (tmp_path / "history" / "p.1.jsonl").write_text(
-        '{"time": 1, "type": "ok", "f": "start"}\n{"time": 2, "ty\n{"time": 3, "type": "ok", "f": "stop"}\n'
+        '{"time": 1, "type": "ok", "f": "start"}\n'
+        '{"time": 2, "ty\n'
+        '{"time": 3, "type": "ok", "f": "stop"}\n'
     )
     proc = subprocess.run(
-        [sys.executable, "-m", "knell", "check", str(tmp_path)], capture_output=True, text=True,
-        cwd=REPO, timeout=60,
+        [sys.executable, "-m", "knell", "check", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=60,
     )
     assert proc.returncode == 2 and "p.1.jsonl:2" in proc.stderr and "Traceback" not in proc.stderr

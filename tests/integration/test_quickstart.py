@@ -14,7 +14,7 @@ pytestmark = pytest.mark.integration
 
 
 def _results(stdout: str) -> tuple[Path, dict]:
-    line = next(l for l in stdout.splitlines() if l.startswith("report: "))
+    line = next(x for x in stdout.splitlines() if x.startswith("report: "))
     report = Path(line.removeprefix("report: ").strip())
     return report.parent, json.loads((report.parent / "results.json").read_text())
 
@@ -40,8 +40,12 @@ def test_quickstart_is_valid(tmp_path: Path) -> None:
 
 def test_broken_bus_is_caught(tmp_path: Path) -> None:
     proc = knell(
-        "run", str(REPO / "scenarios/quickstart.toml"), "--reports", str(tmp_path),
-        "--bus", "broken_bus:open_stale_ack",
+        "run",
+        str(REPO / "scenarios/quickstart.toml"),
+        "--reports",
+        str(tmp_path),
+        "--bus",
+        "broken_bus:open_stale_ack",
     )
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "verdict: INVALID" in proc.stdout

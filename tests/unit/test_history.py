@@ -42,8 +42,14 @@ def test_torn_line_in_the_middle_is_an_error(tmp_path: Path) -> None:
 def test_merge_orders_by_time_and_keeps_file_order(tmp_path: Path) -> None:
     a = tmp_path / "a.jsonl"
     b = tmp_path / "b.jsonl"
-    a.write_bytes(b"".join(orjson.dumps({"time": t, "type": "ok", "n": f"a{t}"}) + b"\n" for t in (1, 3, 3, 7)))
-    b.write_bytes(b"".join(orjson.dumps({"time": t, "type": "ok", "n": f"b{t}"}) + b"\n" for t in (2, 3, 8)))
+    a.write_bytes(
+        b"".join(
+            orjson.dumps({"time": t, "type": "ok", "n": f"a{t}"}) + b"\n" for t in (1, 3, 3, 7)
+        )
+    )
+    b.write_bytes(
+        b"".join(orjson.dumps({"time": t, "type": "ok", "n": f"b{t}"}) + b"\n" for t in (2, 3, 8))
+    )
     out = tmp_path / "history.jsonl"
     count, torn = merge_histories([b, a], out)
     events = list(read_history(out))

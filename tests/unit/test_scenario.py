@@ -45,14 +45,19 @@ def test_good_scenario_loads(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        (GOOD.replace('rate = 10', 'rate = 10\nspeed = 3'), ["process[0].speed", "unknown key", "9"]),
-        (GOOD.replace('count = 2', 'count = "two"'), ["process[1].count", "'two'"]),
+        (
+            GOOD.replace("rate = 10", "rate = 10\nspeed = 3"),
+            ["process[0].speed", "unknown key", "9"],
+        ),
+        (GOOD.replace("count = 2", 'count = "two"'), ["process[1].count", "'two'"]),
         (GOOD.replace('duration = "3s"', 'duration = "-3s"'), ["duration", "'-3s'"]),
         (GOOD.replace('every = "1s"', 'every = "often"'), ["nemesis[0].every", "'often'"]),
         (GOOD.replace('role = "consumer"', 'role = "eater"'), ["process[1]", "'eater'"]),
         (GOOD.replace('fault = "kill"', 'fault = "explode"'), ["nemesis[0]", "'explode'"]),
-        (GOOD.replace('target = "consumer"', 'target = "reviewer"'),
-         ["nemesis[0].target", "'reviewer'", "names no process"]),
+        (
+            GOOD.replace('target = "consumer"', 'target = "reviewer"'),
+            ["nemesis[0].target", "'reviewer'", "names no process"],
+        ),
     ],
 )
 def test_bad_input_is_named(tmp_path: Path, text: str, expected: list[str]) -> None:
@@ -66,7 +71,7 @@ def test_bad_input_is_named(tmp_path: Path, text: str, expected: list[str]) -> N
 
 
 def test_line_number_points_at_field(tmp_path: Path) -> None:
-    path = write(tmp_path, GOOD.replace('count = 2', 'count = 0'))
+    path = write(tmp_path, GOOD.replace("count = 2", "count = 0"))
     with pytest.raises(ScenarioError, match=r"s\.toml:12: process\[1\]\.count"):
         load_scenario(path)
 

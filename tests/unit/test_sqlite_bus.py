@@ -156,6 +156,8 @@ def test_driver_errors_are_clear(tmp_path: Path) -> None:
 
 
 def test_module_factory_driver(tmp_path: Path) -> None:
-    b = open_bus(f"sqlite:///{tmp_path.as_posix().lstrip('/')}/x.db", driver="knell.buses.sqlite:open_sqlite")
+    b = open_bus(
+        f"sqlite:///{tmp_path.as_posix().lstrip('/')}/x.db", driver="knell.buses.sqlite:open_sqlite"
+    )
     assert b.post("a", "x", "p").seq == 1
     b.close()

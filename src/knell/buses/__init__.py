@@ -20,7 +20,9 @@ satisfying :class:`~knell.buses.contract.Bus`.
 from __future__ import annotations
 
 import importlib
+import os
 import re
+import sys
 from collections.abc import Callable
 from importlib.metadata import entry_points
 
@@ -71,6 +73,10 @@ def _import_factory(driver: str) -> Factory:
     if match is None:
         raise DriverError(f"bus driver {driver!r}: expected 'module.path:factory'")
     module_name, attr = match["module"], match["attr"]
+    if os.getcwd() not in sys.path:
+        # A console script's sys.path lacks the working directory, where a
+        # user's own bus module usually is.
+        sys.path.append(os.getcwd())
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:

@@ -38,9 +38,7 @@ def write_junit(path: Path, suite: str, verdict: Verdict) -> None:
                 message=first.message if first else "invalid",
                 type=first.kind if first else "invalid",
             )
-            failure.text = "\n".join(
-                f"{a.kind}: {a.message}" for a in result.anomalies[:20]
-            )
+            failure.text = "\n".join(f"{a.kind}: {a.message}" for a in result.anomalies[:20])
         elif result.valid == "unknown":
             ET.SubElement(case, "skipped", message=f"unknown: {result.unknown_reason or ''}")
     tree = ET.ElementTree(root)

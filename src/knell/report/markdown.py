@@ -39,7 +39,10 @@ def _short(value: Any) -> str:
 
 
 def _witness_table(witness: list[Event], t0: int | None) -> list[str]:
-    rows = ["| # | t (s) | process | type | f | handle / channel | value |", "|---|---|---|---|---|---|---|"]
+    rows = [
+        "| # | t (s) | process | type | f | handle / channel | value |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for e in witness:
         t = "" if t0 is None else f"{(e.get('time', t0) - t0) / 1e9:.3f}"
         where = " / ".join(str(e[k]) for k in ("handle", "channel") if e.get(k) is not None)
@@ -65,7 +68,8 @@ def render_markdown(
     bus = scenario.get("bus") or f"reference {scenario.get('store', 'sqlite')} bus"
     out += [
         f"- bus: `{bus}`, store: {scenario.get('store', '?')}",
-        f"- seed {scenario.get('seed', '?')}, configured duration {scenario.get('duration', '?')} s,"
+        f"- seed {scenario.get('seed', '?')},"
+        f" configured duration {scenario.get('duration', '?')} s,"
         f" history {stats.events} events over {_fmt(stats.seconds, ' s')}",
         f"- checked in {verdict.seconds:.2f} s",
         "",
@@ -106,12 +110,12 @@ def render_markdown(
     out += [
         "## What the run did",
         "",
-        f"- posts: {posts.get('ok', 0)} ok, {posts.get('fail', 0)} fail, {posts.get('info', 0)} info"
+        f"- posts: {posts.get('ok', 0)} ok, {posts.get('fail', 0)} fail,"
+        f" {posts.get('info', 0)} info"
         f" ({posts.get('invoke', 0)} invoked); {_fmt(stats.posts_per_second, ' ok/s')}",
         f"- handled deliveries: {stats.handled}",
         f"- processes: {stats.processes}, incarnations: {stats.incarnations}",
-        "- faults: "
-        + (", ".join(f"{k} {v}" for k, v in sorted(stats.faults.items())) or "none"),
+        "- faults: " + (", ".join(f"{k} {v}" for k, v in sorted(stats.faults.items())) or "none"),
         f"- all processes ready {_fmt(stats.ready_seconds, ' s', 3)} after the run began",
         f"- kill to running again: p50 {_fmt(stats.restart_ms.get('p50'), ' ms')},"
         f" max {_fmt(stats.restart_ms.get('max'), ' ms')} (includes the scheduled restart delay)",

@@ -13,6 +13,8 @@ returned so the checker can measure post-to-ring latency.
 
 from __future__ import annotations
 
+from contextlib import suppress
+
 from knell.buses import Wake
 from knell.workload.consumer import catch_up
 from knell.workload.worker import OpFailed, Worker
@@ -40,16 +42,20 @@ def run_waiter(worker: Worker) -> None:
             wake: Wake | None = worker.bus.wait(handle, timeout)
         except Exception as exc:
             worker.history.write(
-                "info", "arm", {"timeout": timeout, "error": f"{type(exc).__name__}: {exc}"},
+                "info",
+                "arm",
+                {"timeout": timeout, "error": f"{type(exc).__name__}: {exc}"},
                 handle=handle,
             )
             worker.sleep(0.05)
             continue
         if wake is not None:
             worker.history.write(
-                "ok", "wake",
+                "ok",
+                "wake",
                 {"seq": wake.seq, "sender": wake.sender, "reason": wake.reason},
-                handle=handle, channel=wake.channel,
+                handle=handle,
+                channel=wake.channel,
             )
         worker.history.write("ok", "arm", {"rang": wake is not None}, handle=handle)
         if wake is None:
@@ -57,7 +63,5 @@ def run_waiter(worker: Worker) -> None:
         rings += 1
         if reply_every and rings % reply_every == 0:
             msg_id = f"{worker.name}.{worker.incarnation}:reply-{rings}"
-            try:
+            with suppress(OpFailed):
                 worker.post(channel, msg_id, handle, None)
-            except OpFailed:
-                pass
