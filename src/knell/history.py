@@ -169,9 +169,7 @@ def merge_histories(paths: Iterable[Path], out: Path) -> tuple[int, list[str]]:
     tmp = out.with_suffix(out.suffix + ".tmp")
     count = 0
     with open(tmp, "wb") as fh:
-        for index, (_, _, event) in enumerate(
-            heapq.merge(*streams, key=lambda t: (t[0], t[1]))
-        ):
+        for index, (_, _, event) in enumerate(heapq.merge(*streams, key=lambda t: (t[0], t[1]))):
             event["index"] = index
             fh.write(orjson.dumps(event) + b"\n")
             count += 1

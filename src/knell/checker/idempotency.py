@@ -1,0 +1,106 @@
+"""idempotency: one idempotency key, one append.
+
+A producer whose ``post`` came back indeterminate (a timeout, a reset, its
+own crash) cannot know whether the message landed. Retrying blindly makes
+duplicates; never retrying makes loss. The idempotency key is the way out:
+the producer retries with the same key, and the bus promises that a
+repeated key returns the *original* message and appends nothing. Every
+consumer would otherwise handle the "same" message twice under two seqs,
+and at-least-once would quietly become at-least-twice for exactly the
+posts that went through a fault.
+
+The workload gives all posts of one key the same message id. The check
+records, per (channel, key), the seq of the first placement it sees, from
+``post`` ok values and from observations of the key's id in ``fetch`` ok
+and ``handle`` events; a second, different seq for the same (channel, key)
+is a ``duplicate-append``. (An observation cannot precede its post's
+invoke, which the producer logs before calling the bus, so the key of an
+id is always known when the id is seen.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from knell.checker.base import BaseCheck, CheckConfig, CheckResult, witness
+from knell.history import Event
+
+__all__ = ["IdempotencyCheck"]
+
+
+class IdempotencyCheck(BaseCheck):
+    name: ClassVar[str] = "idempotency"
+    fs: ClassVar[frozenset[str]] = frozenset({"post", "fetch", "handle"})
+    types: ClassVar[Mapping[str, frozenset[str]]] = {
+        "post": frozenset({"invoke", "ok"}),
+        "fetch": frozenset({"ok"}),
+        "handle": frozenset({"ok"}),
+    }
+    kinds: ClassVar[tuple[str, ...]] = ("duplicate-append",)
+
+    def __init__(self, config: CheckConfig) -> None:
+        super().__init__(config)
+        # channel -> id -> key, for keyed posts
+        self._key_of: dict[Any, dict[Any, Any]] = {}
+        # (channel, key) -> (seq, first event placing it there)
+        self._placed: dict[tuple[Any, Any], tuple[Any, Event]] = {}
+        self._reported: set[tuple[Any, Any, Any]] = set()
+        self._keyed_posts = 0
+
+    def observe(self, event: Event) -> None:
+        f = event["f"]
+        value = event["value"]
+        if f == "post":
+            key = value.get("key")
+            if key is None:
+                return
+            channel = event["channel"]
+            if event["type"] == "invoke":
+                self._keyed_posts += 1
+                key_of = self._key_of.get(channel)
+                if key_of is None:
+                    key_of = self._key_of[channel] = {}
+                key_of[value["id"]] = key
+            else:
+                self._place(channel, key, value["seq"], event)
+            return
+        channel = event["channel"]
+        key_of = self._key_of.get(channel)
+        if key_of is None:
+            return
+        if f == "handle":
+            key = key_of.get(value["id"])
+            if key is not None:
+                self._place(channel, key, value["seq"], event)
+            return
+        for m in value["messages"]:
+            key = key_of.get(m["id"])
+            if key is not None:
+                self._place(channel, key, m["seq"], event)
+
+    def _place(self, channel: Any, key: Any, seq: Any, event: Event) -> None:
+        ck = (channel, key)
+        first = self._placed.get(ck)
+        if first is None:
+            self._placed[ck] = (seq, event)
+            return
+        if first[0] == seq or seq is None:
+            return
+        rk = (channel, key, seq)
+        if rk in self._reported:
+            return
+        self._reported.add(rk)
+        if self.log.full:
+            self.log.count("duplicate-append")
+            return
+        self.log.add(
+            "duplicate-append",
+            f"idempotency key {key} on channel {channel} was appended twice: at seq "
+            f"{first[0]} (seen by {first[1]['process']}) and at seq {seq} "
+            f"(seen by {event['process']})",
+            witness(first[1], event),
+        )
+
+    def result(self) -> CheckResult:
+        return self._result({"keyed-posts": self._keyed_posts, "keys": len(self._placed)})

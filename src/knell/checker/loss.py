@@ -1,0 +1,243 @@
+"""no-loss: every acknowledged message reaches every handle that was there.
+
+This is the property a durable bus exists for. A producer whose ``post``
+returned ``ok`` has been told "your message is stored"; from then on every
+handle that was already subscribed to the channel must eventually *handle*
+it (at least once), however many of its processes are killed, paused or
+cut off on the way. A message the bus said it stored and some subscriber
+never handled is **lost**.
+
+Which handles must handle a message: those whose first ``subscribe`` on the
+channel *completed* ``ok`` before the post was first *invoked* (a handle
+joining at the head concurrently with the post may legitimately start
+after it). Which messages count: every post that returned ``ok``, and every
+``info`` or unfinished post whose id was nevertheless observed in a fetch or
+a handle event (it landed, so it must be delivered like any other).
+
+"Never handled" can only be decided at the end: the runner's final phase
+heals everything, restarts every consumer handle and *drains* it to the true
+head, logging ``drain`` ``ok`` for the handle (nemesis process). A message
+missing for a drained handle is ``lost``. A message missing for a handle
+with no successful drain cannot be judged: the result is ``"unknown"`` with
+the reason, never a false alarm.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from knell.checker.base import BaseCheck, CheckConfig, CheckResult, witness
+from knell.history import Event
+
+__all__ = ["LossCheck"]
+
+# A post record: [position of first invoke, first invoke, first ok, seq]
+_Post = list[Any]
+
+
+class LossCheck(BaseCheck):
+    name: ClassVar[str] = "no-loss"
+    fs: ClassVar[frozenset[str]] = frozenset({"post", "subscribe", "fetch", "handle", "drain"})
+    types: ClassVar[Mapping[str, frozenset[str]]] = {
+        "post": frozenset({"invoke", "ok"}),
+        "subscribe": frozenset({"ok"}),
+        "fetch": frozenset({"ok"}),
+        "handle": frozenset({"ok"}),
+    }
+    kinds: ClassVar[tuple[str, ...]] = ("lost",)
+
+    def __init__(self, config: CheckConfig) -> None:
+        super().__init__(config)
+        self._pos = 0
+        # channel -> id -> post record
+        self._posts: dict[Any, dict[Any, _Post]] = {}
+        # channel -> id -> first observation, for ids whose post had no ok yet
+        self._observed: dict[Any, dict[Any, Event]] = {}
+        # (handle, channel) -> ids handled
+        self._handled: dict[tuple[Any, Any], set[Any]] = {}
+        # channel -> handle -> (position, first subscribe ok)
+        self._subs: dict[Any, dict[Any, tuple[int, Event]]] = {}
+        # Drains are keyed (handle, channel); channel None drains every channel.
+        # -> (invoke position, invoke event)
+        self._drain_invoked: dict[tuple[Any, Any], tuple[int, Event]] = {}
+        # -> (invoke position, invoke event or None, ok event)
+        self._drain_ok: dict[tuple[Any, Any], tuple[int, Event | None, Event]] = {}
+        self._drain_info: dict[tuple[Any, Any], Event] = {}
+        self._drains_seen = False
+
+    def _channel(self, channel: Any) -> tuple[dict[Any, _Post], dict[Any, Event]]:
+        posts = self._posts.get(channel)
+        if posts is None:
+            posts = self._posts[channel] = {}
+            self._observed[channel] = {}
+        return posts, self._observed[channel]
+
+    def observe(self, event: Event) -> None:
+        self._pos += 1
+        f = event["f"]
+        if f == "handle":
+            channel = event["channel"]
+            mid = event["value"]["id"]
+            hc = (event["handle"], channel)
+            ids = self._handled.get(hc)
+            if ids is None:
+                ids = self._handled[hc] = set()
+            ids.add(mid)
+            posts = self._posts.get(channel)
+            if posts is None:
+                posts = self._channel(channel)[0]
+            rec = posts.get(mid)
+            if rec is None or rec[2] is None:
+                self._observed[channel].setdefault(mid, event)
+        elif f == "fetch":
+            channel = event["channel"]
+            posts = self._posts.get(channel)
+            if posts is None:
+                posts = self._channel(channel)[0]
+            observed = self._observed[channel]
+            for m in event["value"]["messages"]:
+                mid = m["id"]
+                rec = posts.get(mid)
+                if (rec is None or rec[2] is None) and mid not in observed:
+                    observed[mid] = event
+        elif f == "post":
+            value = event["value"]
+            mid = value["id"]
+            posts = self._channel(event["channel"])[0]
+            rec = posts.get(mid)
+            if event["type"] == "invoke":
+                if rec is None:
+                    posts[mid] = [self._pos, event, None, None]
+            else:
+                if rec is None:
+                    rec = posts[mid] = [self._pos, None, None, None]
+                if rec[2] is None:
+                    rec[2] = event
+                    rec[3] = value["seq"]
+        elif f == "subscribe":
+            by_handle = self._subs.setdefault(event["channel"], {})
+            handle = event["handle"]
+            if handle not in by_handle:
+                by_handle[handle] = (self._pos, event)
+        elif f == "drain":
+            self._drains_seen = True
+            type_ = event["type"]
+            dk = (
+                (event.get("value") or {}).get("handle", event.get("handle")),
+                event.get("channel"),
+            )
+            if type_ == "invoke":
+                self._drain_invoked[dk] = (self._pos, event)
+            elif type_ == "ok":
+                inv = self._drain_invoked.pop(dk, None)
+                if inv is None:
+                    self._drain_ok[dk] = (self._pos, None, event)
+                else:
+                    self._drain_ok[dk] = (inv[0], inv[1], event)
+            else:
+                self._drain_invoked.pop(dk, None)
+                self._drain_info[dk] = event
+
+    def result(self) -> CheckResult:
+        posted = 0
+        observed_indeterminate = 0
+        unobserved_indeterminate = 0
+        required = 0
+        handled_required = 0
+        after_drain = 0
+        required_by: dict[Any, int] = {}
+        lost_by: dict[Any, int] = {}
+        unresolved_by: dict[Any, int] = {}
+        log = self.log
+        no_ids: set[Any] = set()
+        # per channel: (handle, first subscribe position, subscribe ok,
+        # drain or None, drain invoke position, head the drain read or None)
+        plans: dict[Any, list[tuple[Any, int, Event, Any, int, Any]]] = {}
+        for channel, subs in self._subs.items():
+            plan = plans[channel] = []
+            for handle, (sub_pos, sub_ok) in subs.items():
+                drain = self._drain_ok.get((handle, channel)) or self._drain_ok.get((handle, None))
+                if drain is None:
+                    plan.append((handle, sub_pos, sub_ok, None, 0, None))
+                    continue
+                heads = (drain[2].get("value") or {}).get("heads")
+                head = heads.get(channel) if isinstance(heads, dict) else None
+                plan.append((handle, sub_pos, sub_ok, drain, drain[0], head))
+        for channel, posts in self._posts.items():
+            observed = self._observed[channel]
+            plan = plans.get(channel, [])
+            handled = [self._handled.get((p[0], channel), no_ids) for p in plan]
+            for mid, (pos, inv, ok, seq) in posts.items():
+                proof = ok
+                if ok is not None:
+                    posted += 1
+                else:
+                    proof = observed.get(mid)
+                    if proof is None:
+                        unobserved_indeterminate += 1
+                        continue
+                    observed_indeterminate += 1
+                for i, (handle, sub_pos, sub_ok, drain, drain_pos, head) in enumerate(plan):
+                    if sub_pos >= pos:
+                        continue
+                    if drain is not None and (
+                        pos >= drain_pos or (seq is not None and head is not None and seq > head)
+                    ):
+                        # invoked after the drain began, or landed above the head it read
+                        after_drain += 1
+                        continue
+                    required += 1
+                    required_by[handle] = required_by.get(handle, 0) + 1
+                    if mid in handled[i]:
+                        handled_required += 1
+                        continue
+                    if drain is None:
+                        uk = (handle, channel)
+                        unresolved_by[uk] = unresolved_by.get(uk, 0) + 1
+                        continue
+                    lost_by[handle] = lost_by.get(handle, 0) + 1
+                    if log.full:
+                        log.count("lost")
+                        continue
+                    how = "returned ok" if ok is not None else "was indeterminate but observed"
+                    log.add(
+                        "lost",
+                        f"message {mid} (channel {channel}, seq {seq}) whose post {how} was never "
+                        f"handled by handle {handle}, subscribed before the post and drained "
+                        f"to the head",
+                        witness(inv, proof, sub_ok, drain[2]),
+                    )
+        reasons: list[str] = []
+        if required and not self._drains_seen:
+            reasons.append("no final drain in the history: loss cannot be decided")
+        for (handle, channel), n in sorted(unresolved_by.items(), key=str):
+            info = self._drain_info.get((handle, channel)) or self._drain_info.get((handle, None))
+            if info is not None:
+                error = (info.get("value") or {}).get("error", "unknown error")
+                reasons.append(
+                    f"final drain of handle {handle} on channel {channel} did not complete "
+                    f"({error}); {n} message(s) it has not handled cannot be judged"
+                )
+            else:
+                reasons.append(
+                    f"no final drain recorded for handle {handle} on channel {channel}; "
+                    f"{n} message(s) it has not handled cannot be judged"
+                )
+        counts: dict[str, int] = {
+            "posted": posted,
+            "observed-indeterminate": observed_indeterminate,
+            "unobserved-indeterminate": unobserved_indeterminate,
+            "required": required,
+            "handled": handled_required,
+            "after-drain": after_drain,
+            "unresolved": sum(unresolved_by.values()),
+            "drained": len(self._drain_ok),
+        }
+        for handle in sorted(required_by, key=str):
+            counts[f"required[{handle}]"] = required_by[handle]
+            counts[f"lost[{handle}]"] = lost_by.get(handle, 0)
+        metrics: dict[str, float | int | None] = {
+            "handles": len({h for subs in self._subs.values() for h in subs}),
+        }
+        return self._result(counts, metrics, unknown_reason="; ".join(reasons) or None)

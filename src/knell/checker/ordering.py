@@ -1,0 +1,83 @@
+"""ordering: a fetch returns one page of the log, in log order.
+
+Readers page through a channel: ``fetch(after=n)`` must return messages
+with ``seq > n`` in strictly increasing order, and the next page starts
+after the last seq seen. A page that is out of order, repeats a seq, or
+reaches back to ``seq <= after`` breaks that loop: a reader that acks the
+last seq of a page may skip a message that sorted after it, or re-handle
+ones it already passed.
+
+Judged within each ``fetch`` ``ok`` alone (the ``after`` comes from its
+invoke), so it needs no state beyond the outstanding invokes.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from knell.checker.base import BaseCheck, CheckConfig, CheckResult, OpKey, witness
+from knell.history import Event
+
+__all__ = ["OrderingCheck"]
+
+
+class OrderingCheck(BaseCheck):
+    name: ClassVar[str] = "ordering"
+    fs: ClassVar[frozenset[str]] = frozenset({"fetch"})
+    kinds: ClassVar[tuple[str, ...]] = ("fetch-out-of-order", "fetch-below-after")
+
+    def __init__(self, config: CheckConfig) -> None:
+        super().__init__(config)
+        self._pending: dict[OpKey, Event] = {}
+        self._fetches = 0
+        self._messages = 0
+
+    def observe(self, event: Event) -> None:
+        key = (event["process"], event.get("incarnation"))
+        type_ = event["type"]
+        if type_ == "invoke":
+            self._pending[key] = event
+            return
+        inv = self._pending.pop(key, None)
+        if type_ != "ok":
+            return
+        self._fetches += 1
+        messages = (event.get("value") or {}).get("messages") or ()
+        self._messages += len(messages)
+        if not messages:
+            return
+        after = (inv.get("value") or {}).get("after") if inv is not None else None
+        seqs = [m.get("seq") for m in messages]
+        previous = None
+        for seq in seqs:
+            if previous is not None and isinstance(seq, int) and seq <= previous:
+                self._report(
+                    "fetch-out-of-order",
+                    f"fetch by {event['process']} (handle {event.get('handle')}, channel "
+                    f"{event.get('channel')}) returned seq {seq} after seq {previous}: "
+                    f"seqs {seqs} are not strictly increasing",
+                    inv,
+                    event,
+                )
+                break
+            if isinstance(seq, int):
+                previous = seq
+        if isinstance(after, int) and not isinstance(after, bool):
+            low = [s for s in seqs if isinstance(s, int) and s <= after]
+            if low:
+                self._report(
+                    "fetch-below-after",
+                    f"fetch by {event['process']} (handle {event.get('handle')}, channel "
+                    f"{event.get('channel')}) after seq {after} returned seq {low[0]}",
+                    inv,
+                    event,
+                )
+
+    def _report(self, kind: str, message: str, inv: Event | None, ok: Event) -> None:
+        if self.log.full:
+            self.log.count(kind)
+        else:
+            self.log.add(kind, message, witness(inv, ok))
+
+    def result(self) -> CheckResult:
+        return self._result({"fetches": self._fetches, "messages": self._messages})

@@ -1,0 +1,63 @@
+"""redelivery (metric): how often a handle handled the same message again.
+
+Delivery is at-least-once. A consumer that is killed after handling a
+message but before its ack lands will see the message again in its next
+incarnation, and a handle shared by several processes may race on a page.
+That is the contract, not a violation, so this check is always valid; but
+the rate is worth watching: a bus (or a workload) whose redelivery rate
+climbs is doing far more duplicate work than its fault schedule explains.
+
+Per handle: ids handled, ids handled more than once, extra deliveries
+(handle events beyond the first per id) and their rate against distinct
+ids.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from knell.checker.base import BaseCheck, CheckConfig, CheckResult
+from knell.history import Event
+
+__all__ = ["RedeliveryCheck"]
+
+
+class RedeliveryCheck(BaseCheck):
+    name: ClassVar[str] = "redelivery"
+    fs: ClassVar[frozenset[str]] = frozenset({"handle"})
+    types: ClassVar[Mapping[str, frozenset[str]]] = {"handle": frozenset({"ok"})}
+
+    def __init__(self, config: CheckConfig) -> None:
+        super().__init__(config)
+        self._seen: dict[tuple[Any, Any, Any], int] = {}
+
+    def observe(self, event: Event) -> None:
+        k = (event["handle"], event["channel"], event["value"]["id"])
+        seen = self._seen
+        seen[k] = seen.get(k, 0) + 1
+
+    def result(self) -> CheckResult:
+        distinct: dict[Any, int] = {}
+        repeated: dict[Any, int] = {}
+        extra: dict[Any, int] = {}
+        for (handle, _channel, _mid), n in self._seen.items():
+            distinct[handle] = distinct.get(handle, 0) + 1
+            if n > 1:
+                repeated[handle] = repeated.get(handle, 0) + 1
+                extra[handle] = extra.get(handle, 0) + n - 1
+        counts: dict[str, int] = {
+            "handled": sum(self._seen.values()),
+            "distinct": sum(distinct.values()),
+            "redelivered": sum(repeated.values()),
+            "extra-deliveries": sum(extra.values()),
+        }
+        total_distinct = counts["distinct"]
+        metrics: dict[str, float | int | None] = {
+            "rate": counts["extra-deliveries"] / total_distinct if total_distinct else 0.0,
+        }
+        for handle in sorted(distinct, key=str):
+            counts[f"redelivered[{handle}]"] = repeated.get(handle, 0)
+            counts[f"extra-deliveries[{handle}]"] = extra.get(handle, 0)
+            metrics[f"rate[{handle}]"] = extra.get(handle, 0) / distinct[handle]
+        return self._result(counts, metrics)

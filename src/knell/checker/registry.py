@@ -1,0 +1,36 @@
+"""The registry: every built-in check, in report order.
+
+``check_events`` instantiates each class with the :class:`CheckConfig` and
+feeds it the events whose ``f`` is in its ``fs``. To add a check, write a
+module with one class satisfying :class:`knell.checker.base.Check` and list
+it here.
+"""
+
+from __future__ import annotations
+
+from knell.checker.ack_head import AckHeadCheck
+from knell.checker.base import BaseCheck
+from knell.checker.cursor import CursorCheck
+from knell.checker.idempotency import IdempotencyCheck
+from knell.checker.join import JoinCheck
+from knell.checker.loss import LossCheck
+from knell.checker.ordering import OrderingCheck
+from knell.checker.redelivery import RedeliveryCheck
+from knell.checker.seq import SeqCheck
+from knell.checker.unexpected import UnexpectedCheck
+from knell.checker.wake import WakeCheck
+
+__all__ = ["CHECKS"]
+
+CHECKS: tuple[type[BaseCheck], ...] = (
+    LossCheck,
+    UnexpectedCheck,
+    CursorCheck,
+    SeqCheck,
+    IdempotencyCheck,
+    JoinCheck,
+    AckHeadCheck,
+    OrderingCheck,
+    WakeCheck,
+    RedeliveryCheck,
+)

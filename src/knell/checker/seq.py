@@ -1,0 +1,123 @@
+"""no-duplicate-seq: one message per (channel, seq), one seq per message.
+
+A broadcast channel is a log: ``post`` appends at the next ``seq`` (1, 2,
+3 ...) and every reader agrees on what sits at each position. Cursors are
+positions in that log, so if two different messages ever appear at one
+``(channel, seq)`` (two writers raced for the same slot, a failover
+re-used a position) then a handle that acked that seq has silently skipped
+one of them. The mirror image is one message id at two seqs in one
+channel: an idempotent replay that appended a second copy, or a reader
+that was shown a message at a shifted position.
+
+Observations come from ``post`` ok (the seq the bus assigned), every
+message of every ``fetch`` ok and every ``handle`` event. The check keeps
+one entry per position and one per id, so memory is proportional to the
+number of messages however often each is re-read.
+
+Gaps (positions below a channel's highest seq that nobody ever observed)
+are reported as a metric, not a violation: seqs are dense, but a gap may be
+an indeterminate post that landed and was never read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from knell.checker.base import BaseCheck, CheckConfig, CheckResult, witness
+from knell.history import Event
+
+__all__ = ["SeqCheck"]
+
+
+class SeqCheck(BaseCheck):
+    name: ClassVar[str] = "no-duplicate-seq"
+    fs: ClassVar[frozenset[str]] = frozenset({"post", "fetch", "handle"})
+    types: ClassVar[Mapping[str, frozenset[str]]] = dict.fromkeys(fs, frozenset({"ok"}))
+    kinds: ClassVar[tuple[str, ...]] = ("duplicate-seq", "id-at-two-seqs")
+
+    def __init__(self, config: CheckConfig) -> None:
+        super().__init__(config)
+        # channel -> seq -> (id, first event that showed it)
+        self._by_seq: dict[Any, dict[Any, tuple[Any, Event]]] = {}
+        # channel -> id -> (seq, first event that showed it)
+        self._by_id: dict[Any, dict[Any, tuple[Any, Event]]] = {}
+        # (channel, seq, id) already reported as a second message at that seq
+        self._dups: set[tuple[Any, Any, Any]] = set()
+
+    def observe(self, event: Event) -> None:
+        channel = event["channel"]
+        value = event["value"]
+        by_seq = self._by_seq.get(channel)
+        if by_seq is None:
+            by_seq = self._by_seq[channel] = {}
+            self._by_id[channel] = {}
+        if event["f"] == "fetch":
+            for m in value["messages"]:
+                seq = m["seq"]
+                mid = m["id"]
+                prev = by_seq.get(seq)
+                if prev is None or prev[0] != mid:
+                    self._see(channel, seq, mid, event)
+        else:
+            seq = value["seq"]
+            mid = value["id"]
+            prev = by_seq.get(seq)
+            if prev is None or prev[0] != mid:
+                self._see(channel, seq, mid, event)
+
+    def _see(self, channel: Any, seq: Any, mid: Any, event: Event) -> None:
+        by_seq = self._by_seq[channel]
+        prev = by_seq.get(seq)
+        if prev is None:
+            by_seq[seq] = (mid, event)
+        elif prev[0] == mid:
+            return  # this (channel, seq, id) was fully examined before
+        elif (channel, seq, mid) in self._dups:
+            return
+        else:
+            self._dups.add((channel, seq, mid))
+            self._report(
+                "duplicate-seq",
+                f"two messages at channel {channel} seq {seq}: {prev[0]} "
+                f"(seen by {prev[1]['process']}) and {mid} (seen by {event['process']})",
+                prev[1],
+                event,
+            )
+        by_id = self._by_id[channel]
+        other = by_id.get(mid)
+        if other is None:
+            by_id[mid] = (seq, event)
+        elif other[0] != seq:
+            self._report(
+                "id-at-two-seqs",
+                f"message {mid} appears at two seqs in channel {channel}: {other[0]} "
+                f"(seen by {other[1]['process']}) and {seq} (seen by {event['process']})",
+                other[1],
+                event,
+            )
+
+    def _report(self, kind: str, message: str, first: Event, second: Event) -> None:
+        if self.log.full:
+            self.log.count(kind)
+        else:
+            self.log.add(kind, message, witness(first, second))
+
+    def result(self) -> CheckResult:
+        highest: dict[Any, int] = {}
+        distinct: dict[Any, int] = {}
+        for channel, by_seq in self._by_seq.items():
+            seqs = [seq for seq in by_seq if isinstance(seq, int)]
+            distinct[channel] = len(seqs)
+            highest[channel] = max(seqs, default=0)
+        gaps = sum(max(0, highest.get(ch, 0) - n) for ch, n in distinct.items())
+        metrics: dict[str, float | int | None] = {
+            "channels": len(distinct),
+            "gaps": gaps,
+            "max-seq": max(highest.values(), default=0),
+        }
+        counts = {
+            "positions": sum(map(len, self._by_seq.values())),
+            "ids": sum(map(len, self._by_id.values())),
+        }
+        return self._result(counts, metrics)

@@ -1,0 +1,88 @@
+"""unexpected: every delivered message was posted by someone, on that channel.
+
+Every producer puts a unique id in each message body (``producer-2:431``)
+and logs it in its ``post`` invoke *before* calling the bus. A fetch or a
+handle event carrying an id that no post invoke on that channel ever
+carried is a message the bus made up: corruption, a torn write read back as
+a message, a cross-channel leak, or a stale store from another run. Any of
+them means the history's deliveries cannot be trusted.
+
+Resolved at the end, not in order: a post's invoke is logged before the
+message can exist, but the check does not rely on that.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from knell.checker.base import BaseCheck, CheckConfig, CheckResult, witness
+from knell.history import Event
+
+__all__ = ["UnexpectedCheck"]
+
+
+class UnexpectedCheck(BaseCheck):
+    name: ClassVar[str] = "unexpected"
+    fs: ClassVar[frozenset[str]] = frozenset({"post", "fetch", "handle"})
+    types: ClassVar[Mapping[str, frozenset[str]]] = {
+        "post": frozenset({"invoke"}),
+        "fetch": frozenset({"ok"}),
+        "handle": frozenset({"ok"}),
+    }
+    kinds: ClassVar[tuple[str, ...]] = ("unexpected",)
+
+    def __init__(self, config: CheckConfig) -> None:
+        super().__init__(config)
+        # channel -> ids some post invoke carried
+        self._posted: dict[Any, set[Any]] = {}
+        # channel -> id -> (seq, first observing event), for ids not yet posted
+        self._suspects: dict[Any, dict[Any, tuple[Any, Event]]] = {}
+        self._observations = 0
+
+    def _channel(self, channel: Any) -> tuple[set[Any], dict[Any, tuple[Any, Event]]]:
+        posted = self._posted.get(channel)
+        if posted is None:
+            posted = self._posted[channel] = set()
+            self._suspects[channel] = {}
+        return posted, self._suspects[channel]
+
+    def observe(self, event: Event) -> None:
+        f = event["f"]
+        value = event["value"]
+        posted, suspects = self._channel(event["channel"])
+        if f == "post":
+            posted.add(value["id"])
+            return
+        if f == "handle":
+            self._observations += 1
+            mid = value["id"]
+            if mid not in posted and mid not in suspects:
+                suspects[mid] = (value["seq"], event)
+            return
+        messages = value["messages"]
+        self._observations += len(messages)
+        for m in messages:
+            mid = m["id"]
+            if mid not in posted and mid not in suspects:
+                suspects[mid] = (m["seq"], event)
+
+    def result(self) -> CheckResult:
+        log = self.log
+        for channel, suspects in self._suspects.items():
+            posted = self._posted[channel]
+            for mid, (seq, event) in suspects.items():
+                if mid in posted:
+                    continue
+                if log.full:
+                    log.count("unexpected")
+                    continue
+                how = "handled" if event["f"] == "handle" else "fetched"
+                log.add(
+                    "unexpected",
+                    f"handle {event.get('handle')} {how} message {mid} (channel {channel}, "
+                    f"seq {seq}) that no post on channel {channel} ever carried",
+                    witness(event),
+                )
+        posted_ids = sum(map(len, self._posted.values()))
+        return self._result({"posted-ids": posted_ids, "observations": self._observations})

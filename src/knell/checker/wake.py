@@ -1,0 +1,288 @@
+"""wake: the doorbell rings when, and only when, there is something to do.
+
+``wait(handle, timeout)`` is the doorbell an idle agent sleeps on. It holds
+no durable state and carries no message body; it promises two things:
+
+* it rings *at once* if the handle has unacked backlog written by others
+  when it is armed, otherwise on the first post by someone else, so a
+  sleeping agent never sleeps through work (a missed ring is a stalled
+  session, the failure users notice first);
+* it never rings on the handle's *own* posts, so two agents talking to each
+  other do not wake themselves in a loop.
+
+History: the waiter logs ``arm`` invoke ``{"timeout"}`` and ``arm`` ok
+``{"rang": bool}`` around each wait, and when it rang, one ``wake`` ok
+event ``{"seq", "sender", "reason"}`` with the handle and channel at the
+top level. Anomalies, with ``B`` the configured ``wake_bound``:
+
+* ``own-post-ring``: a wake whose ``(channel, seq)`` message was posted by
+  the waiting handle itself (sender from the post in the history, falling
+  back to the wake's own ``sender`` field);
+* ``missed-backlog``: an arm that lasted longer than ``B`` and timed out
+  (``rang: false``) although, when it was invoked, a post by another sender
+  on a channel the handle had subscribed to had completed with a seq above
+  everything the handle had acked (acks *invoked* before the arm completed
+  count, as may have landed), subscribed at, or read as its cursor;
+* ``missed-post``: an arm that timed out although such a post by another
+  sender (above the handle's cursor) completed during the arm more than
+  ``B`` before the arm completed.
+
+Arms whose process was paused by the nemesis at any point while armed are
+excluded (a frozen waiter cannot ring), as are arms with no completion.
+Wake latency (``wake`` time minus the ``ok`` time of the post with that
+(channel, seq), clamped at 0) of ``post`` rings is reported as count, p50,
+p99 and max in milliseconds beside the bound; it is a metric, not a
+verdict.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from knell.checker.base import BaseCheck, CheckConfig, CheckResult, OpKey, witness
+from knell.history import Event
+
+__all__ = ["WakeCheck"]
+
+_NS = 1_000_000_000
+
+
+class _Arm:
+    __slots__ = ("backlog", "during", "handle", "invoke", "paused")
+
+    def __init__(self, invoke: Event, handle: Any, paused: bool) -> None:
+        self.invoke = invoke
+        self.handle = handle
+        self.paused = paused
+        # (channel, seq, post ok) of the highest backlog by others, per channel
+        self.backlog: list[tuple[Any, int, Event]] = []
+        # channel -> [(time, seq, post ok)] posts by others completed while armed
+        self.during: dict[Any, list[tuple[int, int, Event]]] = {}
+
+
+def _percentile(sorted_values: list[float], q: float) -> float | None:
+    """Nearest-rank percentile of an ascending list (None when empty)."""
+    if not sorted_values:
+        return None
+    rank = max(1, math.ceil(q * len(sorted_values)))
+    return sorted_values[rank - 1]
+
+
+class WakeCheck(BaseCheck):
+    name: ClassVar[str] = "wake"
+    fs: ClassVar[frozenset[str]] = frozenset(
+        {"post", "subscribe", "ack", "cursor", "arm", "wake", "pause", "resume", "kill", "crash"}
+    )
+    types: ClassVar[Mapping[str, frozenset[str]]] = {
+        "post": frozenset({"ok"}),
+        "subscribe": frozenset({"ok"}),
+        "ack": frozenset({"invoke", "ok"}),
+        "cursor": frozenset({"ok"}),
+        "wake": frozenset({"ok"}),
+    }
+    kinds: ClassVar[tuple[str, ...]] = ("own-post-ring", "missed-backlog", "missed-post")
+
+    def __init__(self, config: CheckConfig) -> None:
+        super().__init__(config)
+        self._bound_ns = int(config.wake_bound * _NS)
+        self._post_at: dict[tuple[Any, Any], tuple[Any, Event]] = {}
+        self._others_max: dict[Any, dict[Any, tuple[int, Event]]] = {}
+        self._subs: dict[Any, set[Any]] = {}
+        self._cursor: dict[tuple[Any, Any], int] = {}
+        self._active: dict[OpKey, _Arm] = {}
+        self._paused: set[Any] = set()
+        self._wakes: list[Event] = []
+        self._arms = 0
+        self._rang = 0
+        self._timed_out = 0
+        self._excluded = 0
+
+    # -- observation ---------------------------------------------------
+
+    def observe(self, event: Event) -> None:
+        f = event["f"]
+        type_ = event["type"]
+        if f == "post":
+            self._post_ok(event)
+        elif f == "arm":
+            self._arm(event, type_)
+        elif f == "wake":
+            if type_ == "ok":
+                self._wakes.append(event)
+        elif f in ("subscribe", "ack", "cursor"):
+            value = event.get("value") or {}
+            handle = event.get("handle")
+            channel = event.get("channel")
+            if type_ == "ok":
+                if f == "subscribe":
+                    self._subs.setdefault(handle, set()).add(channel)
+                self._raise_cursor(handle, channel, value.get("cursor"))
+            elif type_ == "invoke" and f == "ack":
+                self._raise_cursor(handle, channel, value.get("up_to"))
+        elif f == "pause":
+            target = (event.get("value") or {}).get("target")
+            self._paused.add(target)
+            for arm in self._active.values():
+                if arm.invoke["process"] == target:
+                    arm.paused = True
+        elif f == "resume":
+            self._paused.discard((event.get("value") or {}).get("target"))
+        elif f in ("kill", "crash"):
+            # its arm will never complete: stop collecting posts for it
+            self._forget((event.get("value") or {}).get("target"), None)
+
+    def _forget(self, process: Any, keep: Any) -> None:
+        """Drop outstanding arms of ``process`` (except incarnation ``keep``)."""
+        dead = [k for k in self._active if k[0] == process and k[1] != keep]
+        for k in dead:
+            del self._active[k]
+
+    def _raise_cursor(self, handle: Any, channel: Any, value: Any) -> None:
+        if isinstance(value, int):
+            k = (handle, channel)
+            if value > self._cursor.get(k, 0):
+                self._cursor[k] = value
+
+    def _post_ok(self, event: Event) -> None:
+        value = event["value"]
+        seq = value["seq"]
+        channel = event["channel"]
+        sender = value.get("sender")
+        k = (channel, seq)
+        if k not in self._post_at:
+            self._post_at[k] = (sender, event)
+        by_sender = self._others_max.get(channel)
+        if by_sender is None:
+            by_sender = self._others_max[channel] = {}
+        best = by_sender.get(sender)
+        if best is None or seq > best[0]:
+            by_sender[sender] = (seq, event)
+        if not self._active:
+            return
+        for arm in self._active.values():
+            if arm.handle != sender and channel in self._subs.get(arm.handle, ()):
+                arm.during.setdefault(channel, []).append((event["time"], seq, event))
+
+    def _arm(self, event: Event, type_: str) -> None:
+        key = (event["process"], event.get("incarnation"))
+        if type_ == "invoke":
+            self._arms += 1
+            self._forget(key[0], key[1])  # an older incarnation is dead
+            handle = event.get("handle")
+            arm = _Arm(event, handle, event["process"] in self._paused)
+            for channel in self._subs.get(handle, ()):
+                top: tuple[int, Event] | None = None
+                for sender, best in self._others_max.get(channel, {}).items():
+                    if sender != handle and (top is None or best[0] > top[0]):
+                        top = best
+                if top is not None:
+                    arm.backlog.append((channel, top[0], top[1]))
+            self._active[key] = arm
+            return
+        arm_or_none = self._active.pop(key, None)
+        if arm_or_none is None or type_ != "ok":
+            return
+        arm = arm_or_none
+        if (event.get("value") or {}).get("rang"):
+            self._rang += 1
+            return
+        self._timed_out += 1
+        if arm.paused:
+            self._excluded += 1
+            return
+        self._judge_timeout(arm, event)
+
+    def _judge_timeout(self, arm: _Arm, ok: Event) -> None:
+        handle = arm.handle
+        cursor = self._cursor
+        started = arm.invoke["time"]
+        ended = ok["time"]
+        if ended - started > self._bound_ns:
+            for channel, seq, post in arm.backlog:
+                acked = cursor.get((handle, channel), 0)
+                if seq > acked:
+                    poster = (post.get("value") or {}).get("sender")
+                    self._report(
+                        "missed-backlog",
+                        f"waiter {ok['process']} (handle {handle}) armed for "
+                        f"{(ended - started) / _NS:.3f}s and timed out although seq {seq} "
+                        f"on channel {channel}, posted by {poster}, "
+                        f"was unacked backlog (cursor at most {acked}) when it armed",
+                        witness(post, arm.invoke, ok),
+                    )
+                    break
+        threshold = ended - self._bound_ns
+        for channel, posts in arm.during.items():
+            acked = cursor.get((handle, channel), 0)
+            for time_, seq, post in posts:
+                if time_ >= threshold:
+                    break
+                if seq > acked:
+                    self._report(
+                        "missed-post",
+                        f"waiter {ok['process']} (handle {handle}) timed out although seq "
+                        f"{seq} on channel {channel}, posted by "
+                        f"{(post.get('value') or {}).get('sender')}, completed "
+                        f"{(ended - time_) / _NS:.3f}s before (bound "
+                        f"{self.config.wake_bound}s)",
+                        witness(arm.invoke, post, ok),
+                    )
+                    return
+
+    def _report(self, kind: str, message: str, events: list[Event]) -> None:
+        if self.log.full:
+            self.log.count(kind)
+        else:
+            self.log.add(kind, message, events)
+
+    # -- result ----------------------------------------------------------
+
+    def result(self) -> CheckResult:
+        latencies: list[float] = []
+        over_bound = 0
+        unmatched = 0
+        bound_ms = self.config.wake_bound * 1000.0
+        for wake in self._wakes:
+            value = wake.get("value") or {}
+            handle = wake.get("handle")
+            channel = wake.get("channel")
+            seq = value.get("seq")
+            post = self._post_at.get((channel, seq))
+            sender = post[0] if post is not None else value.get("sender")
+            if sender is not None and sender == handle:
+                self._report(
+                    "own-post-ring",
+                    f"handle {handle} was woken ({value.get('reason')}) by seq {seq} on "
+                    f"channel {channel}, which it posted itself",
+                    witness(post[1] if post is not None else None, wake),
+                )
+                continue
+            if value.get("reason") != "post":
+                continue
+            if post is None:
+                unmatched += 1
+                continue
+            ms = max(0, wake["time"] - post[1]["time"]) / 1e6
+            latencies.append(ms)
+            if ms > bound_ms:
+                over_bound += 1
+        latencies.sort()
+        counts = {
+            "arms": self._arms,
+            "rang": self._rang,
+            "timed-out": self._timed_out,
+            "excluded-paused": self._excluded,
+            "wakes": len(self._wakes),
+        }
+        metrics: dict[str, float | int | None] = {
+            "latency-count": len(latencies),
+            "latency-p50-ms": _percentile(latencies, 0.50),
+            "latency-p99-ms": _percentile(latencies, 0.99),
+            "latency-max-ms": latencies[-1] if latencies else None,
+            "latency-over-bound": over_bound,
+            "latency-unmatched": unmatched,
+            "bound-ms": bound_ms,
+        }
+        return self._result(counts, metrics)
