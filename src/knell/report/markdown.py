@@ -79,7 +79,8 @@ def render_markdown(
         "|---|---|---|---|",
     ]
     for check_name, result in verdict.checks.items():
-        counts = ", ".join(f"{k} {v}" for k, v in result.counts.items())
+        # Per-handle breakdowns ("lost[worker]") stay in results.json.
+        counts = ", ".join(f"{k} {v}" for k, v in result.counts.items() if "[" not in k)
         found = sum(1 for _ in result.anomalies)
         word = verdict_word(result.valid)
         if result.valid == "unknown" and result.unknown_reason:
