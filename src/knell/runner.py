@@ -23,6 +23,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -42,6 +44,7 @@ __all__ = ["RunError", "RunOutcome", "check_run", "exit_code", "run_scenario"]
 
 READER_ROLES = ("consumer", "waiter", "joiner")
 STOP_GRACE = 5.0
+READY_TIMEOUT = 15.0
 MAX_CRASHES = 5  # a worker that keeps dying on its own is not restarted forever
 
 
@@ -144,6 +147,29 @@ class _Run:
         for name in self.supervisor.workers:
             self.supervisor.start(name)
         self.say(f"started {len(self.supervisor.workers)} processes")
+
+    def wait_ready(self) -> None:
+        """Hold the fault schedule until every worker has written its
+        ``start`` event (its bus is open). Starting a few interpreters can
+        take seconds on a loaded machine, and a fault aimed at a process
+        that is still importing tests nothing; the schedule's clock starts
+        here (nemesis ``ready``), at most ``READY_TIMEOUT`` after ``begin``."""
+        deadline = time.monotonic() + READY_TIMEOUT
+        pending = set(self.supervisor.workers)
+        while pending and time.monotonic() < deadline:
+            pending = {n for n in pending if not self._started(n)}
+            if pending:
+                self.watch_crashes()
+                time.sleep(0.02)
+        self.nemesis.write("info", "ready", {"pending": sorted(pending)})
+
+    def _started(self, name: str) -> bool:
+        worker = self.supervisor.workers[name]
+        path = self.run_dir / "history" / f"{name}.{worker.incarnation}.jsonl"
+        try:
+            return path.stat().st_size > 0
+        except OSError:
+            return False
 
     # -- the schedule --------------------------------------------------------
 
@@ -289,6 +315,18 @@ class _Run:
         self.drain()
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def _terminate_as_interrupt() -> signal.Handlers | Callable[..., Any] | int | None:
+    """SIGTERM unwinds the run like Ctrl-C, so every worker is killed and
+    reaped before the runner exits (SIGKILL is covered by the workers' leash)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGTERM, _interrupt)
+
+
 def run_scenario(
     scenario: Scenario,
     *,
@@ -316,14 +354,18 @@ def run_scenario(
     )
     say(f"run directory {run_dir}")
     run = _Run(scenario, run_dir, url, driver, schedule, say)
+    previous = _terminate_as_interrupt()
     try:
         run.start_all()
+        run.wait_ready()
         run.drive()
         say("final phase: heal, stop producers, drain every handle")
         run.final_phase()
     finally:
         run.supervisor.shutdown()
         run.nemesis.close()
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
     outcome = check_run(run_dir, say=say)
     _point_latest(run_dir)
     return outcome

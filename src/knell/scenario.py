@@ -47,7 +47,7 @@ __all__ = [
     "parse_duration",
 ]
 
-_DURATION = re.compile(r"^\s*(?P<n>\d+(?:\.\d*)?|\.\d+)\s*(?P<unit>ms|s|m|h)?\s*$")
+_DURATION = re.compile(r"^\s*(?P<n>-?(?:\d+(?:\.\d*)?|\.\d+))\s*(?P<unit>ms|s|m|h)?\s*$")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
 
 

@@ -17,8 +17,9 @@ from tests.integration.conftest import REPO
 pytestmark = pytest.mark.integration
 
 
-@pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL of the runner is POSIX-only here")
-def test_runner_killed_leaves_no_worker(tmp_path: Path) -> None:
+@pytest.mark.skipif(sys.platform == "win32", reason="signals to the runner are POSIX-only here")
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
+def test_runner_killed_leaves_no_worker(tmp_path: Path, sig: signal.Signals) -> None:
     runner = subprocess.Popen(
         [
             sys.executable,
@@ -46,8 +47,10 @@ def test_runner_killed_leaves_no_worker(tmp_path: Path) -> None:
         assert len(workers) >= 6, "workers did not start"
         time.sleep(1.5)  # let the schedule kill and pause something
         workers = psutil.Process(runner.pid).children(recursive=True)
-        os.kill(runner.pid, signal.SIGKILL)
-        runner.wait(10)
+        os.kill(runner.pid, sig)
+        code = runner.wait(20)
+        if sig == signal.SIGTERM:
+            assert code == 130  # unwound like Ctrl-C: workers killed and reaped first
         _, alive = psutil.wait_procs(workers, timeout=5)
         assert not alive, f"orphans left: {[p.pid for p in alive]}"
     finally:
