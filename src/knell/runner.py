@@ -332,9 +332,19 @@ def run_scenario(
     *,
     reports: Path,
     driver: str | None = None,
+    schedule: Schedule | None = None,
     say: Callable[[str], None] = lambda _: None,
 ) -> RunOutcome:
-    """Run one scenario end to end and write its run directory."""
+    """Run one scenario end to end and write its run directory.
+
+    ``schedule`` replays a saved fault plan instead of expanding the seed."""
+    if schedule is not None:
+        known = set(scenario.instances())
+        unknown = sorted({a.target for a in schedule.actions} - known)
+        if unknown:
+            raise RunError(
+                f"schedule targets {', '.join(unknown)} are not processes of {scenario.name!r}"
+            )
     driver = driver or scenario.bus
     try:
         run_dir = _new_run_dir(reports, scenario.name)
@@ -347,7 +357,7 @@ def run_scenario(
     except DriverError as exc:
         shutil.rmtree(run_dir, ignore_errors=True)
         raise RunError(str(exc)) from None
-    schedule = expand(scenario)
+    schedule = schedule or expand(scenario)
     schedule.save(run_dir / "schedule.json")
     (run_dir / "scenario.json").write_text(
         json.dumps({**scenario.model_dump(), "bus": driver}, indent=2) + "\n", encoding="utf-8"
