@@ -26,6 +26,14 @@ test-unit: $(STAMP)
 test-integration: $(STAMP)
 	$(BIN)/python -m pytest -q -m integration
 
+## matrix: every mutant bus against every scenario, short runs (a few minutes); fails on a miss
+matrix: $(STAMP)
+	$(BIN)/knell matrix --short
+
+## bench: how close knell and its buses come to the limit (< 5 min); reports/bench/<timestamp>/
+bench: $(STAMP)
+	$(BIN)/knell bench
+
 ## lint: ruff (lint + format check) and mypy --strict on src/
 lint: $(STAMP)
 	$(BIN)/ruff check src tests

@@ -1,4 +1,5 @@
-"""The ``knell`` command: run scenarios, re-check runs, list scenarios.
+"""The ``knell`` command: run scenarios, re-check runs, list scenarios, and
+measure the failure-mode matrix (``knell matrix``).
 
 Exit codes follow Jepsen's three answers plus usage: 0 valid, 1 invalid,
 2 unknown *or* a usage error (bad scenario, bad driver, no history). A
@@ -14,10 +15,13 @@ from pathlib import Path
 import click
 from rich.console import Console
 
+from knell.buses.mutants import MUTANTS
 from knell.history import HistoryError
+from knell.matrix import REFERENCE, SHORT_DURATION, Cell, Matrix, run_matrix
 from knell.report import verdict_word
 from knell.runner import RunError, RunOutcome, check_run, run_scenario
 from knell.scenario import Scenario, ScenarioError, load_scenario, parse_duration
+from knell.schedule import Schedule
 
 __all__ = ["main"]
 
@@ -53,6 +57,15 @@ def _resolve(arg: str, scenarios_dir: Path) -> Path:
     if candidate.exists():
         return candidate
     raise UsageProblem(f"{arg}: no such scenario file (nor {candidate})")
+
+
+def _load_schedule(path: Path) -> Schedule:
+    try:
+        return Schedule.load(path)
+    except OSError as exc:
+        raise UsageProblem(f"{path}: cannot read schedule: {exc.strerror}") from None
+    except (ValueError, KeyError, TypeError) as exc:
+        raise UsageProblem(f"{path}: not a knell schedule.json: {exc}") from None
 
 
 def _print_outcome(outcome: RunOutcome) -> None:
@@ -91,6 +104,12 @@ def cli() -> None:
     show_default=True,
     help="Where bare scenario names are looked up.",
 )
+@click.option(
+    "--schedule",
+    "schedule_file",
+    type=click.Path(path_type=Path),
+    help="Replay a saved schedule.json instead of expanding the seed.",
+)
 @click.option("-q", "--quiet", is_flag=True, help="Print only the verdict and report path.")
 def run(
     scenarios: tuple[str, ...],
@@ -99,9 +118,11 @@ def run(
     duration: str | None,
     reports: Path,
     scenarios_dir: Path,
+    schedule_file: Path | None,
     quiet: bool,
 ) -> None:
     """Run SCENARIOS (files, or names under --scenarios-dir) and check them."""
+    schedule = _load_schedule(schedule_file) if schedule_file else None
     overrides: dict[str, object] = {"seed": seed}
     if duration is not None:
         try:
@@ -120,7 +141,9 @@ def run(
         console.print(f"[bold]knell run[/] {scenario.name}: {scenario.description}")
         say = (lambda _: None) if quiet else (lambda line: console.print(f"  {line}"))
         try:
-            outcome = run_scenario(scenario, reports=reports, driver=driver, say=say)
+            outcome = run_scenario(
+                scenario, reports=reports, driver=driver, schedule=schedule, say=say
+            )
         except (RunError, HistoryError) as exc:
             raise UsageProblem(str(exc)) from None
         except KeyboardInterrupt:
@@ -171,6 +194,207 @@ def list_(directory: Path) -> None:
         )
     if bad:
         sys.exit(2)
+
+
+def _print_matrix(matrix: Matrix) -> None:
+    from rich.table import Table
+
+    median, worst = matrix.detect_summary()
+    table = Table(title="failure-mode matrix", show_lines=False)
+    for column in ("failure mode", "bus", "caught by", "checks fired", "detect", "status"):
+        table.add_column(column, overflow="fold")
+    colours = {
+        "caught": "green",
+        "valid": "green",
+        "wrong-check": "red",
+        "missed": "red",
+        "false-positive": "red",
+        "unknown": "yellow",
+    }
+    for row in matrix.rows:
+        mode = row.mutant.failure_mode if row.mutant else "(reference: must stay VALID)"
+        if row.mutant is None:
+            bad = [f"{c.scenario}: {c.word}" for c in row.cells if c.valid is not True]
+            caught_by = ", ".join(bad) or f"valid on all {len(row.cells)}"
+        else:
+            caught_by = ", ".join(c.scenario for c in row.catching) or "-"
+        checks = ", ".join(f"[bold]{c}[/]" if c not in row.other_checks else c for c in row.checks)
+        detect = "-" if row.detected is None else f"{row.detected:.1f}s"
+        colour = colours[row.status]
+        table.add_row(mode, row.bus, caught_by, checks or "-", detect, f"[{colour}]{row.status}[/]")
+    # Piped (CI logs): wide enough that the table does not fold every cell.
+    out = console if console.is_terminal else Console(highlight=False, width=160)
+    out.print(table)
+    mutants = matrix.mutant_rows
+    caught = sum(1 for r in mutants if r.status == "caught")
+    if median is not None and worst is not None:
+        console.print(f"time to detect: median {median:.1f} s, worst {worst:.1f} s")
+    console.print(
+        f"mutants caught by their expected check: {caught}/{len(mutants)};"
+        f" {sum(len(r.cells) for r in matrix.rows)} runs in {matrix.wall / 60:.1f} min"
+    )
+    word = "[bold green]PASS[/]" if matrix.ok else "[bold red]FAIL[/]"
+    console.print(f"matrix: {word}")
+    if matrix.out_dir is not None:
+        console.print(f"report: {matrix.out_dir / 'matrix.md'}", soft_wrap=True)
+
+
+@cli.command()
+@click.option(
+    "--short",
+    is_flag=True,
+    help=f"Scale every scenario to {SHORT_DURATION:g} s (the CI form; a few minutes in all).",
+)
+@click.option("--duration", help="Scale every scenario to this duration instead, e.g. 8s.")
+@click.option(
+    "-s", "--scenario", "only_scenarios", multiple=True, help="Only this scenario (repeatable)."
+)
+@click.option(
+    "-m", "--mutant", "only_mutants", multiple=True, help="Only this mutant (repeatable)."
+)
+@click.option("--no-reference", is_flag=True, help="Skip the reference bus (the control).")
+@click.option("--seed", type=int, help="Override every scenario's seed.")
+@click.option(
+    "-j",
+    "--jobs",
+    type=click.IntRange(1, 16),
+    default=2,
+    show_default=True,
+    help="Runs in flight at once.",
+)
+@click.option(
+    "--reports", type=click.Path(path_type=Path), default=Path("reports"), show_default=True
+)
+@click.option(
+    "--scenarios-dir",
+    type=click.Path(path_type=Path),
+    default=Path("scenarios"),
+    show_default=True,
+    help="Where the scenarios are.",
+)
+@click.option("--list", "list_mutants", is_flag=True, help="List the mutants and exit.")
+def matrix(
+    short: bool,
+    duration: str | None,
+    only_scenarios: tuple[str, ...],
+    only_mutants: tuple[str, ...],
+    no_reference: bool,
+    seed: int | None,
+    jobs: int,
+    reports: Path,
+    scenarios_dir: Path,
+    list_mutants: bool,
+) -> None:
+    """Run the reference bus and every mutant against the scenarios.
+
+    Passes (exit 0) when the reference bus is VALID everywhere and every
+    mutant is caught by the check that names its failure mode; exit 1
+    otherwise. Writes reports/matrix/<timestamp>/matrix.md and matrix.json.
+    """
+    if list_mutants:
+        for m in MUTANTS.values():
+            console.print(
+                f"[bold]{m.name:<28}[/] {', '.join(m.expected):<36} {m.failure_mode}",
+                soft_wrap=True,
+            )
+        return
+    unknown = [m for m in only_mutants if m not in MUTANTS]
+    if unknown:
+        raise UsageProblem(f"--mutant: unknown {unknown}; known: {', '.join(MUTANTS)}")
+    seconds: float | None = SHORT_DURATION if short else None
+    if duration is not None:
+        try:
+            seconds = parse_duration(duration)
+        except ValueError as exc:
+            raise UsageProblem(f"--duration: {exc}") from None
+        if seconds <= 0:
+            raise UsageProblem("--duration: must be positive")
+    if only_scenarios:
+        paths = [_resolve(arg, scenarios_dir) for arg in only_scenarios]
+    else:
+        paths = sorted(scenarios_dir.glob("*.toml"))
+        if not paths:
+            raise UsageProblem(f"{scenarios_dir}: no scenario files (*.toml)")
+    loaded: list[Scenario] = []
+    for path in paths:
+        try:
+            loaded.append(load_scenario(path))
+        except ScenarioError as exc:
+            raise UsageProblem(str(exc)) from None
+    command = "knell matrix " + " ".join(sys.argv[2:]) if len(sys.argv) > 2 else "knell matrix"
+
+    def progress(done: int, total: int, cell: Cell) -> None:
+        fired = ", ".join(cell.fired) or cell.error or ""
+        if cell.bus == REFERENCE:
+            colour = "green" if cell.valid is True else "red"
+        elif cell.expected_hit:
+            colour = "green"  # caught, by the check that names the failure mode
+        else:
+            colour = "yellow" if cell.valid is False else "dim"
+        console.print(
+            f"  [{done:>2}/{total}] {cell.bus:<26} {cell.scenario:<26} "
+            f"[{colour}]{cell.word}[/] {fired} ({cell.wall:.1f} s)",
+            soft_wrap=True,
+        )
+
+    console.print(
+        f"[bold]knell matrix[/]: {len(loaded)} scenario(s) x "
+        f"{len(only_mutants or MUTANTS) + (0 if no_reference else 1)} bus(es), {jobs} at a time"
+    )
+    try:
+        result = run_matrix(
+            loaded,
+            mutants=list(only_mutants) or None,
+            reference=not no_reference,
+            reports=reports,
+            duration=seconds,
+            seed=seed,
+            jobs=jobs,
+            command=command.strip(),
+            progress=progress,
+        )
+    except KeyboardInterrupt:
+        err.print("knell: interrupted; every worker was stopped, the matrix is incomplete")
+        sys.exit(130)
+    _print_matrix(result)
+    sys.exit(0 if result.ok else 1)
+
+
+@cli.command()
+@click.option("--short", is_flag=True, help="The CI form: every section scaled down (< 1 min).")
+@click.option(
+    "--reports", type=click.Path(path_type=Path), default=Path("reports"), show_default=True
+)
+@click.option(
+    "--section",
+    "sections",
+    multiple=True,
+    type=click.Choice(["bus", "checker", "runner", "wake"]),
+    help="Only this section (repeatable).",
+)
+def bench(short: bool, reports: Path, sections: tuple[str, ...]) -> None:
+    """Measure knell and its buses against the physical limit.
+
+    Every figure is a ratio against a baseline measured in the same run
+    (raw SQLite loops, a plain JSON parse, a bare interpreter start, the
+    poll interval). Writes reports/bench/<timestamp>/bench.json and
+    bench.md. Missed goals are reported, never an error: exit 0 unless a
+    section crashed.
+    """
+    import json
+
+    from knell.bench import run_bench
+
+    out = run_bench(
+        short,
+        reports=reports,
+        sections=list(sections) or None,
+        say=lambda line: console.print(f"  {line}", markup=False, soft_wrap=True),
+    )
+    console.print((out / "bench.md").read_text(encoding="utf-8"), markup=False, soft_wrap=True)
+    console.print(f"report: {out / 'bench.md'}", soft_wrap=True)
+    data = json.loads((out / "bench.json").read_text(encoding="utf-8"))
+    sys.exit(1 if data["errors"] else 0)
 
 
 def main() -> None:

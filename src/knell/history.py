@@ -124,29 +124,37 @@ class HistoryReader:
     torn: list[str] = field(default_factory=list)
 
     def __iter__(self) -> Iterator[Event]:
+        # Streamed line by line: memory stays one line, however long the file.
         try:
-            data = self.path.read_bytes()
+            fh = open(self.path, "rb")  # noqa: SIM115 - closed below, also on early exit
         except OSError as exc:
             raise HistoryError(f"{self.path}: cannot read history: {exc.strerror}") from None
-        lines = data.split(b"\n")
-        for number, raw in enumerate(lines, start=1):
-            if not raw.strip():
-                continue
+        loads = orjson.loads
+        with fh:
             try:
-                event = orjson.loads(raw)
-            except orjson.JSONDecodeError:
-                if all(not rest.strip() for rest in lines[number:]):
-                    self.torn.append(f"{self.path}:{number}: torn line skipped (writer killed)")
-                    continue
-                raise HistoryError(
-                    f"{self.path}:{number}: line is not valid JSON and is not the last line "
-                    f"(a torn line can only be last): {raw[:80]!r}"
-                ) from None
-            if not isinstance(event, dict) or "time" not in event or "type" not in event:
-                raise HistoryError(
-                    f"{self.path}:{number}: not a history event (needs 'time' and 'type')"
-                )
-            yield event
+                for number, raw in enumerate(fh, start=1):
+                    try:
+                        event = loads(raw)
+                    except orjson.JSONDecodeError:
+                        if not raw.strip():
+                            continue  # a blank line
+                        if not fh.read().strip():
+                            self.torn.append(
+                                f"{self.path}:{number}: torn line skipped (writer killed)"
+                            )
+                            return
+                        shown = raw.rstrip(b"\r\n")[:80]
+                        raise HistoryError(
+                            f"{self.path}:{number}: line is not valid JSON and is not the last "
+                            f"line (a torn line can only be last): {shown!r}"
+                        ) from None
+                    if not isinstance(event, dict) or "time" not in event or "type" not in event:
+                        raise HistoryError(
+                            f"{self.path}:{number}: not a history event (needs 'time' and 'type')"
+                        )
+                    yield event
+            except OSError as exc:
+                raise HistoryError(f"{self.path}: cannot read history: {exc.strerror}") from None
 
 
 def read_history(path: Path) -> Iterator[Event]:

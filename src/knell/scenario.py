@@ -119,6 +119,11 @@ class _ReaderBase(_ProcessBase):
         default=0, ge=0, description="every N pages, try an ack beyond head (must be refused)"
     )
     idle: Duration = Field(default=0.05, description="sleep when caught up")
+    paging: Literal["after", "cursor"] = Field(
+        default="after",
+        description="how later pages of a catch-up are read: 'after' passes the last seq "
+        "seen; 'cursor' re-reads from the durable cursor after each ack",
+    )
 
 
 class ConsumerSpec(_ReaderBase):

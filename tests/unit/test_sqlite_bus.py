@@ -4,6 +4,7 @@ including two OS processes acking and posting concurrently on one file."""
 from __future__ import annotations
 
 import multiprocessing as mp
+import sqlite3
 import time
 from pathlib import Path
 
@@ -39,6 +40,45 @@ def test_idempotency_key_returns_original(bus: SqliteBus) -> None:
     again = bus.post("a", "body-retry", "p", idempotency_key="k")
     assert again.seq == first.seq and again.body == "body"
     assert bus.head("a") == 2
+
+
+def test_interleaved_connections_keep_seqs_dense(url: str) -> None:
+    """Two connections take turns: each one's remembered head is stale on
+    almost every post, so the guessed-seq fast path must fall back to
+    MAX(seq) + 1 without a gap, a duplicate or a lost append."""
+    a, b = open_bus(url), open_bus(url)
+    try:
+        seqs = []
+        for i in range(40):
+            poster = a if i % 3 else b
+            seqs.append(poster.post("a", f"m{i}", "p", idempotency_key=f"k{i}").seq)
+        assert seqs == list(range(1, 41))
+        # retries with a stale remembered head still return the original
+        for i in (0, 17, 39):
+            again = (b if i % 2 else a).post("a", "retry", "p", idempotency_key=f"k{i}")
+            assert (again.seq, again.body) == (i + 1, f"m{i}")
+        assert a.head("a") == b.head("a") == 40
+        assert [m.seq for m in a.fetch("x", "a", after=0, limit=100)] == list(range(1, 41))
+    finally:
+        a.close()
+        b.close()
+
+
+def test_post_while_the_store_is_locked_is_definite(tmp_path: Path) -> None:
+    holder = sqlite3.connect(tmp_path / "bus.db", isolation_level=None)
+    bus = SqliteBus(tmp_path / "bus.db", busy_timeout=0.05)
+    try:
+        bus.post("a", "first", "p")  # remembers the head: the next post guesses
+        holder.execute("BEGIN IMMEDIATE")
+        for _ in range(2):  # the guessed path, then the MAX(seq) + 1 path
+            with pytest.raises(DefiniteError, match="write lock"):
+                bus.post("a", "blocked", "p", idempotency_key="k")
+            bus._heads.clear()
+        holder.execute("ROLLBACK")
+        assert bus.post("a", "later", "p", idempotency_key="k").seq == 2
+    finally:
+        holder.close()
+        bus.close()
 
 
 def test_join_at_head_no_flood(bus: SqliteBus) -> None:

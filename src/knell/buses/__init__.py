@@ -24,7 +24,6 @@ import os
 import re
 import sys
 from collections.abc import Callable
-from importlib.metadata import entry_points
 
 from knell.buses.contract import (
     AckBeyondHead,
@@ -96,6 +95,8 @@ def resolve_driver(url: str, driver: str | None = None) -> Factory:
     builtin = _builtin(scheme)
     if builtin is not None:
         return builtin
+    from importlib.metadata import entry_points  # slow to import; only needed here
+
     for ep in entry_points(group="knell.buses"):
         if ep.name == scheme:
             loaded = ep.load()

@@ -25,7 +25,12 @@ A check is any object with ``name``, ``fs`` (the ``f`` values it wants; the
 driver dispatches on ``event["f"]`` so a check never sees irrelevant
 events), ``observe(event)`` and ``result()``. It may also declare
 ``types``: for some of its ``f`` values, the event types it wants (say only
-``ok`` for ``fetch``); the others are then never passed to it. :class:`BaseCheck` supplies the
+``ok`` for ``fetch``); the others are then never passed to it. A check that
+only cares about the first time each message is shown to a reader defines
+``deliver(channel, seq, id, event)``: the driver calls it once per distinct
+``(channel, seq, id)`` seen in fetch ``ok`` pages and ``handle`` events,
+with the first event that showed it (repeats are skipped once, for every
+such check, by the driver). :class:`BaseCheck` supplies the
 common parts: the configuration, an anomaly log capped at
 ``config.max_anomalies`` stored anomalies (all are counted), and operation
 pairing by ``(process, incarnation)``.
@@ -49,6 +54,7 @@ __all__ = [
     "Check",
     "CheckConfig",
     "CheckResult",
+    "Delivering",
     "OpKey",
     "Validity",
     "merge_validity",
@@ -154,6 +160,12 @@ class Check(Protocol):
     def observe(self, event: Event) -> None: ...
 
     def result(self) -> CheckResult: ...
+
+
+class Delivering(Protocol):
+    """The optional hook of a check that judges each delivered message once."""
+
+    def deliver(self, channel: Any, seq: Any, mid: Any, event: Event) -> None: ...
 
 
 def _order(event: Event) -> tuple[int, int]:

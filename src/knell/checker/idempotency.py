@@ -12,7 +12,8 @@ posts that went through a fault.
 The workload gives all posts of one key the same message id. The check
 records, per (channel, key), the seq of the first placement it sees, from
 ``post`` ok values and from observations of the key's id in ``fetch`` ok
-and ``handle`` events; a second, different seq for the same (channel, key)
+and ``handle`` events (each distinct ``(channel, seq, id)`` once, as the
+driver delivers them); a second, different seq for the same (channel, key)
 is a ``duplicate-append``. (An observation cannot precede its post's
 invoke, which the producer logs before calling the bus, so the key of an
 id is always known when the id is seen.)
@@ -31,12 +32,8 @@ __all__ = ["IdempotencyCheck"]
 
 class IdempotencyCheck(BaseCheck):
     name: ClassVar[str] = "idempotency"
-    fs: ClassVar[frozenset[str]] = frozenset({"post", "fetch", "handle"})
-    types: ClassVar[Mapping[str, frozenset[str]]] = {
-        "post": frozenset({"invoke", "ok"}),
-        "fetch": frozenset({"ok"}),
-        "handle": frozenset({"ok"}),
-    }
+    fs: ClassVar[frozenset[str]] = frozenset({"post"})
+    types: ClassVar[Mapping[str, frozenset[str]]] = {"post": frozenset({"invoke", "ok"})}
     kinds: ClassVar[tuple[str, ...]] = ("duplicate-append",)
 
     def __init__(self, config: CheckConfig) -> None:
@@ -49,35 +46,28 @@ class IdempotencyCheck(BaseCheck):
         self._keyed_posts = 0
 
     def observe(self, event: Event) -> None:
-        f = event["f"]
         value = event["value"]
-        if f == "post":
-            key = value.get("key")
-            if key is None:
-                return
-            channel = event["channel"]
-            if event["type"] == "invoke":
-                self._keyed_posts += 1
-                key_of = self._key_of.get(channel)
-                if key_of is None:
-                    key_of = self._key_of[channel] = {}
-                key_of[value["id"]] = key
-            else:
-                self._place(channel, key, value["seq"], event)
+        key = value.get("key")
+        if key is None:
             return
         channel = event["channel"]
+        if event["type"] == "invoke":
+            self._keyed_posts += 1
+            key_of = self._key_of.get(channel)
+            if key_of is None:
+                key_of = self._key_of[channel] = {}
+            key_of[value["id"]] = key
+        else:
+            self._place(channel, key, value["seq"], event)
+
+    def deliver(self, channel: Any, seq: Any, mid: Any, event: Event) -> None:
+        # the first time (channel, seq, mid) was shown: a repeat places the
+        # key at the same seq again, which can prove nothing new
         key_of = self._key_of.get(channel)
-        if key_of is None:
-            return
-        if f == "handle":
-            key = key_of.get(value["id"])
+        if key_of is not None:
+            key = key_of.get(mid)
             if key is not None:
-                self._place(channel, key, value["seq"], event)
-            return
-        for m in value["messages"]:
-            key = key_of.get(m["id"])
-            if key is not None:
-                self._place(channel, key, m["seq"], event)
+                self._place(channel, key, seq, event)
 
     def _place(self, channel: Any, key: Any, seq: Any, event: Event) -> None:
         ck = (channel, key)

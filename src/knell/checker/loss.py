@@ -38,11 +38,10 @@ _Post = list[Any]
 
 class LossCheck(BaseCheck):
     name: ClassVar[str] = "no-loss"
-    fs: ClassVar[frozenset[str]] = frozenset({"post", "subscribe", "fetch", "handle", "drain"})
+    fs: ClassVar[frozenset[str]] = frozenset({"post", "subscribe", "handle", "drain"})
     types: ClassVar[Mapping[str, frozenset[str]]] = {
         "post": frozenset({"invoke", "ok"}),
         "subscribe": frozenset({"ok"}),
-        "fetch": frozenset({"ok"}),
         "handle": frozenset({"ok"}),
     }
     kinds: ClassVar[tuple[str, ...]] = ("lost",)
@@ -77,30 +76,11 @@ class LossCheck(BaseCheck):
         self._pos += 1
         f = event["f"]
         if f == "handle":
-            channel = event["channel"]
-            mid = event["value"]["id"]
-            hc = (event["handle"], channel)
+            hc = (event["handle"], event["channel"])
             ids = self._handled.get(hc)
             if ids is None:
                 ids = self._handled[hc] = set()
-            ids.add(mid)
-            posts = self._posts.get(channel)
-            if posts is None:
-                posts = self._channel(channel)[0]
-            rec = posts.get(mid)
-            if rec is None or rec[2] is None:
-                self._observed[channel].setdefault(mid, event)
-        elif f == "fetch":
-            channel = event["channel"]
-            posts = self._posts.get(channel)
-            if posts is None:
-                posts = self._channel(channel)[0]
-            observed = self._observed[channel]
-            for m in event["value"]["messages"]:
-                mid = m["id"]
-                rec = posts.get(mid)
-                if (rec is None or rec[2] is None) and mid not in observed:
-                    observed[mid] = event
+            ids.add(event["value"]["id"])
         elif f == "post":
             value = event["value"]
             mid = value["id"]
@@ -138,6 +118,16 @@ class LossCheck(BaseCheck):
             else:
                 self._drain_invoked.pop(dk, None)
                 self._drain_info[dk] = event
+
+    def deliver(self, channel: Any, seq: Any, mid: Any, event: Event) -> None:
+        # the first fetch or handle showing (channel, seq, mid): proof that a
+        # post without an ok (yet) landed
+        posts = self._posts.get(channel)
+        if posts is None:
+            posts = self._channel(channel)[0]
+        rec = posts.get(mid)
+        if rec is None or rec[2] is None:
+            self._observed[channel].setdefault(mid, event)
 
     def result(self) -> CheckResult:
         posted = 0

@@ -9,10 +9,12 @@ one of them. The mirror image is one message id at two seqs in one
 channel: an idempotent replay that appended a second copy, or a reader
 that was shown a message at a shifted position.
 
-Observations come from ``post`` ok (the seq the bus assigned), every
-message of every ``fetch`` ok and every ``handle`` event. The check keeps
-one entry per position and one per id, so memory is proportional to the
-number of messages however often each is re-read.
+Observations come from ``post`` ok (the seq the bus assigned) and every
+message a reader was shown: each distinct ``(channel, seq, id)`` of the
+``fetch`` ok pages and ``handle`` events, delivered once by the driver
+(a repeat of a triple cannot tell anything new). The check keeps one entry
+per position and one per id, so memory is proportional to the number of
+messages however often each is re-read.
 
 Gaps (positions below a channel's highest seq that nobody ever observed)
 are reported as a metric, not a violation: seqs are dense, but a gap may be
@@ -32,8 +34,8 @@ __all__ = ["SeqCheck"]
 
 class SeqCheck(BaseCheck):
     name: ClassVar[str] = "no-duplicate-seq"
-    fs: ClassVar[frozenset[str]] = frozenset({"post", "fetch", "handle"})
-    types: ClassVar[Mapping[str, frozenset[str]]] = dict.fromkeys(fs, frozenset({"ok"}))
+    fs: ClassVar[frozenset[str]] = frozenset({"post"})
+    types: ClassVar[Mapping[str, frozenset[str]]] = {"post": frozenset({"ok"})}
     kinds: ClassVar[tuple[str, ...]] = ("duplicate-seq", "id-at-two-seqs")
 
     def __init__(self, config: CheckConfig) -> None:
@@ -46,25 +48,17 @@ class SeqCheck(BaseCheck):
         self._dups: set[tuple[Any, Any, Any]] = set()
 
     def observe(self, event: Event) -> None:
-        channel = event["channel"]
         value = event["value"]
+        self.deliver(event["channel"], value["seq"], value["id"], event)
+
+    def deliver(self, channel: Any, seq: Any, mid: Any, event: Event) -> None:
         by_seq = self._by_seq.get(channel)
         if by_seq is None:
             by_seq = self._by_seq[channel] = {}
             self._by_id[channel] = {}
-        if event["f"] == "fetch":
-            for m in value["messages"]:
-                seq = m["seq"]
-                mid = m["id"]
-                prev = by_seq.get(seq)
-                if prev is None or prev[0] != mid:
-                    self._see(channel, seq, mid, event)
-        else:
-            seq = value["seq"]
-            mid = value["id"]
-            prev = by_seq.get(seq)
-            if prev is None or prev[0] != mid:
-                self._see(channel, seq, mid, event)
+        prev = by_seq.get(seq)
+        if prev is None or prev[0] != mid:
+            self._see(channel, seq, mid, event)
 
     def _see(self, channel: Any, seq: Any, mid: Any, event: Event) -> None:
         by_seq = self._by_seq[channel]

@@ -50,22 +50,18 @@ class UnexpectedCheck(BaseCheck):
     def observe(self, event: Event) -> None:
         f = event["f"]
         value = event["value"]
-        posted, suspects = self._channel(event["channel"])
         if f == "post":
-            posted.add(value["id"])
-            return
-        if f == "handle":
+            self._channel(event["channel"])[0].add(value["id"])
+        elif f == "handle":
             self._observations += 1
-            mid = value["id"]
-            if mid not in posted and mid not in suspects:
-                suspects[mid] = (value["seq"], event)
-            return
-        messages = value["messages"]
-        self._observations += len(messages)
-        for m in messages:
-            mid = m["id"]
-            if mid not in posted and mid not in suspects:
-                suspects[mid] = (m["seq"], event)
+        else:
+            self._observations += len(value["messages"])
+
+    def deliver(self, channel: Any, seq: Any, mid: Any, event: Event) -> None:
+        # the first time (channel, seq, mid) was shown; repeats add nothing
+        posted, suspects = self._channel(channel)
+        if mid not in posted and mid not in suspects:
+            suspects[mid] = (seq, event)
 
     def result(self) -> CheckResult:
         log = self.log

@@ -7,6 +7,14 @@ a worker's ``start``/``stop`` reach nobody). The per-check results merge into a
 :class:`Verdict` by Jepsen's priority: ``False`` beats ``"unknown"`` beats
 ``True``.
 
+Deliveries are shared: a message is shown to readers again and again (each
+handle fetches it, handles it, and a twin or a restarted incarnation does it
+once more), but several checks only care about the *first* time a given
+``(channel, seq, id)`` appears. The driver keeps one set of the triples it
+has seen and calls those checks' ``deliver(channel, seq, id, event)`` once
+per new triple, with the first fetch ``ok`` or ``handle`` event that showed
+it, instead of every such check looping over every page.
+
 Checks read the fields the history format promises directly (``value``,
 ``channel``, a message's ``seq`` and ``id``...). An event missing one makes
 that check ``"unknown"`` with the event's index and the error as the
@@ -72,32 +80,15 @@ def check_events(
     elif not isinstance(config, CheckConfig):
         raise TypeError(f"config must be a CheckConfig, got {type(config).__name__}")
     started = time.perf_counter()
-    instances = [factory(config) for factory in (CHECKS if checks is None else checks)]
-    names = [c.name for c in instances]
-    if len(set(names)) != len(names):
-        raise ValueError(f"check names must be unique, got {names}")
-    dispatch = _dispatch_table(instances)
-    get = dispatch.get
+    factories = CHECKS if checks is None else checks
     malformed: dict[str, _Malformed] = {}
-    count = 0
     # The pass allocates millions of small tuples that can never form
     # reference cycles; with every event alive, each full collection would
     # walk the whole history for nothing. Collect once, afterwards.
     collecting = gc.isenabled()
     gc.disable()
     try:
-        for event in events:
-            count += 1
-            by_type = get(event.get("f"))
-            if by_type is not None:
-                observers = by_type.get(event.get("type"))
-                if observers is not None:
-                    for observe in observers:
-                        try:
-                            observe(event)
-                        except _UNREADABLE as exc:
-                            _note(malformed, _owner(observe), event, exc)
-        results = {c.name: _result(c, malformed) for c in instances}
+        count, results = _single_pass(events, config, factories, malformed)
     finally:
         if collecting:
             gc.enable()
@@ -110,6 +101,37 @@ def check_events(
     )
 
 
+def _single_pass(
+    events: Iterable[Event],
+    config: CheckConfig,
+    factories: Sequence[CheckFactory],
+    malformed: dict[str, _Malformed],
+) -> tuple[int, dict[str, CheckResult]]:
+    """Feed every event to its observers; return the count and the results.
+
+    Its own function so that every check's state dies when it returns,
+    while the collector is still off: alive when the collector comes back,
+    that state (all of it "young") would be walked once more for nothing."""
+    instances = [factory(config) for factory in factories]
+    names = [c.name for c in instances]
+    if len(set(names)) != len(names):
+        raise ValueError(f"check names must be unique, got {names}")
+    get = _dispatch_table(instances, malformed).get
+    count = 0
+    for event in events:
+        count += 1
+        by_type = get(event.get("f"))
+        if by_type is not None:
+            observers = by_type.get(event.get("type"))
+            if observers is not None:
+                for observe in observers:
+                    try:
+                        observe(event)
+                    except _UNREADABLE as exc:
+                        _note(malformed, _owner(observe), event, exc)
+    return count, {c.name: _result(c, malformed) for c in instances}
+
+
 _UNREADABLE = (LookupError, TypeError, AttributeError, ValueError)
 """What a check raises on an event that lacks a field the format promises."""
 
@@ -119,9 +141,10 @@ class _Malformed:
     count: int
     index: Any
     error: str
+    last: Event  # counted once per event, however many of its parts fail
 
 
-def _owner(observe: Callable[[Event], None]) -> str:
+def _owner(observe: Callable[..., None]) -> str:
     return str(getattr(getattr(observe, "__self__", None), "name", observe))
 
 
@@ -129,9 +152,51 @@ def _note(malformed: dict[str, _Malformed], name: str, event: Event, exc: Except
     seen = malformed.get(name)
     if seen is None:
         where = event.get("index", "?")
-        malformed[name] = _Malformed(1, where, f"{type(exc).__name__}: {exc}")
-    else:
+        malformed[name] = _Malformed(1, where, f"{type(exc).__name__}: {exc}", event)
+    elif seen.last is not event:
         seen.count += 1
+        seen.last = event
+
+
+Deliver = Callable[[Any, Any, Any, Event], None]
+
+
+def _deliveries(
+    deliverers: Sequence[Deliver], malformed: dict[str, _Malformed]
+) -> Callable[[Event], None]:
+    """The observer of fetch ``ok`` and ``handle`` events that calls each
+    check's ``deliver`` once per new ``(channel, seq, id)``. An event whose
+    messages cannot be read is charged to every delivering check."""
+    seen: set[tuple[Any, Any, Any]] = set()
+    add = seen.add
+
+    def show(channel: Any, seq: Any, mid: Any, event: Event) -> None:
+        for deliver in deliverers:
+            try:
+                deliver(channel, seq, mid, event)
+            except _UNREADABLE as exc:
+                _note(malformed, _owner(deliver), event, exc)
+
+    def observe(event: Event) -> None:
+        try:
+            channel = event["channel"]
+            value = event["value"]
+            if event["f"] == "handle":
+                triple = (channel, value["seq"], value["id"])
+                if triple not in seen:
+                    add(triple)
+                    show(channel, triple[1], triple[2], event)
+                return
+            for m in value["messages"]:
+                triple = (channel, m["seq"], m["id"])
+                if triple not in seen:
+                    add(triple)
+                    show(channel, triple[1], triple[2], event)
+        except _UNREADABLE as exc:
+            for deliver in deliverers:
+                _note(malformed, _owner(deliver), event, exc)
+
+    return observe
 
 
 def _result(check: Check, malformed: dict[str, _Malformed]) -> CheckResult:
@@ -156,15 +221,24 @@ def _result(check: Check, malformed: dict[str, _Malformed]) -> CheckResult:
 
 
 def _dispatch_table(
-    checks: Sequence[Check],
+    checks: Sequence[Check], malformed: dict[str, _Malformed]
 ) -> dict[Any, dict[Any, tuple[Callable[[Event], None], ...]]]:
-    """``f -> type -> observers``, in registry order."""
+    """``f -> type -> observers``, in registry order; the shared delivery
+    observer (if any check delivers) runs first on fetch ok and handle."""
     table: dict[Any, dict[Any, list[Callable[[Event], None]]]] = {}
+    deliverers: list[Deliver] = []
     for check in checks:
+        deliver = getattr(check, "deliver", None)
+        if callable(deliver):
+            deliverers.append(deliver)
         types: Mapping[str, frozenset[str]] = getattr(check, "types", None) or {}
         for f in check.fs:
             for type_ in types.get(f, EVENT_TYPES):
                 table.setdefault(f, {}).setdefault(type_, []).append(check.observe)
+    if deliverers:
+        shared = _deliveries(deliverers, malformed)
+        for f in ("fetch", "handle"):
+            table.setdefault(f, {}).setdefault("ok", []).insert(0, shared)
     return {
         f: {type_: tuple(observers) for type_, observers in by_type.items()}
         for f, by_type in table.items()

@@ -6,14 +6,25 @@ handle's durable cursor where it was, and the next incarnation of the same
 handle re-reads (duplicates are counted, never lost). A short page is the
 end of a batch, not the head: catch-up pages until an *empty* page.
 
+Two paging styles, both within the contract: ``after`` (the default) reads
+the first page from the durable cursor and later pages after the last seq
+seen; ``cursor`` re-reads every page from the durable cursor, relying on the
+ack it just made. The second is what a stateless client does, and it puts
+the durable cursor on the path of every page, so every page of every
+catch-up is judged against the acks before it (and a bus whose reads move
+the cursor shows it on every page, not only on the first).
+
 Several consumer processes may share one handle (twins): fetch does not
 consume, so both see everything, and the forward-only ack makes the overlap
-duplicate-at-worst. The optional ack probe tries an ack far beyond head now
-and then; the contract says the bus must refuse it.
+duplicate-at-worst. The optional ack probe tries an ack far beyond head
+after every Nth page this process acks (pages, not rounds: a consumer that
+never catches up runs one endless round); the contract says the bus must
+refuse it.
 """
 
 from __future__ import annotations
 
+import itertools
 from contextlib import suppress
 from functools import partial
 
@@ -23,12 +34,16 @@ __all__ = ["catch_up", "run_consumer", "run_drain"]
 
 PROBE_DISTANCE = 1_000_000
 
+_pages = itertools.count(1)  # pages this process has handled and acked
 
-def catch_up(worker: Worker, handle: str, channel: str, *, probe: bool = False) -> int:
+
+def catch_up(worker: Worker, handle: str, channel: str, *, probe_every: int = 0) -> int:
     """Page from the durable cursor to an empty page, handling then acking
-    each page. Returns how many messages were handled."""
+    each page (and after every ``probe_every``-th page of this process,
+    probing an ack beyond head). Returns how many messages were handled."""
     batch = int(worker.params.get("batch", 50))
     handle_time = float(worker.params.get("handle_time", 0.0))
+    from_cursor = worker.params.get("paging", "after") == "cursor"
     after: int | None = None
     handled = 0
     while True:
@@ -62,8 +77,7 @@ def catch_up(worker: Worker, handle: str, channel: str, *, probe: bool = False) 
             handle=handle,
             channel=channel,
         )
-        if probe:
-            probe = False
+        if probe_every and next(_pages) % probe_every == 0:
             beyond = last + PROBE_DISTANCE
             with suppress(OpFailed):  # refusal is the contract; the checker judges
                 worker.op(
@@ -74,7 +88,7 @@ def catch_up(worker: Worker, handle: str, channel: str, *, probe: bool = False) 
                     handle=handle,
                     channel=channel,
                 )
-        after = last
+        after = None if from_cursor else last
 
 
 def read_cursor(worker: Worker, handle: str, channel: str) -> int:
@@ -94,13 +108,10 @@ def consume_forever(worker: Worker, handle: str, channel: str) -> None:
     round: a consumer never gives up its handle."""
     idle = float(worker.params.get("idle", 0.05))
     probe_every = int(worker.params.get("ack_probe_every", 0))
-    rounds = 0
     while not worker.stopping():
-        rounds += 1
-        probe = probe_every > 0 and rounds % probe_every == 0
         try:
             read_cursor(worker, handle, channel)
-            handled = catch_up(worker, handle, channel, probe=probe)
+            handled = catch_up(worker, handle, channel, probe_every=probe_every)
         except OpFailed:
             handled = 0
         if handled == 0:

@@ -5,6 +5,12 @@ timeout: catch up, handle, ack, re-arm. Now and then the waiter posts a
 reply under its own handle, as an agent answering a message would; the
 contract says those own posts must never ring its own doorbell.
 
+The reply goes out *after* the catch-up and *before* re-arming (answer what
+you handled, then go back to sleep), so at the moment of arming the
+handle's own reply sits above its cursor, unacked. That is the sharpest
+test of the promise: a doorbell that rings at once on unacked backlog must
+still not ring on backlog the handle wrote itself.
+
 The history records ``arm`` (invoke with the timeout, ok with whether it
 rang) around the wait call and, when it rang, a single ``wake`` event with
 the ring's channel, seq, sender and reason, logged the moment the call
@@ -29,6 +35,7 @@ def run_waiter(worker: Worker) -> None:
     reply_every = int(worker.params.get("reply_every", 3))
     worker.subscribe(handle, channel, "head")
     rings = 0
+    reply: str | None = None
     while not worker.stopping():
         try:
             catch_up(worker, handle, channel)
@@ -37,6 +44,10 @@ def run_waiter(worker: Worker) -> None:
             continue
         if worker.stopping():
             return
+        if reply is not None:
+            msg_id, reply = reply, None
+            with suppress(OpFailed):
+                worker.post(channel, msg_id, handle, None)
         worker.history.write("invoke", "arm", {"timeout": timeout}, handle=handle)
         try:
             wake: Wake | None = worker.bus.wait(handle, timeout)
@@ -62,6 +73,4 @@ def run_waiter(worker: Worker) -> None:
             continue
         rings += 1
         if reply_every and rings % reply_every == 0:
-            msg_id = f"{worker.name}.{worker.incarnation}:reply-{rings}"
-            with suppress(OpFailed):
-                worker.post(channel, msg_id, handle, None)
+            reply = f"{worker.name}.{worker.incarnation}:reply-{rings}"

@@ -17,7 +17,6 @@ signal, so it works the same on Windows.
 from __future__ import annotations
 
 import ctypes
-import json
 import os
 import signal
 import sys
@@ -28,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-import psutil
+import orjson
 
 from knell.buses import Bus, DefiniteError, Message, open_bus
 from knell.history import HistoryWriter
@@ -60,7 +59,21 @@ class WorkerSpec:
 
     @classmethod
     def load(cls, path: Path) -> WorkerSpec:
-        return cls(**json.loads(path.read_text(encoding="utf-8")))
+        return cls(**orjson.loads(path.read_bytes()))
+
+
+def _parent_alive(parent: int) -> bool:
+    """Whether the process that started this one still runs. POSIX re-parents
+    an orphan, so its ppid changes; Windows keeps the creator's pid, so ask
+    whether that pid still exists (psutil, imported only there: a worker's
+    import time is part of the restart latency knell measures)."""
+    if os.getppid() != parent:
+        return False
+    if sys.platform == "win32":
+        import psutil
+
+        return bool(psutil.pid_exists(parent))
+    return True
 
 
 def _die_with_parent(parent: int) -> None:
@@ -71,13 +84,13 @@ def _die_with_parent(parent: int) -> None:
             libc.prctl(pr_set_pdeathsig, signal.SIGKILL)
         except (OSError, AttributeError):
             pass
-    if not psutil.pid_exists(parent) or os.getppid() != parent:
+    if not _parent_alive(parent):
         os._exit(70)
 
     def watch() -> None:
         while True:
             time.sleep(0.25)
-            if os.getppid() != parent or not psutil.pid_exists(parent):
+            if not _parent_alive(parent):
                 os._exit(70)
 
     threading.Thread(target=watch, name="parent-watchdog", daemon=True).start()

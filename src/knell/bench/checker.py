@@ -1,0 +1,233 @@
+"""How close the checker comes to the speed of reading its input.
+
+Every check needs every event it judges, and an event is a JSON line, so no
+checker can be faster than parsing the history once. The baseline is that
+floor: a plain loop that reads ``history.jsonl`` and hands each line to the
+same JSON library the checker uses (orjson), keeping nothing. The figure is
+the checker proper (:func:`knell.checker.check_history`, what ``knell
+check`` spends on checking) over the same file: read, parse, run all ten
+checks in one pass, build the verdict. Their time ratio says how much the
+checks cost on top of parsing; 2.0 means the checks together cost as much
+as reading the file.
+
+Each side runs in a fresh child process, alternately, so neither inherits
+the other's warm heap, and so the child's peak resident set
+(``resource.getrusage(RUSAGE_SELF).ru_maxrss``, the kernel's high-water
+mark, which costs nothing to collect, unlike tracemalloc) is the peak of
+that side alone. The parse-only child's peak is the floor for memory too;
+what the checker holds above it must grow with the number of *messages*,
+not events (each check keeps per-message or per-cursor state, never the
+event list).
+
+The history is synthetic but shaped like a real run (see
+:mod:`knell.bench.synth`), a million events for the full bench.
+
+``python -m knell.bench.checker MODE PATH`` is the child: MODE is
+``parse``, ``read`` (knell's history reader, no checks), ``check`` or
+``knell-check`` (:func:`knell.runner.check_run`: the checker and the
+reports); it prints one JSON object with ``cpu``, ``wall``, ``events`` and
+``maxrss``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from knell.bench.result import Row, ratio
+from knell.bench.synth import SynthStats, write_history
+
+__all__ = ["run_checker_bench"]
+
+MB = 1024 * 1024
+
+
+def _maxrss() -> int | None:
+    """Peak resident set of this process in bytes (None where unknown)."""
+    try:
+        import resource
+    except ImportError:  # Windows
+        return None
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak if sys.platform == "darwin" else peak * 1024  # bytes on macOS, KiB on Linux
+
+
+def _child(mode: str, path: Path) -> dict[str, Any]:
+    import gc
+
+    from knell.checker import check_history
+    from knell.history import read_history
+    from knell.runner import check_run
+
+    run_dir = path.parent / "run"
+    if mode == "knell-check":  # a run directory holding only the merged history
+        run_dir.mkdir(exist_ok=True)
+        if not (run_dir / "history.jsonl").exists():
+            (run_dir / "history.jsonl").symlink_to(path.resolve())
+    wall = time.perf_counter()  # imports above are not part of the figure
+    cpu = time.process_time()
+    events = 0
+    valid: Any = None
+    if mode == "parse":
+        loads = orjson.loads
+        with open(path, "rb") as fh:
+            for line in fh:
+                loads(line)
+                events += 1
+    elif mode == "read":
+        gc.disable()  # as check_events does: the pass allocates no cycles
+        for _ in read_history(path):
+            events += 1
+        gc.enable()
+    elif mode == "check":
+        verdict = check_history(path)
+        events = verdict.events
+        valid = verdict.valid
+    elif mode == "knell-check":
+        outcome = check_run(run_dir)
+        events = outcome.verdict.events
+        valid = outcome.verdict.valid
+    else:
+        raise SystemExit(f"unknown mode {mode!r}")
+    return {
+        "mode": mode,
+        "cpu": time.process_time() - cpu,
+        "wall": time.perf_counter() - wall,
+        "events": events,
+        "valid": valid,
+        "maxrss": _maxrss(),
+    }
+
+
+def _spawn(mode: str, path: Path) -> dict[str, Any]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "knell.bench.checker", mode, str(path)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONHASHSEED": "0"},
+    )
+    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return result
+
+
+def run_checker_bench(work: Path, *, short: bool, say: Callable[[str], None] = print) -> list[Row]:
+    events, rounds = (100_000, 3) if short else (1_000_000, 3)
+    work.mkdir(parents=True, exist_ok=True)
+    path = work / "history.jsonl"
+    started = time.perf_counter()
+    synth = write_history(path, events)
+    say(
+        f"checker: generated {synth.events} events, {synth.messages} messages "
+        f"({synth.bytes / MB:.0f} MB) in {time.perf_counter() - started:.1f} s"
+    )
+    runs: dict[str, list[dict[str, Any]]] = {"parse": [], "read": [], "check": []}
+    for index in range(rounds):
+        order = ["parse", "read", "check"] if index % 2 == 0 else ["check", "read", "parse"]
+        for mode in order:
+            runs[mode].append(_spawn(mode, path))
+    runs["knell-check"] = [_spawn("knell-check", path)]
+    return _rows(runs, synth)
+
+
+def _rows(runs: dict[str, list[dict[str, Any]]], synth: SynthStats) -> list[Row]:
+    def cpu(mode: str) -> float:
+        return float(statistics.median(r["cpu"] for r in runs[mode]))
+
+    def peak(mode: str) -> float | None:
+        values = [r["maxrss"] for r in runs[mode] if r["maxrss"] is not None]
+        return max(values) / MB if values else None
+
+    # The ratio is taken per round (children of one round ran back to back)
+    # and the median kept, as for the interleaved loops elsewhere.
+    per_round = [c["cpu"] / p["cpu"] for c, p in zip(runs["check"], runs["parse"], strict=True)]
+    read_round = [r["cpu"] / p["cpu"] for r, p in zip(runs["read"], runs["parse"], strict=True)]
+    check_ratio = statistics.median(per_round)
+    events = synth.events
+    valid = {str(r["valid"]) for r in runs["check"]}
+    check_peak, parse_peak = peak("check"), peak("parse")
+    above = None if check_peak is None or parse_peak is None else check_peak - parse_peak
+    per_message = None if above is None else above * MB / max(1, synth.messages)
+    note = (
+        f"{events} events, {synth.messages} messages, {synth.kills} kills, "
+        f"{synth.bytes / MB:.0f} MB; verdict {', '.join(sorted(valid))}; "
+        f"time ratio check / parse (lower is better); rates per CPU second"
+    )
+    return [
+        Row(
+            section="checker",
+            name="check (knell check's checker)",
+            value=events / cpu("check"),
+            unit="events/s",
+            baseline=events / cpu("parse"),
+            baseline_name="orjson parse of every line, nothing kept",
+            ratio=check_ratio,
+            goal="check / parse <= 2.0",
+            met=check_ratio <= 2.0,
+            note=note,
+            extra={"runs": runs, "round_ratios": per_round},
+        ),
+        Row(
+            section="checker",
+            name="history reader alone (no checks)",
+            value=events / cpu("read"),
+            unit="events/s",
+            baseline=events / cpu("parse"),
+            baseline_name="orjson parse of every line, nothing kept",
+            ratio=statistics.median(read_round),
+            note="knell.history.read_history: torn-line handling and event validation; "
+            "time ratio read / parse",
+            extra={"round_ratios": read_round},
+        ),
+        Row(
+            section="checker",
+            name="knell check, end to end",
+            value=events / cpu("knell-check"),
+            unit="events/s",
+            baseline=events / cpu("parse"),
+            baseline_name="orjson parse of every line, nothing kept",
+            ratio=cpu("knell-check") / cpu("parse"),
+            note="check_run on a run directory holding the merged history: the checker, "
+            "then results.json, report.md and junit.xml (run stats re-read the history); "
+            "one run; time ratio",
+        ),
+        Row(
+            section="checker",
+            name="check peak memory (ru_maxrss of the child)",
+            value=check_peak,
+            unit="MB",
+            baseline=parse_peak,
+            baseline_name="peak of the parse-only child",
+            ratio=ratio(check_peak, parse_peak),
+            note=(
+                f"{above:.0f} MB above the parse-only floor, {per_message:.0f} bytes per message"
+                if above is not None and per_message is not None
+                else "ru_maxrss unavailable on this platform"
+            ),
+            extra={"history_mb": synth.bytes / MB, "bytes_per_message": per_message},
+        ),
+    ]
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2:
+        print(
+            "usage: python -m knell.bench.checker parse|read|check|knell-check HISTORY",
+            file=sys.stderr,
+        )
+        return 2
+    print(json.dumps(_child(argv[0], Path(argv[1]))))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,639 @@
+"""Mutant buses: the reference SQLite bus with one seeded bug each.
+
+Why they exist: a chaos test that has never failed proves nothing. A
+checker can be silently blind (a check that cannot fire, a workload that
+never exercises the path, a fault schedule that never lands in the window
+that matters), and a green run of such a testbed looks exactly like a green
+run of a good one. Mutation testing closes that gap: take the reference
+bus, break *one* promise of the contract in the smallest plausible way,
+and require that the shipped, generic scenarios catch it, with the check
+that names that promise. :func:`knell.matrix` runs every mutant here
+against every scenario and prints the measured failure-mode matrix: which
+scenario caught which bug, with which check, how soon.
+
+Each mutant is a small subclass of :class:`~knell.buses.sqlite.SqliteBus`
+that overrides whole public methods (``post``, ``subscribe``, ``fetch``,
+``ack``, ``wait``) and otherwise relies only on the reference bus's
+transaction helpers (``_write``, ``_head``, ``_cursor``, ``_lock``,
+``_db``, ``_bell``, ``poll_interval``, ``path``), so the reference may be
+optimised without the mutants drifting. Each is reached through the
+ordinary driver path, exactly as a user's own bus would be::
+
+    knell run quickstart --bus knell.buses.mutants:stale_ack_regresses
+
+The failure modes are the doorbell design's taxonomy (the naive designs an
+agent-session bus must not have). Nothing in a scenario or a check knows
+which mutant it runs against: a mutant that escapes is a finding about the
+workload or the fault schedule, fixed there, generically.
+
+:data:`MUTANTS` is the registry: name -> :class:`Mutant` (failure mode, the
+driver string, the check(s) expected to prove it).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+from urllib.parse import parse_qs, urlsplit
+
+from knell.buses.contract import AckBeyondHead, DefiniteError, JoinAt, Message, Wake
+from knell.buses.sqlite import SqliteBus, open_sqlite
+
+__all__ = [
+    "MUTANTS",
+    "AckBeyondHeadAcceptedBus",
+    "BatchEndAsHeadBus",
+    "ConsumingWaiterBus",
+    "FetchConsumesBus",
+    "FloodOnJoinBus",
+    "Mutant",
+    "NoCrossProcessPollBus",
+    "NoIdempotencyBus",
+    "OffByOneReadBus",
+    "OwnPostRingBus",
+    "ResubscribeResetsCursorBus",
+    "SeqOutsideLockBus",
+    "StaleAckRegressesBus",
+]
+
+_B = TypeVar("_B", bound=SqliteBus)
+
+MODULE = "knell.buses.mutants"
+
+
+@dataclass(frozen=True)
+class Mutant:
+    """One seeded bug: the failure mode it reproduces, how to load it, and
+    the check(s) that must prove it.
+
+    ``factory`` is the driver string (``knell.buses.mutants:stale_ack_regresses``)
+    for ``knell run --bus``. ``expected`` entries are check names (``"no-loss"``) or a check and one
+    of its anomaly kinds (``"wake:own-post-ring"``); the mutant counts as
+    caught *as expected* when any of them fires in some run.
+    ``killed_by`` says what the reference bus does instead (the design
+    rule that kills this failure mode).
+    """
+
+    name: str
+    failure_mode: str
+    factory: str
+    expected: tuple[str, ...]
+    killed_by: str
+
+
+def _open(cls: type[_B], url: str, path: str | None = None) -> _B:
+    """Open ``cls`` on the store named by a ``sqlite:///`` URL, parsing it
+    exactly as the reference driver does (:func:`open_sqlite` validates the
+    URL and creates the reference schema), then reopening as the mutant."""
+    base = open_sqlite(url)
+    base.close()
+    query = {k: v[-1] for k, v in parse_qs(urlsplit(url).query).items()}
+    return cls(
+        path or base.path,
+        poll_interval=base.poll_interval,
+        synchronous=query.get("synchronous", "normal"),
+        busy_timeout=float(query.get("busy_timeout", 10.0)),
+    )
+
+
+def _messages(bus: SqliteBus, channel: str, after: int, limit: int) -> list[Message]:
+    rows = bus._db.execute(
+        "SELECT seq, body, sender, idem_key FROM messages"
+        " WHERE channel = ? AND seq > ? ORDER BY seq LIMIT ?",
+        (channel, after, limit),
+    ).fetchall()
+    return [Message(channel, int(s), b, snd, k) for s, b, snd, k in rows]
+
+
+def _durable_cursor(bus: SqliteBus, handle: str, channel: str) -> int:
+    cursor = bus._cursor(handle, channel)
+    if cursor is None:
+        raise DefiniteError(f"{handle!r} is not subscribed to {channel!r}")
+    return cursor
+
+
+# -- cursors -----------------------------------------------------------------
+
+
+class StaleAckRegressesBus(SqliteBus):
+    """Failure mode: a stale or replayed ack regresses the cursor.
+
+    ``ack`` writes ``acked = up_to`` instead of ``MAX(acked, up_to)``: the
+    forward-only clamp is missing. Twin processes of one handle ack out of
+    order (the slower twin acks a page the faster one already passed), so
+    the durable cursor goes back and the handle re-reads what it handled;
+    with a later jump ahead it can skip. Proven by ``no-cursor-regression``.
+    """
+
+    def ack(self, handle: str, channel: str, up_to: int) -> int:
+        with self._lock, self._write() as db:
+            head = self._head(channel)
+            if up_to > head:
+                raise AckBeyondHead(f"ack {up_to} is beyond head {head} of {channel!r}")
+            updated = db.execute(
+                "UPDATE cursors SET acked = ? WHERE handle = ? AND channel = ?",
+                (up_to, handle, channel),
+            ).rowcount
+            if updated == 0:
+                raise DefiniteError(f"{handle!r} is not subscribed to {channel!r}")
+            return up_to
+
+
+class AckBeyondHeadAcceptedBus(SqliteBus):
+    """Failure mode: an ack beyond the head marks unseen messages handled.
+
+    ``ack`` keeps the forward-only clamp but never compares ``up_to`` with
+    the head, so an ack far in the future is accepted and every message
+    later posted below it is skipped by that handle. Proven by
+    ``ack-beyond-head`` (the consumers' ack probe), usually with ``no-loss``
+    as the consequence.
+    """
+
+    def ack(self, handle: str, channel: str, up_to: int) -> int:
+        with self._lock, self._write() as db:
+            updated = db.execute(
+                "UPDATE cursors SET acked = MAX(acked, ?) WHERE handle = ? AND channel = ?",
+                (up_to, handle, channel),
+            ).rowcount
+            if updated == 0:
+                raise DefiniteError(f"{handle!r} is not subscribed to {channel!r}")
+            return self._cursor(handle, channel) or 0
+
+
+class FloodOnJoinBus(SqliteBus):
+    """Failure mode: a new subscriber floods itself with the channel's history.
+
+    A *new* handle joins at seq 0 whatever ``at`` says, so an agent that
+    subscribes mid-run is handed everything ever posted (re-subscribing
+    still keeps an existing cursor). Proven by ``no-flood-on-join``.
+    """
+
+    def subscribe(self, handle: str, channel: str, at: JoinAt = "head") -> int:
+        if at not in ("head", "start"):
+            raise DefiniteError(f"subscribe at must be 'head' or 'start', got {at!r}")
+        with self._lock, self._write() as db:
+            existing = self._cursor(handle, channel)
+            if existing is not None:
+                return existing
+            db.execute(
+                "INSERT INTO cursors (handle, channel, acked) VALUES (?, ?, 0)",
+                (handle, channel),
+            )
+            return 0
+
+
+class ResubscribeResetsCursorBus(SqliteBus):
+    """Failure mode: reconnecting resets the cursor to the head (silent loss).
+
+    ``subscribe`` of an existing handle moves its cursor to the current
+    head instead of leaving it alone, as a "reconnect = fresh subscription"
+    bus does. Everything the handle's dead predecessor left unhandled is
+    skipped by its successor, without an error anywhere. Proven by
+    ``no-loss``.
+    """
+
+    def subscribe(self, handle: str, channel: str, at: JoinAt = "head") -> int:
+        if at not in ("head", "start"):
+            raise DefiniteError(f"subscribe at must be 'head' or 'start', got {at!r}")
+        with self._lock, self._write() as db:
+            start = self._head(channel) if at == "head" else 0
+            db.execute(
+                "INSERT INTO cursors (handle, channel, acked) VALUES (?, ?, ?)"
+                " ON CONFLICT (handle, channel) DO UPDATE SET acked = excluded.acked",
+                (handle, channel, start),
+            )
+            return start
+
+
+# -- posting -----------------------------------------------------------------
+
+
+class NoIdempotencyBus(SqliteBus):
+    """Failure mode: a producer's retry double-posts.
+
+    ``post`` ignores the idempotency key (it is neither stored nor looked
+    up), so a retry of a post whose reply was lost appends a second copy at
+    a new seq and every handle handles the "same" message twice. Proven by
+    ``idempotency`` (and ``no-duplicate-seq`` sees the id at two seqs).
+    """
+
+    def post(
+        self, channel: str, body: str, sender: str, idempotency_key: str | None = None
+    ) -> Message:
+        with self._lock, self._write() as db:
+            seq = self._head(channel) + 1
+            db.execute(
+                "INSERT INTO messages (channel, seq, body, sender, idem_key, posted_at)"
+                " VALUES (?, ?, ?, ?, NULL, ?)",
+                (channel, seq, body, sender, time.time()),
+            )
+        with self._bell:
+            self._bell.notify_all()
+        return Message(channel, seq, body, sender, idempotency_key)
+
+
+_LOOSE_SCHEMA = """
+CREATE TABLE IF NOT EXISTS messages (
+    channel TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    body TEXT NOT NULL,
+    sender TEXT NOT NULL,
+    idem_key TEXT,
+    posted_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS messages_by_seq ON messages (channel, seq);
+"""
+
+
+class SeqOutsideLockBus(SqliteBus):
+    """Failure mode: two processes post concurrently and collide on a seq.
+
+    ``post`` reads the head (``MAX(seq) + 1``) *before* taking the write
+    lock, so two producers in different processes can both compute the
+    same seq and both append it. (The per-process lock still serialises
+    threads, which is why the bug never shows in a single-process test.)
+    The reference schema's ``PRIMARY KEY (channel, seq)`` would turn the
+    collision into an error, so this mutant keeps its log in its own file
+    (``<store>.seq-outside-lock.db``) with a schema that lets duplicates
+    through, as a store without that constraint would. Proven by
+    ``no-duplicate-seq``.
+    """
+
+    def post(
+        self, channel: str, body: str, sender: str, idempotency_key: str | None = None
+    ) -> Message:
+        with self._lock:
+            seq = self._head(channel) + 1  # the bug: read outside the write transaction
+            with self._write() as db:
+                if idempotency_key is not None:
+                    row = db.execute(
+                        "SELECT seq, body, sender FROM messages WHERE channel = ? AND idem_key = ?",
+                        (channel, idempotency_key),
+                    ).fetchone()
+                    if row is not None:
+                        return Message(channel, int(row[0]), row[1], row[2], idempotency_key)
+                db.execute(
+                    "INSERT INTO messages (channel, seq, body, sender, idem_key, posted_at)"
+                    " VALUES (?, ?, ?, ?, ?, ?)",
+                    (channel, seq, body, sender, idempotency_key, time.time()),
+                )
+        with self._bell:
+            self._bell.notify_all()
+        return Message(channel, seq, body, sender, idempotency_key)
+
+
+def _loose_store(url: str) -> str:
+    """The mutant's own store file beside the run's, with the loose schema
+    created before the reference schema's ``IF NOT EXISTS`` can claim it."""
+    reference = open_sqlite(url)
+    reference.close()
+    base = Path(reference.path)
+    path = base.with_name(base.stem + ".seq-outside-lock.db")
+    db = sqlite3.connect(path, timeout=10.0, isolation_level=None)
+    try:
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("BEGIN IMMEDIATE")
+        for statement in _LOOSE_SCHEMA.split(";"):
+            if statement.strip():
+                db.execute(statement)
+        db.execute("COMMIT")
+    finally:
+        db.close()
+    return str(path)
+
+
+# -- reading -----------------------------------------------------------------
+
+
+class BatchEndAsHeadBus(SqliteBus):
+    """Failure mode: batch-end treated as the channel head strands the tail.
+
+    Only the first page of a catch-up (``fetch`` from the durable cursor)
+    returns messages; every later page (``fetch(after=n)``) comes back
+    empty, as if the end of the first batch were the head. A reader that
+    rightly stops at an empty page stops one batch short, and whatever lies
+    beyond it waits for a next catch-up that, for a session that is ending
+    (the final drain), never comes. Proven by ``no-loss``.
+    """
+
+    def fetch(
+        self, handle: str, channel: str, after: int | None = None, limit: int = 100
+    ) -> list[Message]:
+        if limit <= 0:
+            raise DefiniteError(f"fetch limit must be > 0, got {limit}")
+        with self._lock:
+            if after is not None:
+                _durable_cursor(self, handle, channel)
+                return []
+            return _messages(self, channel, _durable_cursor(self, handle, channel), limit)
+
+
+class OffByOneReadBus(SqliteBus):
+    """Failure mode: an off-by-one read skips a message.
+
+    A read from the durable cursor starts at ``cursor + 2`` (``seq >
+    cursor + 1``) instead of ``cursor + 1``: the first unacked message is
+    never returned, the reader acks past it, and it is gone for that
+    handle. Proven by ``no-loss``.
+    """
+
+    def fetch(
+        self, handle: str, channel: str, after: int | None = None, limit: int = 100
+    ) -> list[Message]:
+        if limit <= 0:
+            raise DefiniteError(f"fetch limit must be > 0, got {limit}")
+        with self._lock:
+            if after is None:
+                after = _durable_cursor(self, handle, channel) + 1  # the bug
+            return _messages(self, channel, after, limit)
+
+
+class FetchConsumesBus(SqliteBus):
+    """Failure mode: a crash between fetch and handling loses the message.
+
+    ``fetch`` from the durable cursor *consumes*: it moves the cursor to the
+    last message it returns, in the same transaction, which is "ack before
+    handling" built into the bus. A consumer killed while handling that
+    page leaves its successor a cursor past messages nobody handled. (Twin
+    consumers of one handle now split the stream instead of both seeing
+    it.) Proven by ``no-loss`` under consumer kills.
+    """
+
+    def fetch(
+        self, handle: str, channel: str, after: int | None = None, limit: int = 100
+    ) -> list[Message]:
+        if limit <= 0:
+            raise DefiniteError(f"fetch limit must be > 0, got {limit}")
+        if after is not None:
+            with self._lock:
+                _durable_cursor(self, handle, channel)
+                return _messages(self, channel, after, limit)
+        with self._lock, self._write() as db:
+            messages = _messages(self, channel, _durable_cursor(self, handle, channel), limit)
+            if messages:
+                db.execute(
+                    "UPDATE cursors SET acked = MAX(acked, ?) WHERE handle = ? AND channel = ?",
+                    (messages[-1].seq, handle, channel),
+                )
+            return messages
+
+
+# -- the doorbell --------------------------------------------------------------
+
+
+class ConsumingWaiterBus(SqliteBus):
+    """Failure mode: an orphaned poller consumes messages delivered to nobody.
+
+    ``wait`` acks the message it rings for: the doorbell consumes. A ring
+    carries no body, so the message was "delivered" to the waiter and to
+    nobody else; the session's catch-up starts past it, and if the waiter
+    is killed (or its session is already gone) the message has vanished.
+    Waking must never be consuming. Proven by ``no-loss``.
+    """
+
+    def wait(self, handle: str, timeout: float) -> Wake | None:
+        wake = super().wait(handle, timeout)
+        if wake is not None:
+            with self._lock, self._write() as db:
+                db.execute(
+                    "UPDATE cursors SET acked = MAX(acked, ?) WHERE handle = ? AND channel = ?",
+                    (wake.seq, handle, wake.channel),
+                )
+        return wake
+
+
+class OwnPostRingBus(SqliteBus):
+    """Failure mode: a consumer wakes on its own posts and ping-pongs.
+
+    ``wait`` forgets to exclude the handle's own posts, both from the
+    backlog that rings at once on arming and from the posts that ring
+    while armed. An agent that replies and re-arms is woken by its own
+    reply. Proven by ``wake`` (``own-post-ring``).
+    """
+
+    def wait(self, handle: str, timeout: float) -> Wake | None:
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            backlog = self._db.execute(
+                "SELECT m.channel, m.seq, m.sender FROM cursors c JOIN messages m"
+                " ON m.channel = c.channel AND m.seq > c.acked"
+                " WHERE c.handle = ? ORDER BY m.channel, m.seq LIMIT 1",
+                (handle,),
+            ).fetchone()
+            if backlog is not None:
+                return Wake(backlog[0], int(backlog[1]), backlog[2], "backlog")
+            armed = _armed_heads(self, handle)
+        while True:
+            with self._lock:
+                for channel, head in armed.items():
+                    row = self._db.execute(
+                        "SELECT seq, sender FROM messages WHERE channel = ? AND seq > ?"
+                        " ORDER BY seq LIMIT 1",
+                        (channel, head),
+                    ).fetchone()
+                    if row is not None:
+                        return Wake(channel, int(row[0]), row[1], "post")
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None
+            with self._bell:
+                self._bell.wait(min(self.poll_interval, remaining))
+
+
+class NoCrossProcessPollBus(SqliteBus):
+    """Failure mode: the doorbell never hears posts from other processes.
+
+    ``wait`` rings on backlog at arming, but while armed it only sleeps on
+    the in-process condition variable, with no bounded poll of the store:
+    a post by another process never notifies it, so an idle agent sleeps
+    through work until its timeout. (In a single-process test it looks
+    perfect.) Proven by ``wake`` (``missed-post``).
+    """
+
+    def wait(self, handle: str, timeout: float) -> Wake | None:
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            backlog = self._db.execute(
+                "SELECT m.channel, m.seq, m.sender FROM cursors c JOIN messages m"
+                " ON m.channel = c.channel AND m.seq > c.acked"
+                " WHERE c.handle = ? AND m.sender != ? ORDER BY m.channel, m.seq LIMIT 1",
+                (handle, handle),
+            ).fetchone()
+            if backlog is not None:
+                return Wake(backlog[0], int(backlog[1]), backlog[2], "backlog")
+            armed = _armed_heads(self, handle)
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None
+            with self._bell:
+                notified = self._bell.wait(remaining)  # the bug: no poll_interval bound
+            if not notified:
+                return None
+            with self._lock:
+                for channel, head in armed.items():
+                    row = self._db.execute(
+                        "SELECT seq, sender FROM messages WHERE channel = ? AND seq > ?"
+                        " AND sender != ? ORDER BY seq LIMIT 1",
+                        (channel, head, handle),
+                    ).fetchone()
+                    if row is not None:
+                        return Wake(channel, int(row[0]), row[1], "post")
+
+
+def _armed_heads(bus: SqliteBus, handle: str) -> dict[str, int]:
+    return {
+        ch: bus._head(ch)
+        for (ch,) in bus._db.execute(
+            "SELECT channel FROM cursors WHERE handle = ?", (handle,)
+        ).fetchall()
+    }
+
+
+# -- factories (the driver strings point here) ---------------------------------
+
+
+def stale_ack_regresses(url: str) -> StaleAckRegressesBus:
+    return _open(StaleAckRegressesBus, url)
+
+
+def ack_beyond_head_accepted(url: str) -> AckBeyondHeadAcceptedBus:
+    return _open(AckBeyondHeadAcceptedBus, url)
+
+
+def flood_on_join(url: str) -> FloodOnJoinBus:
+    return _open(FloodOnJoinBus, url)
+
+
+def resubscribe_resets_cursor(url: str) -> ResubscribeResetsCursorBus:
+    return _open(ResubscribeResetsCursorBus, url)
+
+
+def no_idempotency(url: str) -> NoIdempotencyBus:
+    return _open(NoIdempotencyBus, url)
+
+
+def seq_outside_lock(url: str) -> SeqOutsideLockBus:
+    return _open(SeqOutsideLockBus, url, path=_loose_store(url))
+
+
+def batch_end_as_head(url: str) -> BatchEndAsHeadBus:
+    return _open(BatchEndAsHeadBus, url)
+
+
+def off_by_one_read(url: str) -> OffByOneReadBus:
+    return _open(OffByOneReadBus, url)
+
+
+def fetch_consumes(url: str) -> FetchConsumesBus:
+    return _open(FetchConsumesBus, url)
+
+
+def consuming_waiter(url: str) -> ConsumingWaiterBus:
+    return _open(ConsumingWaiterBus, url)
+
+
+def own_post_ring(url: str) -> OwnPostRingBus:
+    return _open(OwnPostRingBus, url)
+
+
+def no_cross_process_poll(url: str) -> NoCrossProcessPollBus:
+    return _open(NoCrossProcessPollBus, url)
+
+
+def _registry(*mutants: tuple[str, str, str, tuple[str, ...], str]) -> dict[str, Mutant]:
+    return {
+        name: Mutant(name, mode, f"{MODULE}:{factory}", expected, killed_by)
+        for name, mode, factory, expected, killed_by in mutants
+    }
+
+
+MUTANTS: dict[str, Mutant] = _registry(
+    (
+        "stale-ack-regresses",
+        "Stale/replayed ack regresses the cursor",
+        "stale_ack_regresses",
+        ("no-cursor-regression",),
+        "Cursors are forward-only: MAX(acked, up_to) inside the write transaction",
+    ),
+    (
+        "flood-on-join",
+        "New consumer floods itself with channel history",
+        "flood_on_join",
+        ("no-flood-on-join",),
+        'A new handle joins at head unless it asks for at="start"',
+    ),
+    (
+        "resubscribe-resets-cursor",
+        "Reconnect resets the cursor (silent loss of unacked messages)",
+        "resubscribe_resets_cursor",
+        ("no-loss",),
+        "Re-subscribing never moves an existing cursor",
+    ),
+    (
+        "no-idempotency",
+        "Producer retry double-posts",
+        "no_idempotency",
+        ("idempotency",),
+        "Idempotency-key dedup at the store: a repeated key returns the original",
+    ),
+    (
+        "ack-beyond-head-accepted",
+        "Ack beyond head marks unseen messages handled",
+        "ack_beyond_head_accepted",
+        ("ack-beyond-head",),
+        "An ack above the head is refused with an error",
+    ),
+    (
+        "batch-end-as-head",
+        "Batch-end treated as channel head strands the tail",
+        "batch_end_as_head",
+        ("no-loss",),
+        "Catch-up pages until an empty page; pages are served to the true head",
+    ),
+    (
+        "off-by-one-read",
+        "Off-by-one read skips a message",
+        "off_by_one_read",
+        ("no-loss",),
+        "A read from the cursor starts at cursor + 1",
+    ),
+    (
+        "seq-outside-lock",
+        "Two processes post concurrently and collide on seq",
+        "seq_outside_lock",
+        ("no-duplicate-seq",),
+        "Seq assignment happens under the store's write lock, in the appending transaction",
+    ),
+    (
+        "consuming-waiter",
+        "Orphaned poller consumes messages delivered to nobody",
+        "consuming_waiter",
+        ("no-loss",),
+        "Waiters are peek-only: waking is not consuming",
+    ),
+    (
+        "own-post-ring",
+        "Consumer wakes on its own posts and ping-pongs",
+        "own_post_ring",
+        ("wake:own-post-ring",),
+        "Own posts never ring, neither as backlog nor while armed",
+    ),
+    (
+        "no-cross-process-poll",
+        "Doorbell never hears posts from other processes",
+        "no_cross_process_poll",
+        ("wake:missed-post", "wake:missed-backlog"),
+        "The doorbell bottoms out in a bounded poll of the store (poll_interval)",
+    ),
+    (
+        "fetch-consumes",
+        "Crash between fetch and handling loses the message",
+        "fetch_consumes",
+        ("no-loss",),
+        "Fetch is a peek; the ack is separate and comes after handling",
+    ),
+)

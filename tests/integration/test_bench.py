@@ -1,0 +1,50 @@
+"""``knell bench --short`` runs every section and writes a well-formed
+bench.json. Timings are never asserted: benchmarks are not tests."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.integration.conftest import knell
+
+pytestmark = pytest.mark.integration
+
+SECTIONS = {"bus", "checker", "runner", "wake"}
+FIELDS = {
+    "section",
+    "name",
+    "value",
+    "unit",
+    "baseline",
+    "baseline_name",
+    "ratio",
+    "goal",
+    "met",
+    "note",
+    "extra",
+}
+
+
+def test_bench_short_writes_bench_json(tmp_path: Path) -> None:
+    proc = knell("bench", "--short", "--reports", str(tmp_path), timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    runs = list((tmp_path / "bench").glob("2*"))
+    assert len(runs) == 1, runs
+    data = json.loads((runs[0] / "bench.json").read_text())
+    assert data["short"] is True and not data["errors"], data["errors"]
+    assert {"python", "sqlite", "cpus"} <= set(data["host"])
+    rows = data["rows"]
+    assert {r["section"] for r in rows} == SECTIONS
+    for row in rows:
+        assert set(row) == FIELDS, row
+        assert row["value"] is None or isinstance(row["value"], (int, float))
+        assert row["met"] in (True, False, None)
+        if row["goal"] is not None and row["value"] is not None:
+            assert isinstance(row["met"], bool), row
+    goals = {r["goal"] for r in rows if r["goal"]}
+    assert len(goals) == 4, goals  # bus/raw, check/parse, kill->restarted, wake p99
+    assert (runs[0] / "bench.md").read_text().count("\n| ") >= len(rows)
+    assert (tmp_path / "bench" / "latest").resolve() == runs[0].resolve()

@@ -1,0 +1,137 @@
+"""The matrix's judgement, on handcrafted check results: which runs count as
+catching a mutant, when a catch is by the wrong check, how time-to-detect is
+read off the witnesses, and when the whole matrix fails."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+
+from knell.buses.mutants import MUTANTS
+from knell.checker import Anomaly, CheckResult
+from knell.matrix import REFERENCE, Cell, Matrix, MutantRow, judge, render_markdown, write_matrix
+
+NS = 1_000_000_000
+BEGIN = 1_700_000_000 * NS
+
+
+def _event(t: float, f: str = "ack") -> dict[str, object]:
+    return {"time": BEGIN + int(t * NS), "process": "p", "type": "ok", "f": f}
+
+
+def _run_dir(tmp_path: Path, name: str) -> Path:
+    run_dir = tmp_path / name
+    run_dir.mkdir()
+    begin = {"time": BEGIN, "process": "nemesis", "type": "info", "f": "begin", "index": 0}
+    (run_dir / "history.jsonl").write_text(json.dumps(begin) + "\n", encoding="utf-8")
+    return run_dir
+
+
+def _results(**fired: list[tuple[str, list[float]]]) -> dict[str, CheckResult]:
+    out = {}
+    for check, anomalies in fired.items():
+        name = check.replace("_", "-")
+        out[name] = CheckResult(
+            name=name,
+            valid=False,
+            anomalies=[
+                Anomaly(kind, kind, [_event(t) for t in times]) for kind, times in anomalies
+            ],
+        )
+    out["ordering"] = CheckResult(name="ordering", valid=True)
+    return out
+
+
+def test_expected_check_catch_with_detect_and_onset(tmp_path: Path) -> None:
+    mutant = MUTANTS["stale-ack-regresses"]
+    cell = Cell(mutant.name, "kill-consumers", valid=False, run_dir=_run_dir(tmp_path, "a"))
+    judge(
+        cell,
+        _results(
+            no_cursor_regression=[
+                ("cursor-regression", [2.0, 3.5, 4.0]),
+                ("cursor-regression", [1.0, 3.0]),  # proven earlier: at 3.0
+            ],
+            no_loss=[("lost", [0.5, 9.0])],
+        ),
+        mutant,
+    )
+    assert cell.fired == {"no-cursor-regression": ["cursor-regression"], "no-loss": ["lost"]}
+    assert cell.expected_hit == ["no-cursor-regression"]
+    assert (cell.detected, cell.onset) == (3.0, 1.0)  # the other check's anomaly is ignored
+    row = MutantRow(mutant.name, mutant, [cell])
+    assert row.status == "caught" and row.ok
+    assert row.other_checks == ["no-loss:lost"]
+
+
+def test_expected_kind_must_match(tmp_path: Path) -> None:
+    mutant = MUTANTS["own-post-ring"]  # expects wake:own-post-ring
+    cell = Cell(mutant.name, "pause-waiters", valid=False, run_dir=_run_dir(tmp_path, "b"))
+    judge(cell, _results(wake=[("missed-post", [1.0, 2.0])]), mutant)
+    assert cell.expected_hit == []
+    assert cell.detected == 2.0  # no expected hit: the first anomaly of any check
+    row = MutantRow(mutant.name, mutant, [cell])
+    assert row.status == "wrong-check" and not row.ok
+
+
+def test_missed_and_reference_statuses(tmp_path: Path) -> None:
+    mutant = MUTANTS["no-idempotency"]
+    quiet = Cell(mutant.name, "pause-waiters", valid=True)
+    judge(quiet, _results(), mutant)
+    assert MutantRow(mutant.name, mutant, [quiet]).status == "missed"
+
+    good = Cell(REFERENCE, "quickstart", valid=True)
+    unsure = Cell(REFERENCE, "kill-consumers", valid="unknown")
+    unsure_results = {"no-loss": CheckResult(name="no-loss", valid="unknown", unknown_reason="x")}
+    judge(unsure, unsure_results, None)
+    assert unsure.unknown == {"no-loss": "x"}
+    assert MutantRow(REFERENCE, None, [good]).status == "valid"
+    assert MutantRow(REFERENCE, None, [good, unsure]).status == "unknown"
+    bad = Cell(REFERENCE, "churn-joiners", valid=False)
+    assert MutantRow(REFERENCE, None, [good, bad]).status == "false-positive"
+    errored = Cell(REFERENCE, "churn-joiners", error="RunError: boom")
+    assert MutantRow(REFERENCE, None, [errored]).status == "false-positive"
+
+
+def test_matrix_passes_only_when_every_row_does(tmp_path: Path) -> None:
+    mutant = MUTANTS["flood-on-join"]
+    caught = Cell(mutant.name, "churn-joiners", valid=False, run_dir=_run_dir(tmp_path, "c"))
+    judge(caught, _results(no_flood_on_join=[("flood", [1.5, 2.5])]), mutant)
+    reference = Cell(REFERENCE, "churn-joiners", valid=True)
+    rows = [MutantRow(REFERENCE, None, [reference]), MutantRow(mutant.name, mutant, [caught])]
+    matrix = Matrix(
+        rows=rows,
+        scenarios=["churn-joiners"],
+        started=datetime(2026, 1, 1, tzinfo=timezone.utc),
+        wall=12.0,
+        duration=5.0,
+        jobs=2,
+        command="knell matrix --short",
+    )
+    assert matrix.ok
+    assert matrix.detect_summary() == (2.5, 2.5)
+    text = render_markdown(matrix)
+    assert "PASS" in text and "`flood-on-join`" in text and "2.5 s" in text
+    write_matrix(matrix, tmp_path / "out")
+    data = json.loads((tmp_path / "out" / "matrix.json").read_text(encoding="utf-8"))
+    assert data["ok"] is True and data["mutants"] == {"caught": 1, "total": 1}
+    assert data["rows"][1]["caught_by"] == ["churn-joiners"]
+
+    rows.append(MutantRow("no-idempotency", MUTANTS["no-idempotency"], [reference]))
+    assert not matrix.ok
+    assert "FAIL" in render_markdown(matrix)
+
+
+def test_kinds_beyond_the_stored_anomalies_still_count() -> None:
+    mutant = MUTANTS["own-post-ring"]
+    cell = Cell(mutant.name, "quickstart", valid=False)
+    capped = CheckResult(
+        name="wake",
+        valid=False,
+        counts={"missed-post": 1, "own-post-ring": 7, "arms": 40},
+        anomalies=[Anomaly("missed-post", "m", [_event(1.0)])],
+    )
+    judge(cell, {"wake": capped}, mutant)
+    assert cell.fired == {"wake": ["missed-post", "own-post-ring"]}
+    assert cell.expected_hit == ["wake:own-post-ring"]
