@@ -176,11 +176,17 @@ def merge_histories(paths: Iterable[Path], out: Path) -> tuple[int, list[str]]:
     streams = [((e["time"], i, e) for e in r) for i, r in enumerate(readers)]
     tmp = out.with_suffix(out.suffix + ".tmp")
     count = 0
-    with open(tmp, "wb") as fh:
-        for index, (_, _, event) in enumerate(heapq.merge(*streams, key=lambda t: (t[0], t[1]))):
-            event["index"] = index
-            fh.write(orjson.dumps(event) + b"\n")
-            count += 1
+    try:
+        with open(tmp, "wb") as fh:
+            for index, (_, _, event) in enumerate(
+                heapq.merge(*streams, key=lambda t: (t[0], t[1]))
+            ):
+                event["index"] = index
+                fh.write(orjson.dumps(event) + b"\n")
+                count += 1
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # a damaged input leaves no half-merged file behind
+        raise
     os.replace(tmp, out)
     torn = [t for r in readers for t in r.torn]
     return count, torn

@@ -100,3 +100,44 @@ def test_check_with_torn_middle_line_is_a_clear_error(tmp_path: Path) -> None:
         timeout=60,
     )
     assert proc.returncode == 2 and "p.1.jsonl:2" in proc.stderr and "Traceback" not in proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["history"]  # nothing half-written
+
+
+def test_bad_schedule_file_is_a_clear_error(tmp_path: Path) -> None:
+    bogus = tmp_path / "schedule.json"
+    bogus.write_text('{"seed": 1}')
+    proc = subprocess.run(
+        [sys.executable, "-m", "knell", "run", "quickstart", "--schedule", str(bogus)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=60,
+    )
+    assert proc.returncode == 2 and str(bogus) in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_schedule_naming_unknown_process_is_refused(tmp_path: Path) -> None:
+    plan = tmp_path / "schedule.json"
+    plan.write_text(
+        '{"seed": 1, "duration": 5, "actions": '
+        '[{"at": 1, "op": "kill", "target": "reviewer-9", "fault": 0}]}'
+    )
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "knell",
+            "run",
+            "quickstart",
+            "--schedule",
+            str(plan),
+            "--reports",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=60,
+    )
+    assert proc.returncode == 2 and "reviewer-9" in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "quickstart").exists()  # nothing half-written
