@@ -32,6 +32,11 @@ class AckHeadCheck(BaseCheck):
     fs: ClassVar[frozenset[str]] = frozenset({"post", "ack"})
     types: ClassVar[Mapping[str, frozenset[str]]] = {"post": frozenset({"invoke"})}
     kinds: ClassVar[tuple[str, ...]] = ("ack-beyond-head",)
+    handlers: ClassVar[Mapping[tuple[str, str], str]] = {
+        ("post", "invoke"): "_post_invoke",
+        ("ack", "invoke"): "_ack_invoke",
+        ("ack", "ok"): "_ack_done",
+    }
 
     def __init__(self, config: CheckConfig) -> None:
         super().__init__(config)
@@ -44,14 +49,22 @@ class AckHeadCheck(BaseCheck):
     def observe(self, event: Event) -> None:
         type_ = event["type"]
         if event["f"] == "post":
-            channel = event.get("channel")
-            self._posts[channel] = self._posts.get(channel, 0) + 1
-            return
-        key = (event["process"], event.get("incarnation"))
-        if type_ == "invoke":
-            self._pending[key] = event
-            return
-        inv = self._pending.pop(key, None)
+            self._post_invoke(event)
+        elif type_ == "invoke":
+            self._ack_invoke(event)
+        else:
+            self._ack_done(event)
+
+    def _post_invoke(self, event: Event) -> None:
+        channel = event.get("channel")
+        self._posts[channel] = self._posts.get(channel, 0) + 1
+
+    def _ack_invoke(self, event: Event) -> None:
+        self._pending[(event["process"], event.get("incarnation"))] = event
+
+    def _ack_done(self, event: Event) -> None:
+        type_ = event["type"]
+        inv = self._pending.pop((event["process"], event.get("incarnation")), None)
         if inv is not None and inv["f"] != "ack":
             inv = None
         if type_ == "fail":

@@ -25,7 +25,9 @@ A check is any object with ``name``, ``fs`` (the ``f`` values it wants; the
 driver dispatches on ``event["f"]`` so a check never sees irrelevant
 events), ``observe(event)`` and ``result()``. It may also declare
 ``types``: for some of its ``f`` values, the event types it wants (say only
-``ok`` for ``fetch``); the others are then never passed to it. A check that
+``ok`` for ``fetch``); the others are then never passed to it, and
+``handlers``: per ``(f, type)``, a specialised method to call instead of
+``observe`` (see :attr:`BaseCheck.handlers`). A check that
 only cares about the first time each message is shown to a reader defines
 ``deliver(channel, seq, id, event)``: the driver calls it once per distinct
 ``(channel, seq, id)`` seen in fetch ``ok`` pages and ``handle`` events,
@@ -228,6 +230,15 @@ class BaseCheck(ABC):
     """Per ``f``, the event types wanted (absent: every type)."""
     kinds: ClassVar[tuple[str, ...]] = ()
     """Anomaly kinds this check can report (always present in ``counts``)."""
+    handlers: ClassVar[Mapping[tuple[str, str], str]] = {}
+    """Per ``(f, type)``, the name of a method the driver calls *instead of*
+    ``observe`` for exactly those events. Most events of a history are a few
+    hot kinds (``handle`` ok, ``fetch``, ``ack``, ``post``), each seen by
+    several checks: a method that already knows what it was given skips
+    re-reading ``f`` and ``type`` and the branches on them, which is most of
+    the per-event cost. ``observe`` must still accept every event (it
+    usually delegates to the same methods), so a check behaves the same
+    whichever way it is fed."""
 
     def __init__(self, config: CheckConfig) -> None:
         self.config = config

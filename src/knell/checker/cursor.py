@@ -29,6 +29,7 @@ below a *subscribe* cursor is a join flood, judged by no-flood-on-join.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from knell.checker.base import BaseCheck, CheckConfig, CheckResult, OpKey, witness
@@ -44,6 +45,12 @@ class CursorCheck(BaseCheck):
     name: ClassVar[str] = "no-cursor-regression"
     fs: ClassVar[frozenset[str]] = frozenset({"ack", "cursor", "subscribe", "fetch"})
     kinds: ClassVar[tuple[str, ...]] = ("cursor-regression", "fetch-below-cursor")
+    handlers: ClassVar[Mapping[tuple[str, str], str]] = {
+        ("fetch", "invoke"): "_fetch_invoke",
+        ("fetch", "ok"): "_fetch_ok",
+        ("ack", "invoke"): "_invoke",
+        ("ack", "ok"): "_ack_ok",
+    }
 
     def __init__(self, config: CheckConfig) -> None:
         super().__init__(config)
@@ -60,37 +67,70 @@ class CursorCheck(BaseCheck):
         self._regressed = 0
 
     def observe(self, event: Event) -> None:
-        key = (event["process"], event.get("incarnation"))
-        hc = (event.get("handle"), event.get("channel"))
         f = event["f"]
         if event["type"] == "invoke":
-            source = self._acked if f == "fetch" else self._best
-            self._pending[key] = (event, source.get(hc))
+            if f == "fetch":
+                self._fetch_invoke(event)
+            else:
+                self._invoke(event)
             return
+        if f == "fetch":
+            if event["type"] == "ok":
+                self._fetch_ok(event)
+            else:
+                self._drop(event)
+        else:
+            self._complete(event, f)
+
+    def _invoke(self, event: Event) -> None:
+        key = (event["process"], event.get("incarnation"))
+        self._pending[key] = (event, self._best.get((event.get("handle"), event.get("channel"))))
+
+    def _fetch_invoke(self, event: Event) -> None:
+        # a fetch reads from the durable cursor: only acks bound it
+        key = (event["process"], event.get("incarnation"))
+        self._pending[key] = (event, self._acked.get((event.get("handle"), event.get("channel"))))
+
+    def _drop(self, event: Event) -> None:
+        self._pending.pop((event["process"], event.get("incarnation")), None)
+
+    def _fetch_ok(self, event: Event) -> None:
+        pending = self._pending.pop((event["process"], event.get("incarnation")), None)
+        # most fetches page on with an explicit ``after``: nothing to judge
+        if pending is None or pending[0]["f"] != "fetch":
+            return
+        if (pending[0].get("value") or {}).get("after") is not None:
+            return
+        self._cursor_fetches += 1
+        snap = pending[1]
+        if snap is None:
+            return
+        c = snap[0]
+        for m in (event.get("value") or {}).get("messages") or ():
+            seq = m.get("seq")
+            if seq is not None and seq <= c:
+                self._regressed += 1
+                hc = (event.get("handle"), event.get("channel"))
+                rk = ("fetch-below-cursor", hc[0], hc[1], snap[2])
+                if rk not in self._reported:
+                    self._reported.add(rk)
+                    self._report_fetch(hc, c, m, snap[1], pending[0], event)
+                break
+
+    def _ack_ok(self, event: Event) -> None:
+        self._complete(event, "ack")
+
+    def _complete(self, event: Event, f: str) -> None:
+        """An ack, cursor or subscribe completion: judge the cursor it saw."""
+        key = (event["process"], event.get("incarnation"))
         pending = self._pending.pop(key, None)
         if pending is not None and pending[0]["f"] != f:
             pending = None
         if event["type"] != "ok":
             return
+        hc = (event.get("handle"), event.get("channel"))
         value = event.get("value") or {}
         snap = pending[1] if pending is not None else None
-        if f == "fetch":
-            if pending is None or (pending[0].get("value") or {}).get("after") is not None:
-                return
-            self._cursor_fetches += 1
-            if snap is None:
-                return
-            c = snap[0]
-            for m in value.get("messages") or ():
-                seq = m.get("seq")
-                if seq is not None and seq <= c:
-                    self._regressed += 1
-                    rk = ("fetch-below-cursor", hc[0], hc[1], snap[2])
-                    if rk not in self._reported:
-                        self._reported.add(rk)
-                        self._report_fetch(hc, c, m, snap[1], pending[0], event)
-                    break
-            return
         cursor = value.get("cursor")
         if cursor is None and f == "ack" and pending is not None:
             cursor = (pending[0].get("value") or {}).get("up_to")

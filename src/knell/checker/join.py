@@ -53,6 +53,12 @@ class JoinCheck(BaseCheck):
         "handle": frozenset({"ok"}),
     }
     kinds: ClassVar[tuple[str, ...]] = ("flood", "join-below-head")
+    handlers: ClassVar[Mapping[tuple[str, str], str]] = {
+        ("handle", "ok"): "_handle_ok",
+        ("post", "ok"): "_post_ok",
+        ("fetch", "invoke"): "_fetch_invoke",
+        ("fetch", "ok"): "_fetch_done",
+    }
 
     def __init__(self, config: CheckConfig) -> None:
         super().__init__(config)
@@ -64,32 +70,39 @@ class JoinCheck(BaseCheck):
     def observe(self, event: Event) -> None:
         f = event["f"]
         if f == "handle":
-            st = self._keys.get((event["handle"], event["channel"]))
-            if st is None or st.cursor is None or st.start:
-                return
-            value = event["value"]
-            seq = value["seq"]
-            if seq <= st.cursor:
-                self._flood(st, seq, value["id"], event, None)
+            self._handle_ok(event)
+        elif f == "post":
+            self._post_ok(event)
+        elif f == "subscribe":
+            self._subscribe(event, event["type"])
+        elif event["type"] == "invoke":
+            self._fetch_invoke(event)
+        else:
+            self._fetch_done(event)
+
+    def _handle_ok(self, event: Event) -> None:
+        st = self._keys.get((event["handle"], event["channel"]))
+        if st is None or st.cursor is None or st.start:
             return
-        if f == "post":
-            seq = event["value"]["seq"]
-            channel = event["channel"]
-            head = self._head.get(channel)
-            if head is None or seq > head[0]:
-                self._head[channel] = (seq, event)
-            return
-        type_ = event["type"]
-        if f == "subscribe":
-            self._subscribe(event, type_)
-            return
-        # fetch: only reads from the durable cursor (after: null) are judged
-        op = (event["process"], event.get("incarnation"))
-        if type_ == "invoke":
-            self._pending[op] = (event, False)
-            return
-        pending = self._pending.pop(op, None)
-        if type_ != "ok" or pending is None or pending[0]["f"] != "fetch":
+        value = event["value"]
+        seq = value["seq"]
+        if seq <= st.cursor:
+            self._flood(st, seq, value["id"], event, None)
+
+    def _post_ok(self, event: Event) -> None:
+        seq = event["value"]["seq"]
+        channel = event["channel"]
+        head = self._head.get(channel)
+        if head is None or seq > head[0]:
+            self._head[channel] = (seq, event)
+
+    # fetch: only reads from the durable cursor (after: null) are judged
+    def _fetch_invoke(self, event: Event) -> None:
+        self._pending[(event["process"], event.get("incarnation"))] = (event, False)
+
+    def _fetch_done(self, event: Event) -> None:
+        pending = self._pending.pop((event["process"], event.get("incarnation")), None)
+        if event["type"] != "ok" or pending is None or pending[0]["f"] != "fetch":
             return
         if pending[0]["value"].get("after") is not None:
             return

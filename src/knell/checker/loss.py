@@ -45,6 +45,11 @@ class LossCheck(BaseCheck):
         "handle": frozenset({"ok"}),
     }
     kinds: ClassVar[tuple[str, ...]] = ("lost",)
+    handlers: ClassVar[Mapping[tuple[str, str], str]] = {
+        ("handle", "ok"): "_handle_ok",
+        ("post", "invoke"): "_post_invoke",
+        ("post", "ok"): "_post_ok",
+    }
 
     def __init__(self, config: CheckConfig) -> None:
         super().__init__(config)
@@ -72,30 +77,54 @@ class LossCheck(BaseCheck):
             self._observed[channel] = {}
         return posts, self._observed[channel]
 
-    def observe(self, event: Event) -> None:
+    def _handle_ok(self, event: Event) -> None:
+        # a third of a history: kept to one tuple, one lookup, one add
         self._pos += 1
+        hc = (event["handle"], event["channel"])
+        ids = self._handled.get(hc)
+        if ids is None:
+            ids = self._handled[hc] = set()
+        ids.add(event["value"]["id"])
+
+    def _post_invoke(self, event: Event) -> None:
+        self._pos += 1
+        value = event["value"]
+        mid = value["id"]
+        channel = event["channel"]
+        posts = self._posts.get(channel)
+        if posts is None:
+            posts = self._channel(channel)[0]
+        if mid not in posts:
+            posts[mid] = [self._pos, event, None, None]
+
+    def _post_ok(self, event: Event) -> None:
+        self._pos += 1
+        value = event["value"]
+        mid = value["id"]
+        channel = event["channel"]
+        posts = self._posts.get(channel)
+        if posts is None:
+            posts = self._channel(channel)[0]
+        rec = posts.get(mid)
+        if rec is None:
+            rec = posts[mid] = [self._pos, None, None, None]
+        if rec[2] is None:
+            rec[2] = event
+            rec[3] = value["seq"]
+
+    def observe(self, event: Event) -> None:
         f = event["f"]
         if f == "handle":
-            hc = (event["handle"], event["channel"])
-            ids = self._handled.get(hc)
-            if ids is None:
-                ids = self._handled[hc] = set()
-            ids.add(event["value"]["id"])
-        elif f == "post":
-            value = event["value"]
-            mid = value["id"]
-            posts = self._channel(event["channel"])[0]
-            rec = posts.get(mid)
+            self._handle_ok(event)
+            return
+        if f == "post":
             if event["type"] == "invoke":
-                if rec is None:
-                    posts[mid] = [self._pos, event, None, None]
+                self._post_invoke(event)
             else:
-                if rec is None:
-                    rec = posts[mid] = [self._pos, None, None, None]
-                if rec[2] is None:
-                    rec[2] = event
-                    rec[3] = value["seq"]
-        elif f == "subscribe":
+                self._post_ok(event)
+            return
+        self._pos += 1
+        if f == "subscribe":
             by_handle = self._subs.setdefault(event["channel"], {})
             handle = event["handle"]
             if handle not in by_handle:
@@ -158,6 +187,10 @@ class LossCheck(BaseCheck):
             observed = self._observed[channel]
             plan = plans.get(channel, [])
             handled = [self._handled.get((p[0], channel), no_ids) for p in plan]
+            # required per plan entry, tallied by position in the hot loop
+            # (a list slot, not a dict lookup per post and handle) and folded
+            # into required_by after the channel
+            tally = [0] * len(plan)
             for mid, (pos, inv, ok, seq) in posts.items():
                 proof = ok
                 if ok is not None:
@@ -177,8 +210,7 @@ class LossCheck(BaseCheck):
                         # invoked after the drain began, or landed above the head it read
                         after_drain += 1
                         continue
-                    required += 1
-                    required_by[handle] = required_by.get(handle, 0) + 1
+                    tally[i] += 1
                     if mid in handled[i]:
                         handled_required += 1
                         continue
@@ -198,6 +230,10 @@ class LossCheck(BaseCheck):
                         f"to the head",
                         witness(inv, proof, sub_ok, drain[2]),
                     )
+            for i, n in enumerate(tally):
+                if n:
+                    required += n
+                    required_by[plan[i][0]] = required_by.get(plan[i][0], 0) + n
         reasons: list[str] = []
         if required and not self._drains_seen:
             reasons.append("no final drain in the history: loss cannot be decided")

@@ -31,6 +31,10 @@ class UnexpectedCheck(BaseCheck):
         "handle": frozenset({"ok"}),
     }
     kinds: ClassVar[tuple[str, ...]] = ("unexpected",)
+    handlers: ClassVar[Mapping[tuple[str, str], str]] = {
+        ("handle", "ok"): "_handle_ok",
+        ("fetch", "ok"): "_fetch_ok",
+    }
 
     def __init__(self, config: CheckConfig) -> None:
         super().__init__(config)
@@ -49,13 +53,20 @@ class UnexpectedCheck(BaseCheck):
 
     def observe(self, event: Event) -> None:
         f = event["f"]
-        value = event["value"]
         if f == "post":
-            self._channel(event["channel"])[0].add(value["id"])
+            self._channel(event["channel"])[0].add(event["value"]["id"])
         elif f == "handle":
-            self._observations += 1
+            self._handle_ok(event)
         else:
-            self._observations += len(value["messages"])
+            self._fetch_ok(event)
+
+    # The deliveries themselves arrive through ``deliver``; these only count.
+    def _handle_ok(self, event: Event) -> None:
+        event["value"]  # an event without a value is unreadable, as in observe
+        self._observations += 1
+
+    def _fetch_ok(self, event: Event) -> None:
+        self._observations += len(event["value"]["messages"])
 
     def deliver(self, channel: Any, seq: Any, mid: Any, event: Event) -> None:
         # the first time (channel, seq, mid) was shown; repeats add nothing

@@ -83,6 +83,12 @@ class WakeCheck(BaseCheck):
         "wake": frozenset({"ok"}),
     }
     kinds: ClassVar[tuple[str, ...]] = ("own-post-ring", "missed-backlog", "missed-post")
+    handlers: ClassVar[Mapping[tuple[str, str], str]] = {
+        ("post", "ok"): "_post_ok",
+        ("ack", "invoke"): "_ack_invoke",
+        ("ack", "ok"): "_cursor_ok",
+        ("cursor", "ok"): "_cursor_ok",
+    }
 
     def __init__(self, config: CheckConfig) -> None:
         super().__init__(config)
@@ -112,15 +118,12 @@ class WakeCheck(BaseCheck):
             if type_ == "ok":
                 self._wakes.append(event)
         elif f in ("subscribe", "ack", "cursor"):
-            value = event.get("value") or {}
-            handle = event.get("handle")
-            channel = event.get("channel")
             if type_ == "ok":
                 if f == "subscribe":
-                    self._subs.setdefault(handle, set()).add(channel)
-                self._raise_cursor(handle, channel, value.get("cursor"))
+                    self._subs.setdefault(event.get("handle"), set()).add(event.get("channel"))
+                self._cursor_ok(event)
             elif type_ == "invoke" and f == "ack":
-                self._raise_cursor(handle, channel, value.get("up_to"))
+                self._ack_invoke(event)
         elif f == "pause":
             target = (event.get("value") or {}).get("target")
             self._paused.add(target)
@@ -138,6 +141,14 @@ class WakeCheck(BaseCheck):
         dead = [k for k in self._active if k[0] == process and k[1] != keep]
         for k in dead:
             del self._active[k]
+
+    def _cursor_ok(self, event: Event) -> None:
+        value = (event.get("value") or {}).get("cursor")
+        self._raise_cursor(event.get("handle"), event.get("channel"), value)
+
+    def _ack_invoke(self, event: Event) -> None:
+        value = (event.get("value") or {}).get("up_to")
+        self._raise_cursor(event.get("handle"), event.get("channel"), value)
 
     def _raise_cursor(self, handle: Any, channel: Any, value: Any) -> None:
         if isinstance(value, int):
