@@ -12,7 +12,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.integration.conftest import REPO
+from tests.integration.conftest import REPO, knell
 
 pytestmark = pytest.mark.integration
 
@@ -62,26 +62,14 @@ def test_runner_killed_leaves_no_worker(tmp_path: Path, sig: signal.Signals) -> 
 def test_bad_scenario_exits_2_without_traceback(tmp_path: Path) -> None:
     bad = tmp_path / "bad.toml"
     bad.write_text('name = "x"\ndescription = "d"\nduration = "-2s"\n[[process]]\nrole = "eater"\n')
-    proc = subprocess.run(
-        [sys.executable, "-m", "knell", "run", str(bad)],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=60,
-    )
+    proc = knell("run", str(bad), timeout=60)
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr
     assert str(bad) in proc.stderr and "duration" in proc.stderr and "'eater'" in proc.stderr
 
 
 def test_check_without_history_is_a_clear_error(tmp_path: Path) -> None:
-    proc = subprocess.run(
-        [sys.executable, "-m", "knell", "check", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=60,
-    )
+    proc = knell("check", str(tmp_path), timeout=60)
     assert proc.returncode == 2 and "no history" in proc.stderr and "Traceback" not in proc.stderr
 
 
@@ -92,13 +80,7 @@ def test_check_with_torn_middle_line_is_a_clear_error(tmp_path: Path) -> None:
         '{"time": 2, "ty\n'
         '{"time": 3, "type": "ok", "f": "stop"}\n'
     )
-    proc = subprocess.run(
-        [sys.executable, "-m", "knell", "check", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=60,
-    )
+    proc = knell("check", str(tmp_path), timeout=60)
     assert proc.returncode == 2 and "p.1.jsonl:2" in proc.stderr and "Traceback" not in proc.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["history"]  # nothing half-written
 
@@ -106,13 +88,7 @@ def test_check_with_torn_middle_line_is_a_clear_error(tmp_path: Path) -> None:
 def test_bad_schedule_file_is_a_clear_error(tmp_path: Path) -> None:
     bogus = tmp_path / "schedule.json"
     bogus.write_text('{"seed": 1}')
-    proc = subprocess.run(
-        [sys.executable, "-m", "knell", "run", "quickstart", "--schedule", str(bogus)],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=60,
-    )
+    proc = knell("run", "quickstart", "--schedule", str(bogus), timeout=60)
     assert proc.returncode == 2 and str(bogus) in proc.stderr and "Traceback" not in proc.stderr
 
 
@@ -122,22 +98,8 @@ def test_schedule_naming_unknown_process_is_refused(tmp_path: Path) -> None:
         '{"seed": 1, "duration": 5, "actions": '
         '[{"at": 1, "op": "kill", "target": "reviewer-9", "fault": 0}]}'
     )
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "knell",
-            "run",
-            "quickstart",
-            "--schedule",
-            str(plan),
-            "--reports",
-            str(tmp_path),
-        ],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=60,
+    proc = knell(
+        "run", "quickstart", "--schedule", str(plan), "--reports", str(tmp_path), timeout=60
     )
     assert proc.returncode == 2 and "reviewer-9" in proc.stderr and "Traceback" not in proc.stderr
     assert not (tmp_path / "quickstart").exists()  # nothing half-written

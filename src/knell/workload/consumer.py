@@ -69,25 +69,10 @@ def catch_up(worker: Worker, handle: str, channel: str, *, probe_every: int = 0)
             )
             handled += 1
         last = messages[-1].seq
-        worker.op(
-            "ack",
-            {"up_to": last},
-            partial(worker.bus.ack, handle, channel, last),
-            lambda c: {"cursor": c},
-            handle=handle,
-            channel=channel,
-        )
+        worker.ack(handle, channel, last)
         if probe_every and next(_pages) % probe_every == 0:
-            beyond = last + PROBE_DISTANCE
             with suppress(OpFailed):  # refusal is the contract; the checker judges
-                worker.op(
-                    "ack",
-                    {"up_to": beyond},
-                    partial(worker.bus.ack, handle, channel, beyond),
-                    lambda c: {"cursor": c},
-                    handle=handle,
-                    channel=channel,
-                )
+                worker.ack(handle, channel, last + PROBE_DISTANCE)
         after = None if from_cursor else last
 
 

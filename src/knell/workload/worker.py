@@ -176,6 +176,16 @@ class Worker:
             channel=channel,
         )
 
+    def ack(self, handle: str, channel: str, up_to: int) -> int:
+        return self.op(
+            "ack",
+            {"up_to": up_to},
+            lambda: self.bus.ack(handle, channel, up_to),
+            lambda c: {"cursor": c},
+            handle=handle,
+            channel=channel,
+        )
+
     def post(self, channel: str, msg_id: str, sender: str, key: str | None) -> Message:
         value: dict[str, Any] = {"id": msg_id, "sender": sender}
         if key is not None:
