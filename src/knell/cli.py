@@ -49,6 +49,43 @@ def _worst(codes: list[int]) -> int:
     return 0
 
 
+_REPORTS = click.option(
+    "--reports",
+    type=click.Path(path_type=Path),
+    default=Path("reports"),
+    show_default=True,
+    help="Where results are written.",
+)
+_SCENARIOS_DIR = click.option(
+    "--scenarios-dir",
+    type=click.Path(path_type=Path),
+    default=Path("scenarios"),
+    show_default=True,
+    help="Where scenario files (and bare scenario names) are looked up.",
+)
+
+
+def _duration_flag(value: str | None) -> float | None:
+    """A ``--duration`` flag in seconds; a bad or non-positive one is the
+    flag's fault, so the error names the flag rather than a scenario file."""
+    if value is None:
+        return None
+    try:
+        seconds = parse_duration(value)
+    except ValueError as exc:
+        raise UsageProblem(f"--duration: {exc}") from None
+    if seconds <= 0:
+        raise UsageProblem(f"--duration: must be positive, got {value!r}")
+    return seconds
+
+
+def _scenario_files(directory: Path) -> list[Path]:
+    files = sorted(directory.glob("*.toml"))
+    if not files:
+        raise UsageProblem(f"{directory}: no scenario files (*.toml)")
+    return files
+
+
 def _resolve(arg: str, scenarios_dir: Path) -> Path:
     path = Path(arg)
     if path.exists():
@@ -94,16 +131,8 @@ def cli() -> None:
 @click.option("--bus", "driver", help="Bus driver 'module:factory' (default: the reference bus).")
 @click.option("--seed", type=int, help="Override the scenario's seed.")
 @click.option("--duration", help="Override the scenario's duration, e.g. 5s.")
-@click.option(
-    "--reports", type=click.Path(path_type=Path), default=Path("reports"), show_default=True
-)
-@click.option(
-    "--scenarios-dir",
-    type=click.Path(path_type=Path),
-    default=Path("scenarios"),
-    show_default=True,
-    help="Where bare scenario names are looked up.",
-)
+@_REPORTS
+@_SCENARIOS_DIR
 @click.option(
     "--schedule",
     "schedule_file",
@@ -123,12 +152,7 @@ def run(
 ) -> None:
     """Run SCENARIOS (files, or names under --scenarios-dir) and check them."""
     schedule = _load_schedule(schedule_file) if schedule_file else None
-    overrides: dict[str, object] = {"seed": seed}
-    if duration is not None:
-        try:
-            overrides["duration"] = parse_duration(duration)
-        except ValueError as exc:
-            raise UsageProblem(f"--duration: {exc}") from None
+    overrides: dict[str, object] = {"seed": seed, "duration": _duration_flag(duration)}
     loaded: list[Scenario] = []
     for arg in scenarios:
         path = _resolve(arg, scenarios_dir)
@@ -175,9 +199,7 @@ def check(run_dir: Path) -> None:
 )
 def list_(directory: Path) -> None:
     """List the scenarios in DIRECTORY with their one-line descriptions."""
-    files = sorted(directory.glob("*.toml"))
-    if not files:
-        raise UsageProblem(f"{directory}: no scenario files (*.toml)")
+    files = _scenario_files(directory)
     bad = 0
     for path in files:
         try:
@@ -262,16 +284,8 @@ def _print_matrix(matrix: Matrix) -> None:
     show_default=True,
     help="Runs in flight at once.",
 )
-@click.option(
-    "--reports", type=click.Path(path_type=Path), default=Path("reports"), show_default=True
-)
-@click.option(
-    "--scenarios-dir",
-    type=click.Path(path_type=Path),
-    default=Path("scenarios"),
-    show_default=True,
-    help="Where the scenarios are.",
-)
+@_REPORTS
+@_SCENARIOS_DIR
 @click.option("--list", "list_mutants", is_flag=True, help="List the mutants and exit.")
 def matrix(
     short: bool,
@@ -301,20 +315,13 @@ def matrix(
     unknown = [m for m in only_mutants if m not in MUTANTS]
     if unknown:
         raise UsageProblem(f"--mutant: unknown {unknown}; known: {', '.join(MUTANTS)}")
-    seconds: float | None = SHORT_DURATION if short else None
-    if duration is not None:
-        try:
-            seconds = parse_duration(duration)
-        except ValueError as exc:
-            raise UsageProblem(f"--duration: {exc}") from None
-        if seconds <= 0:
-            raise UsageProblem("--duration: must be positive")
+    seconds = _duration_flag(duration)
+    if seconds is None and short:
+        seconds = SHORT_DURATION
     if only_scenarios:
         paths = [_resolve(arg, scenarios_dir) for arg in only_scenarios]
     else:
-        paths = sorted(scenarios_dir.glob("*.toml"))
-        if not paths:
-            raise UsageProblem(f"{scenarios_dir}: no scenario files (*.toml)")
+        paths = _scenario_files(scenarios_dir)
     loaded: list[Scenario] = []
     for path in paths:
         try:
@@ -362,9 +369,7 @@ def matrix(
 
 @cli.command()
 @click.option("--short", is_flag=True, help="The CI form: every section scaled down (< 1 min).")
-@click.option(
-    "--reports", type=click.Path(path_type=Path), default=Path("reports"), show_default=True
-)
+@_REPORTS
 @click.option(
     "--section",
     "sections",

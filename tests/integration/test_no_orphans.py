@@ -103,3 +103,12 @@ def test_schedule_naming_unknown_process_is_refused(tmp_path: Path) -> None:
     )
     assert proc.returncode == 2 and "reviewer-9" in proc.stderr and "Traceback" not in proc.stderr
     assert not (tmp_path / "quickstart").exists()  # nothing half-written
+
+
+def test_zero_duration_flag_names_the_flag() -> None:
+    for command in ("run", "matrix"):
+        args = [command, "quickstart"] if command == "run" else [command, "-s", "quickstart"]
+        proc = knell(*args, "--duration", "0s", timeout=60)
+        assert proc.returncode == 2, (command, proc.stderr)
+        assert "--duration: must be positive, got '0s'" in proc.stderr
+        assert "Traceback" not in proc.stderr
