@@ -1,0 +1,69 @@
+"""Process control, one module per platform: the only place knell touches
+signals, process groups and the parent-death leash.
+
+Chaos testing is process control: a kill must be a real hard kill of an OS
+process, a pause a real suspension, and nothing knell starts may outlive
+the run that started it. POSIX and Windows do each of these differently
+(SIGKILL and a session vs. TerminateProcess and a job object; the Linux
+parent-death signal vs. a watchdog), so each platform has one module
+(:mod:`knell.platform.posix`, :mod:`knell.platform.windows`) with the same
+functions, and this package re-exports the one for the running platform.
+Everything else in knell calls these functions and nothing POSIX-only
+(``make lint`` runs a guard, ``tools/platform_guard.py``, that fails on
+``os.killpg``, ``signal.SIGKILL``, ``preexec_fn``, ``prctl``, ``fcntl`` and
+the like anywhere outside this package).
+
+Kept cheap to import: worker processes call :func:`die_with_parent` first
+thing, and a worker's start-up time is part of the restart latency knell
+measures, so psutil is imported only inside the functions that need it.
+"""
+
+from __future__ import annotations
+
+import sys
+
+if sys.platform == "win32":
+    from knell.platform.windows import (
+        SPAWN_GROUP,
+        die_with_parent,
+        interrupt_on_terminate,
+        kill_group,
+        kill_tree,
+        parent_alive,
+        pid_alive,
+        process_started,
+        resume_tree,
+        run_as,
+        signal_group,
+        suspend_tree,
+    )
+else:
+    from knell.platform.posix import (
+        SPAWN_GROUP,
+        die_with_parent,
+        interrupt_on_terminate,
+        kill_group,
+        kill_tree,
+        parent_alive,
+        pid_alive,
+        process_started,
+        resume_tree,
+        run_as,
+        signal_group,
+        suspend_tree,
+    )
+
+__all__ = [
+    "SPAWN_GROUP",
+    "die_with_parent",
+    "interrupt_on_terminate",
+    "kill_group",
+    "kill_tree",
+    "parent_alive",
+    "pid_alive",
+    "process_started",
+    "resume_tree",
+    "run_as",
+    "signal_group",
+    "suspend_tree",
+]

@@ -1,0 +1,83 @@
+"""What both platforms do the same way, through psutil (imported lazily)."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+__all__ = ["interrupt_on_terminate", "pid_alive", "process_started", "tree"]
+
+
+def tree(pid: int) -> list[Any]:
+    """The process and all its descendants (psutil ``Process`` objects),
+    root first; empty when the process is gone."""
+    import psutil
+
+    try:
+        root = psutil.Process(pid)
+        return [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return []
+
+
+def each_in_tree(pid: int, action: str) -> None:
+    """Call ``action`` (``kill``, ``suspend``, ``resume``) on every process
+    of the tree; a process that vanished meanwhile is not an error."""
+    import psutil
+
+    for proc in tree(pid):
+        with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
+            getattr(proc, action)()
+
+
+def pid_alive(pid: int, started: float | None = None) -> bool:
+    """Whether ``pid`` runs, and (when ``started`` is given) is still the
+    same process that started at that time, not a later one that reused
+    the number."""
+    import psutil
+
+    try:
+        proc = psutil.Process(pid)
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return False
+        return started is None or abs(proc.create_time() - started) < 0.01
+    except psutil.NoSuchProcess:
+        return False
+
+
+def process_started(pid: int) -> float | None:
+    """The creation time of ``pid`` (seconds since the epoch, as psutil
+    reports it), the identity that survives pid reuse; None if gone."""
+    import psutil
+
+    try:
+        return float(psutil.Process(pid).create_time())
+    except psutil.NoSuchProcess:
+        return None
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+@contextmanager
+def interrupt_on_terminate(signals: tuple[int, ...]) -> Iterator[None]:
+    """Within the block, the given termination signals unwind the main
+    thread like Ctrl-C, so a runner told to stop kills and reaps what it
+    started before it exits. Outside the main thread (a matrix pool run)
+    signals cannot be handled and the block runs unchanged."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous: dict[int, Callable[..., Any] | int | None] = {}
+    for signum in signals:
+        previous[signum] = signal.signal(signum, _interrupt)
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)

@@ -1,0 +1,136 @@
+"""Process control on Linux and the other POSIX systems.
+
+* A hard kill is SIGKILL; a pause is SIGSTOP / SIGCONT of the whole tree
+  (through psutil's ``suspend`` / ``resume``).
+* A server is started in its own session (``start_new_session``), so its
+  whole process group (a Postgres postmaster and every backend it forked)
+  can be killed, stopped or continued at once with :func:`signal_group`.
+* The leash: on Linux the kernel delivers SIGKILL to a child when the
+  thread that started it exits (``PR_SET_PDEATHSIG``); on every POSIX
+  system a watchdog thread also exits once the parent is gone (the orphan
+  is re-parented, so its ``getppid()`` changes).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, Literal
+
+from knell.platform import _common
+from knell.platform._common import pid_alive, process_started
+
+assert sys.platform != "win32"
+
+__all__ = [
+    "SPAWN_GROUP",
+    "die_with_parent",
+    "interrupt_on_terminate",
+    "kill_group",
+    "kill_tree",
+    "parent_alive",
+    "pid_alive",
+    "process_started",
+    "resume_tree",
+    "run_as",
+    "signal_group",
+    "suspend_tree",
+]
+
+SPAWN_GROUP: dict[str, Any] = {"start_new_session": True}
+"""``Popen`` keyword arguments that start a child as the leader of its own
+process group (and session), so the group can be signalled as one."""
+
+_PR_SET_PDEATHSIG = 1
+
+
+def kill_tree(pid: int) -> None:
+    """SIGKILL the process and its descendants, root first (so it cannot
+    fork new children meanwhile). The caller reaps the root."""
+    _common.each_in_tree(pid, "kill")
+
+
+def suspend_tree(pid: int) -> None:
+    _common.each_in_tree(pid, "suspend")
+
+
+def resume_tree(pid: int) -> None:
+    _common.each_in_tree(pid, "resume")
+
+
+def signal_group(pgid: int, what: Literal["kill", "stop", "continue", "terminate"]) -> bool:
+    """Send one signal to a whole process group; False if none is left."""
+    signum = {
+        "kill": signal.SIGKILL,
+        "stop": signal.SIGSTOP,
+        "continue": signal.SIGCONT,
+        "terminate": signal.SIGTERM,
+    }[what]
+    try:
+        os.killpg(pgid, signum)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return False
+    return True
+
+
+def kill_group(pgid: int) -> bool:
+    """SIGKILL every process of a group (a server and all it forked)."""
+    return signal_group(pgid, "kill")
+
+
+def parent_alive(parent: int) -> bool:
+    """Whether the process that started this one still runs: an orphan is
+    re-parented, so its ppid changes."""
+    return os.getppid() == parent
+
+
+def die_with_parent(parent: int, *, watchdog: bool = True) -> None:
+    """Leash the calling process to ``parent``: the kernel kills it when the
+    parent dies (Linux), and a watchdog thread exits it otherwise."""
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        except (OSError, AttributeError):
+            pass
+    if not parent_alive(parent):
+        os._exit(70)
+    if not watchdog:
+        return
+
+    def watch() -> None:
+        while True:
+            time.sleep(0.25)
+            if not parent_alive(parent):
+                os._exit(70)
+
+    threading.Thread(target=watch, name="parent-watchdog", daemon=True).start()
+
+
+def run_as(user: str | None) -> dict[str, Any]:
+    """``Popen`` keyword arguments that start a child as ``user`` (needs
+    root; Postgres refuses to run as root). ``None``: as ourselves."""
+    if user is None:
+        return {}
+    return {"user": user, "group": _primary_group(user), "extra_groups": []}
+
+
+def _primary_group(user: str) -> int:
+    import pwd
+
+    return pwd.getpwnam(user).pw_gid
+
+
+@contextmanager
+def interrupt_on_terminate() -> Iterator[None]:
+    """SIGTERM and SIGHUP unwind the runner like Ctrl-C (see :mod:`._common`)."""
+    with _common.interrupt_on_terminate((signal.SIGTERM, signal.SIGHUP)):
+        yield

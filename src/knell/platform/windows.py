@@ -1,0 +1,103 @@
+"""Process control on Windows.
+
+* A hard kill is ``TerminateProcess`` (psutil's ``kill``); a pause is
+  psutil's ``suspend`` / ``resume`` of every process of the tree.
+* Children start in a new process group (``CREATE_NEW_PROCESS_GROUP``) so
+  a Ctrl-C in the runner's console does not reach them; the runner kills
+  them itself.
+* The leash: a watchdog thread in each child exits it once the parent pid
+  is gone (Windows keeps the creator's pid as the parent, so ask whether
+  that pid still exists).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, Literal
+
+from knell.platform import _common
+from knell.platform._common import pid_alive, process_started
+
+assert sys.platform == "win32"
+
+__all__ = [
+    "SPAWN_GROUP",
+    "die_with_parent",
+    "interrupt_on_terminate",
+    "kill_group",
+    "kill_tree",
+    "parent_alive",
+    "pid_alive",
+    "process_started",
+    "resume_tree",
+    "run_as",
+    "signal_group",
+    "suspend_tree",
+]
+
+SPAWN_GROUP: dict[str, Any] = {"creationflags": subprocess.CREATE_NEW_PROCESS_GROUP}
+
+
+def kill_tree(pid: int) -> None:
+    _common.each_in_tree(pid, "kill")
+
+
+def suspend_tree(pid: int) -> None:
+    _common.each_in_tree(pid, "suspend")
+
+
+def resume_tree(pid: int) -> None:
+    _common.each_in_tree(pid, "resume")
+
+
+def signal_group(pgid: int, what: Literal["kill", "stop", "continue", "terminate"]) -> bool:
+    """Windows has no process-group signals: act on the leader's tree."""
+    if not pid_alive(pgid):
+        return False
+    action = {"kill": "kill", "stop": "suspend", "continue": "resume", "terminate": "kill"}[what]
+    _common.each_in_tree(pgid, action)
+    return True
+
+
+def kill_group(pgid: int) -> bool:
+    return signal_group(pgid, "kill")
+
+
+def parent_alive(parent: int) -> bool:
+    import psutil
+
+    return bool(psutil.pid_exists(parent))
+
+
+def die_with_parent(parent: int, *, watchdog: bool = True) -> None:
+    if not parent_alive(parent):
+        os._exit(70)
+    if not watchdog:
+        return
+
+    def watch() -> None:
+        while True:
+            time.sleep(0.25)
+            if not parent_alive(parent):
+                os._exit(70)
+
+    threading.Thread(target=watch, name="parent-watchdog", daemon=True).start()
+
+
+def run_as(user: str | None) -> dict[str, Any]:
+    if user is not None:
+        raise OSError(f"cannot start a process as user {user!r} on Windows")
+    return {}
+
+
+@contextmanager
+def interrupt_on_terminate() -> Iterator[None]:
+    with _common.interrupt_on_terminate((signal.SIGTERM, signal.SIGBREAK)):
+        yield
