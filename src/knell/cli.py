@@ -15,7 +15,7 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from knell.buses.mutants import MUTANTS
+from knell.buses.mutants import all_mutants
 from knell.history import HistoryError
 from knell.matrix import REFERENCE, SHORT_DURATION, Cell, Matrix, run_matrix
 from knell.report import verdict_word
@@ -306,15 +306,15 @@ def matrix(
     otherwise. Writes reports/matrix/<timestamp>/matrix.md and matrix.json.
     """
     if list_mutants:
-        for m in MUTANTS.values():
+        for m in all_mutants().values():
             console.print(
-                f"[bold]{m.name:<28}[/] {', '.join(m.expected):<36} {m.failure_mode}",
+                f"[bold]{m.name:<28}[/] {', '.join(m.killed_by):<36} {m.failure_mode}",
                 soft_wrap=True,
             )
         return
-    unknown = [m for m in only_mutants if m not in MUTANTS]
+    unknown = [m for m in only_mutants if m not in all_mutants()]
     if unknown:
-        raise UsageProblem(f"--mutant: unknown {unknown}; known: {', '.join(MUTANTS)}")
+        raise UsageProblem(f"--mutant: unknown {unknown}; known: {', '.join(all_mutants())}")
     seconds = _duration_flag(duration)
     if seconds is None and short:
         seconds = SHORT_DURATION
@@ -346,7 +346,8 @@ def matrix(
 
     console.print(
         f"[bold]knell matrix[/]: {len(loaded)} scenario(s) x "
-        f"{len(only_mutants or MUTANTS) + (0 if no_reference else 1)} bus(es), {jobs} at a time"
+        f"{len(only_mutants or all_mutants()) + (0 if no_reference else 1)} bus(es),"
+        f" {jobs} at a time"
     )
     try:
         result = run_matrix(

@@ -42,7 +42,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
 
-from knell.buses.mutants import MUTANTS, Mutant
+from knell.buses.mutants import Mutant, all_mutants
 from knell.checker import CHECKS, CheckResult, Validity
 from knell.history import HistoryError, read_history
 from knell.runner import _point_latest, run_scenario
@@ -164,7 +164,7 @@ class MutantRow:
     def other_checks(self) -> list[str]:
         """Checks that fired but are not the expected one (consequences, or
         for the reference: false positives)."""
-        expected = () if self.mutant is None else self.mutant.expected
+        expected = () if self.mutant is None else self.mutant.killed_by
         out = []
         for entry in self.checks:
             check, _, kind = entry.partition(":")
@@ -189,8 +189,8 @@ class MutantRow:
             "bus": self.bus,
             "failure_mode": None if m is None else m.failure_mode,
             "factory": None if m is None else m.factory,
-            "expected": [] if m is None else list(m.expected),
-            "killed_by": None if m is None else m.killed_by,
+            "killed_by": [] if m is None else list(m.killed_by),
+            "rule": None if m is None else m.rule,
             "status": self.status,
             "caught_by": [c.scenario for c in self.catching],
             "checks": self.checks,
@@ -304,7 +304,7 @@ def judge(cell: Cell, results: dict[str, CheckResult], mutant: Mutant | None) ->
             cell.fired[name] = sorted(kinds or {"anomaly"})
         elif result.valid == "unknown":
             cell.unknown[name] = result.unknown_reason or "unknown"
-    expected = mutant.expected if mutant is not None else ()
+    expected = mutant.killed_by if mutant is not None else ()
     cell.expected_hit = [
         e for e in expected if any(_matches(e, c, k) for c, k in cell.fired.items())
     ]
@@ -373,15 +373,16 @@ def run_matrix(
     ``duration`` scales each scenario to that many seconds (``None`` keeps
     the scenario's own); ``seed`` overrides every scenario's seed; ``jobs``
     runs are in flight at once (each run is a handful of processes)."""
-    names = list(MUTANTS) if mutants is None else list(mutants)
-    unknown = [n for n in names if n not in MUTANTS]
+    registry = all_mutants()
+    names = list(registry) if mutants is None else list(mutants)
+    unknown = [n for n in names if n not in registry]
     if unknown:
-        raise ValueError(f"unknown mutant(s) {unknown}; known: {', '.join(MUTANTS)}")
+        raise ValueError(f"unknown mutant(s) {unknown}; known: {', '.join(registry)}")
     if jobs < 1:
         raise ValueError(f"jobs must be >= 1, got {jobs}")
     scaled = [s.with_overrides(duration=duration, seed=seed) for s in scenarios]
     buses: list[tuple[str, Mutant | None]] = [(REFERENCE, None)] if reference else []
-    buses += [(n, MUTANTS[n]) for n in names]
+    buses += [(n, registry[n]) for n in names]
 
     started = datetime.now(timezone.utc)
     out = reports / "matrix" / started.strftime("%Y%m%dT%H%M%S.%fZ")

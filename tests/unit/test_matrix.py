@@ -8,9 +8,11 @@ import json
 from datetime import datetime, timezone
 from pathlib import Path
 
-from knell.buses.mutants import MUTANTS
+from knell.buses.mutants import all_mutants
 from knell.checker import Anomaly, CheckResult
 from knell.matrix import REFERENCE, Cell, Matrix, MutantRow, judge, render_markdown, write_matrix
+
+MUTANTS = all_mutants()
 
 NS = 1_000_000_000
 BEGIN = 1_700_000_000 * NS

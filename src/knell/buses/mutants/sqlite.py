@@ -1,55 +1,33 @@
-"""Mutant buses: the reference SQLite bus with one seeded bug each.
-
-Why they exist: a chaos test that has never failed proves nothing. A
-checker can be silently blind (a check that cannot fire, a workload that
-never exercises the path, a fault schedule that never lands in the window
-that matters), and a green run of such a testbed looks exactly like a green
-run of a good one. Mutation testing closes that gap: take the reference
-bus, break *one* promise of the contract in the smallest plausible way,
-and require that the shipped, generic scenarios catch it, with the check
-that names that promise. :func:`knell.matrix` runs every mutant here
-against every scenario and prints the measured failure-mode matrix: which
-scenario caught which bug, with which check, how soon.
+"""SQLite mutants: the reference SQLite bus with one seeded bug each.
 
 Each mutant is a small subclass of :class:`~knell.buses.sqlite.SqliteBus`
 that overrides whole public methods (``post``, ``subscribe``, ``fetch``,
 ``ack``, ``wait``) and otherwise relies only on the reference bus's
 transaction helpers (``_write``, ``_head``, ``_cursor``, ``_lock``,
 ``_db``, ``_bell``, ``poll_interval``, ``path``), so the reference may be
-optimised without the mutants drifting. Each is reached through the
-ordinary driver path, exactly as a user's own bus would be::
-
-    knell run quickstart --bus knell.buses.mutants:stale_ack_regresses
-
-The failure modes are the doorbell design's taxonomy (the naive designs an
-agent-session bus must not have). Nothing in a scenario or a check knows
-which mutant it runs against: a mutant that escapes is a finding about the
-workload or the fault schedule, fixed there, generically.
-
-:data:`MUTANTS` is the registry: name -> :class:`Mutant` (failure mode, the
-driver string, the check(s) expected to prove it).
+optimised without the mutants drifting. The failure modes are the
+doorbell design's taxonomy: the naive designs an agent-session bus must
+not have. Each is declared once, with :func:`~.registry.mutant`.
 """
 
 from __future__ import annotations
 
 import sqlite3
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 from urllib.parse import parse_qs, urlsplit
 
 from knell.buses.contract import AckBeyondHead, DefiniteError, JoinAt, Message, Wake
+from knell.buses.mutants.registry import mutant
 from knell.buses.sqlite import SqliteBus, open_sqlite
 
 __all__ = [
-    "MUTANTS",
     "AckBeyondHeadAcceptedBus",
     "BatchEndAsHeadBus",
     "ConsumingWaiterBus",
     "FetchConsumesBus",
     "FloodOnJoinBus",
-    "Mutant",
     "NoCrossProcessPollBus",
     "NoIdempotencyBus",
     "OffByOneReadBus",
@@ -60,28 +38,6 @@ __all__ = [
 ]
 
 _B = TypeVar("_B", bound=SqliteBus)
-
-MODULE = "knell.buses.mutants"
-
-
-@dataclass(frozen=True)
-class Mutant:
-    """One seeded bug: the failure mode it reproduces, how to load it, and
-    the check(s) that must prove it.
-
-    ``factory`` is the driver string (``knell.buses.mutants:stale_ack_regresses``)
-    for ``knell run --bus``. ``expected`` entries are check names (``"no-loss"``) or a check and one
-    of its anomaly kinds (``"wake:own-post-ring"``); the mutant counts as
-    caught *as expected* when any of them fires in some run.
-    ``killed_by`` says what the reference bus does instead (the design
-    rule that kills this failure mode).
-    """
-
-    name: str
-    failure_mode: str
-    factory: str
-    expected: tuple[str, ...]
-    killed_by: str
 
 
 def _open(cls: type[_B], url: str, path: str | None = None) -> _B:
@@ -97,6 +53,14 @@ def _open(cls: type[_B], url: str, path: str | None = None) -> _B:
         synchronous=query.get("synchronous", "normal"),
         busy_timeout=float(query.get("busy_timeout", 10.0)),
     )
+
+
+class _Mutant(SqliteBus):
+    """A SQLite mutant opens from the same URL as the reference bus."""
+
+    @classmethod
+    def from_url(cls, url: str) -> SqliteBus:
+        return _open(cls, url)
 
 
 def _messages(bus: SqliteBus, channel: str, after: int, limit: int) -> list[Message]:
@@ -118,7 +82,14 @@ def _durable_cursor(bus: SqliteBus, handle: str, channel: str) -> int:
 # -- cursors -----------------------------------------------------------------
 
 
-class StaleAckRegressesBus(SqliteBus):
+@mutant(
+    "stale-ack-regresses",
+    failure_mode="Stale/replayed ack regresses the cursor",
+    killed_by=("no-cursor-regression",),
+    scenarios=("kill-consumers", "quickstart"),
+    rule="Cursors are forward-only: MAX(acked, up_to) inside the write transaction",
+)
+class StaleAckRegressesBus(_Mutant):
     """Failure mode: a stale or replayed ack regresses the cursor.
 
     ``ack`` writes ``acked = up_to`` instead of ``MAX(acked, up_to)``: the
@@ -142,7 +113,14 @@ class StaleAckRegressesBus(SqliteBus):
             return up_to
 
 
-class AckBeyondHeadAcceptedBus(SqliteBus):
+@mutant(
+    "ack-beyond-head-accepted",
+    failure_mode="Ack beyond head marks unseen messages handled",
+    killed_by=("ack-beyond-head",),
+    scenarios=("kill-consumers", "quickstart"),
+    rule="An ack above the head is refused with an error",
+)
+class AckBeyondHeadAcceptedBus(_Mutant):
     """Failure mode: an ack beyond the head marks unseen messages handled.
 
     ``ack`` keeps the forward-only clamp but never compares ``up_to`` with
@@ -163,7 +141,14 @@ class AckBeyondHeadAcceptedBus(SqliteBus):
             return self._cursor(handle, channel) or 0
 
 
-class FloodOnJoinBus(SqliteBus):
+@mutant(
+    "flood-on-join",
+    failure_mode="New consumer floods itself with channel history",
+    killed_by=("no-flood-on-join",),
+    scenarios=("churn-joiners",),
+    rule='A new handle joins at head unless it asks for at="start"',
+)
+class FloodOnJoinBus(_Mutant):
     """Failure mode: a new subscriber floods itself with the channel's history.
 
     A *new* handle joins at seq 0 whatever ``at`` says, so an agent that
@@ -185,7 +170,14 @@ class FloodOnJoinBus(SqliteBus):
             return 0
 
 
-class ResubscribeResetsCursorBus(SqliteBus):
+@mutant(
+    "resubscribe-resets-cursor",
+    failure_mode="Reconnect resets the cursor (silent loss of unacked messages)",
+    killed_by=("no-loss",),
+    scenarios=("quickstart",),
+    rule="Re-subscribing never moves an existing cursor",
+)
+class ResubscribeResetsCursorBus(_Mutant):
     """Failure mode: reconnecting resets the cursor to the head (silent loss).
 
     ``subscribe`` of an existing handle moves its cursor to the current
@@ -211,7 +203,14 @@ class ResubscribeResetsCursorBus(SqliteBus):
 # -- posting -----------------------------------------------------------------
 
 
-class NoIdempotencyBus(SqliteBus):
+@mutant(
+    "no-idempotency",
+    failure_mode="Producer retry double-posts",
+    killed_by=("idempotency",),
+    scenarios=("kill-producers-idempotent",),
+    rule="Idempotency-key dedup at the store: a repeated key returns the original",
+)
+class NoIdempotencyBus(_Mutant):
     """Failure mode: a producer's retry double-posts.
 
     ``post`` ignores the idempotency key (it is neither stored nor looked
@@ -248,7 +247,14 @@ CREATE INDEX IF NOT EXISTS messages_by_seq ON messages (channel, seq);
 """
 
 
-class SeqOutsideLockBus(SqliteBus):
+@mutant(
+    "seq-outside-lock",
+    failure_mode="Two processes post concurrently and collide on seq",
+    killed_by=("no-duplicate-seq",),
+    scenarios=("kill-producers-idempotent", "kill-consumers"),
+    rule="Seq assignment happens under the store's write lock, in the appending transaction",
+)
+class SeqOutsideLockBus(_Mutant):
     """Failure mode: two processes post concurrently and collide on a seq.
 
     ``post`` reads the head (``MAX(seq) + 1``) *before* taking the write
@@ -261,6 +267,10 @@ class SeqOutsideLockBus(SqliteBus):
     through, as a store without that constraint would. Proven by
     ``no-duplicate-seq``.
     """
+
+    @classmethod
+    def from_url(cls, url: str) -> SqliteBus:
+        return _open(cls, url, path=_loose_store(url))
 
     def post(
         self, channel: str, body: str, sender: str, idempotency_key: str | None = None
@@ -308,7 +318,14 @@ def _loose_store(url: str) -> str:
 # -- reading -----------------------------------------------------------------
 
 
-class BatchEndAsHeadBus(SqliteBus):
+@mutant(
+    "batch-end-as-head",
+    failure_mode="Batch-end treated as channel head strands the tail",
+    killed_by=("no-loss",),
+    scenarios=("kill-consumers",),
+    rule="Catch-up pages until an empty page; pages are served to the true head",
+)
+class BatchEndAsHeadBus(_Mutant):
     """Failure mode: batch-end treated as the channel head strands the tail.
 
     Only the first page of a catch-up (``fetch`` from the durable cursor)
@@ -331,7 +348,14 @@ class BatchEndAsHeadBus(SqliteBus):
             return _messages(self, channel, _durable_cursor(self, handle, channel), limit)
 
 
-class OffByOneReadBus(SqliteBus):
+@mutant(
+    "off-by-one-read",
+    failure_mode="Off-by-one read skips a message",
+    killed_by=("no-loss",),
+    scenarios=("quickstart",),
+    rule="A read from the cursor starts at cursor + 1",
+)
+class OffByOneReadBus(_Mutant):
     """Failure mode: an off-by-one read skips a message.
 
     A read from the durable cursor starts at ``cursor + 2`` (``seq >
@@ -351,7 +375,14 @@ class OffByOneReadBus(SqliteBus):
             return _messages(self, channel, after, limit)
 
 
-class FetchConsumesBus(SqliteBus):
+@mutant(
+    "fetch-consumes",
+    failure_mode="Crash between fetch and handling loses the message",
+    killed_by=("no-loss",),
+    scenarios=("kill-consumers",),
+    rule="Fetch is a peek; the ack is separate and comes after handling",
+)
+class FetchConsumesBus(_Mutant):
     """Failure mode: a crash between fetch and handling loses the message.
 
     ``fetch`` from the durable cursor *consumes*: it moves the cursor to the
@@ -384,7 +415,14 @@ class FetchConsumesBus(SqliteBus):
 # -- the doorbell --------------------------------------------------------------
 
 
-class ConsumingWaiterBus(SqliteBus):
+@mutant(
+    "consuming-waiter",
+    failure_mode="Orphaned poller consumes messages delivered to nobody",
+    killed_by=("no-loss",),
+    scenarios=("pause-waiters", "quickstart"),
+    rule="Waiters are peek-only: waking is not consuming",
+)
+class ConsumingWaiterBus(_Mutant):
     """Failure mode: an orphaned poller consumes messages delivered to nobody.
 
     ``wait`` acks the message it rings for: the doorbell consumes. A ring
@@ -405,7 +443,14 @@ class ConsumingWaiterBus(SqliteBus):
         return wake
 
 
-class OwnPostRingBus(SqliteBus):
+@mutant(
+    "own-post-ring",
+    failure_mode="Consumer wakes on its own posts and ping-pongs",
+    killed_by=("wake:own-post-ring",),
+    scenarios=("pause-waiters",),
+    rule="Own posts never ring, neither as backlog nor while armed",
+)
+class OwnPostRingBus(_Mutant):
     """Failure mode: a consumer wakes on its own posts and ping-pongs.
 
     ``wait`` forgets to exclude the handle's own posts, both from the
@@ -443,7 +488,14 @@ class OwnPostRingBus(SqliteBus):
                 self._bell.wait(min(self.poll_interval, remaining))
 
 
-class NoCrossProcessPollBus(SqliteBus):
+@mutant(
+    "no-cross-process-poll",
+    failure_mode="Doorbell never hears posts from other processes",
+    killed_by=("wake:missed-post", "wake:missed-backlog"),
+    scenarios=("pause-waiters", "quickstart"),
+    rule="The doorbell bottoms out in a bounded poll of the store (poll_interval)",
+)
+class NoCrossProcessPollBus(_Mutant):
     """Failure mode: the doorbell never hears posts from other processes.
 
     ``wait`` rings on backlog at arming, but while armed it only sleeps on
@@ -491,149 +543,3 @@ def _armed_heads(bus: SqliteBus, handle: str) -> dict[str, int]:
             "SELECT channel FROM cursors WHERE handle = ?", (handle,)
         ).fetchall()
     }
-
-
-# -- factories (the driver strings point here) ---------------------------------
-
-
-def stale_ack_regresses(url: str) -> StaleAckRegressesBus:
-    return _open(StaleAckRegressesBus, url)
-
-
-def ack_beyond_head_accepted(url: str) -> AckBeyondHeadAcceptedBus:
-    return _open(AckBeyondHeadAcceptedBus, url)
-
-
-def flood_on_join(url: str) -> FloodOnJoinBus:
-    return _open(FloodOnJoinBus, url)
-
-
-def resubscribe_resets_cursor(url: str) -> ResubscribeResetsCursorBus:
-    return _open(ResubscribeResetsCursorBus, url)
-
-
-def no_idempotency(url: str) -> NoIdempotencyBus:
-    return _open(NoIdempotencyBus, url)
-
-
-def seq_outside_lock(url: str) -> SeqOutsideLockBus:
-    return _open(SeqOutsideLockBus, url, path=_loose_store(url))
-
-
-def batch_end_as_head(url: str) -> BatchEndAsHeadBus:
-    return _open(BatchEndAsHeadBus, url)
-
-
-def off_by_one_read(url: str) -> OffByOneReadBus:
-    return _open(OffByOneReadBus, url)
-
-
-def fetch_consumes(url: str) -> FetchConsumesBus:
-    return _open(FetchConsumesBus, url)
-
-
-def consuming_waiter(url: str) -> ConsumingWaiterBus:
-    return _open(ConsumingWaiterBus, url)
-
-
-def own_post_ring(url: str) -> OwnPostRingBus:
-    return _open(OwnPostRingBus, url)
-
-
-def no_cross_process_poll(url: str) -> NoCrossProcessPollBus:
-    return _open(NoCrossProcessPollBus, url)
-
-
-def _registry(*mutants: tuple[str, str, str, tuple[str, ...], str]) -> dict[str, Mutant]:
-    return {
-        name: Mutant(name, mode, f"{MODULE}:{factory}", expected, killed_by)
-        for name, mode, factory, expected, killed_by in mutants
-    }
-
-
-MUTANTS: dict[str, Mutant] = _registry(
-    (
-        "stale-ack-regresses",
-        "Stale/replayed ack regresses the cursor",
-        "stale_ack_regresses",
-        ("no-cursor-regression",),
-        "Cursors are forward-only: MAX(acked, up_to) inside the write transaction",
-    ),
-    (
-        "flood-on-join",
-        "New consumer floods itself with channel history",
-        "flood_on_join",
-        ("no-flood-on-join",),
-        'A new handle joins at head unless it asks for at="start"',
-    ),
-    (
-        "resubscribe-resets-cursor",
-        "Reconnect resets the cursor (silent loss of unacked messages)",
-        "resubscribe_resets_cursor",
-        ("no-loss",),
-        "Re-subscribing never moves an existing cursor",
-    ),
-    (
-        "no-idempotency",
-        "Producer retry double-posts",
-        "no_idempotency",
-        ("idempotency",),
-        "Idempotency-key dedup at the store: a repeated key returns the original",
-    ),
-    (
-        "ack-beyond-head-accepted",
-        "Ack beyond head marks unseen messages handled",
-        "ack_beyond_head_accepted",
-        ("ack-beyond-head",),
-        "An ack above the head is refused with an error",
-    ),
-    (
-        "batch-end-as-head",
-        "Batch-end treated as channel head strands the tail",
-        "batch_end_as_head",
-        ("no-loss",),
-        "Catch-up pages until an empty page; pages are served to the true head",
-    ),
-    (
-        "off-by-one-read",
-        "Off-by-one read skips a message",
-        "off_by_one_read",
-        ("no-loss",),
-        "A read from the cursor starts at cursor + 1",
-    ),
-    (
-        "seq-outside-lock",
-        "Two processes post concurrently and collide on seq",
-        "seq_outside_lock",
-        ("no-duplicate-seq",),
-        "Seq assignment happens under the store's write lock, in the appending transaction",
-    ),
-    (
-        "consuming-waiter",
-        "Orphaned poller consumes messages delivered to nobody",
-        "consuming_waiter",
-        ("no-loss",),
-        "Waiters are peek-only: waking is not consuming",
-    ),
-    (
-        "own-post-ring",
-        "Consumer wakes on its own posts and ping-pongs",
-        "own_post_ring",
-        ("wake:own-post-ring",),
-        "Own posts never ring, neither as backlog nor while armed",
-    ),
-    (
-        "no-cross-process-poll",
-        "Doorbell never hears posts from other processes",
-        "no_cross_process_poll",
-        ("wake:missed-post", "wake:missed-backlog"),
-        "The doorbell bottoms out in a bounded poll of the store (poll_interval)",
-    ),
-    (
-        "fetch-consumes",
-        "Crash between fetch and handling loses the message",
-        "fetch_consumes",
-        ("no-loss",),
-        "Fetch is a peek; the ack is separate and comes after handling",
-    ),
-)

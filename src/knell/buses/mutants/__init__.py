@@ -1,0 +1,51 @@
+"""Mutant buses: the reference buses with one seeded bug each.
+
+Why they exist: a chaos test that has never failed proves nothing. A
+checker can be silently blind (a check that cannot fire, a workload that
+never exercises the path, a fault schedule that never lands in the window
+that matters), and a green run of such a testbed looks exactly like a green
+run of a good one. Mutation testing closes that gap: take a reference bus,
+break *one* promise of the contract in the smallest plausible way, and
+require that the shipped, generic scenarios catch it, with the check that
+names that promise. ``knell matrix`` runs them and prints the measured
+failure-mode matrix.
+
+One module per store (:mod:`.sqlite` today), each mutant declared once with
+:func:`~knell.buses.mutants.registry.mutant` on its class. A mutant is
+reached through the ordinary driver path, exactly as a user's own bus
+would be::
+
+    knell run quickstart --bus knell.buses.mutants:stale_ack_regresses
+
+Nothing in a scenario or a check knows which mutant it runs against: a
+mutant that escapes is a finding about the workload or the fault schedule,
+fixed there, generically.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from knell.buses.mutants.registry import MUTANTS, Mutant, mutant
+
+__all__ = ["MUTANTS", "Mutant", "all_mutants", "mutant"]
+
+_MODULES = ("sqlite",)
+"""The mutant modules, imported on first use (some need a server's client
+library, which a SQLite-only run never loads)."""
+
+
+def all_mutants() -> dict[str, Mutant]:
+    """Every mutant of every store, by name."""
+    for module in _MODULES:
+        importlib.import_module(f"{__name__}.{module}")
+    return MUTANTS
+
+
+def __getattr__(attr: str) -> Any:
+    """``knell.buses.mutants:<snake_name>``: the mutant's ``from_url``."""
+    for m in all_mutants().values():
+        if m.attr == attr:
+            return m.cls.from_url
+    raise AttributeError(f"module {__name__!r} has no mutant factory {attr!r}")
