@@ -45,7 +45,8 @@ from typing import Any, Literal
 from knell.buses.mutants import Mutant, all_mutants
 from knell.checker import CHECKS, CheckResult, Validity
 from knell.history import HistoryError, read_history
-from knell.runner import _point_latest, run_scenario
+from knell.rundir import point_latest
+from knell.runner import run_scenario
 from knell.scenario import Scenario
 
 __all__ = [
@@ -427,7 +428,7 @@ def run_matrix(
         out_dir=out,
     )
     write_matrix(matrix, out)
-    _point_latest(out)
+    point_latest(out)
     return matrix
 
 

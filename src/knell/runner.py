@@ -5,44 +5,51 @@ The phases, in Jepsen's order:
 1. **Provision** a private store in the run directory and validate the
    driver before anything starts (a bad driver is a usage error, exit 2).
 2. **Start** every worker process of the scenario.
-3. **Drive** the seeded schedule: kill / restart, pause / resume, each
-   action recorded as an event of the ``nemesis`` process. A worker that
-   exits on its own is recorded as a ``crash`` and restarted.
-4. **Final phase**: heal everything, stop producers, stop readers, then
-   start one more incarnation of every handle that ever subscribed to read
-   to the true head (the *drain*). Only a drained handle can prove loss.
+3. **Drive** the seeded schedule: each step goes to its fault kind
+   (:mod:`knell.nemesis`), which acts and records what it did as an event
+   of the ``nemesis`` process. The runner knows no fault by name. A worker
+   that exits on its own is recorded as a ``crash`` and restarted.
+4. **Final phase**: every fault kind heals what it left broken, producers
+   stop, readers stop, then one more incarnation of every handle that ever
+   subscribed reads to the true head (the *drain*). Only a drained handle
+   can prove loss.
 5. **Check** the merged history and write the run directory.
 
-If the runner itself dies, its workers die with it (see
-:mod:`knell.supervisor`); the per-process histories stay on disk and
+Everything a run starts is recorded in the owner registry
+(:mod:`knell.owners`), and stale records of dead runners are reaped as a
+run starts. If the runner itself dies, its workers die with it (see
+:mod:`knell.platform`); the per-process histories stay on disk and
 ``knell check RUN_DIR`` can still merge and check them.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import signal
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from knell.buses import DriverError, open_bus, resolve_driver
-from knell.checker import CheckConfig, Verdict, check_history
+from knell.checker import CheckConfig, Verdict, check_events
 from knell.history import HistoryReader, HistoryWriter, merge_histories
-from knell.report import write_reports
+from knell.nemesis import Action, NemesisContext, kinds
+from knell.owners import Owner, reap
+from knell.platform import interrupt_on_terminate
+from knell.report import RunStats, write_reports
+from knell.rundir import RunDirError, atomic_write, new_dir, point_latest
 from knell.scenario import Scenario
-from knell.schedule import Action, Schedule, expand
+from knell.schedule import Schedule, expand
 from knell.supervisor import Supervisor
+from knell.workload.params import DrainParams, WorkerParams
+from knell.workload.worker import WorkerSpec
 
 __all__ = ["RunError", "RunOutcome", "check_run", "exit_code", "run_scenario"]
 
 READER_ROLES = ("consumer", "waiter", "joiner")
+RUN_SUBDIRS = ("history", "logs", "control", "store", "workers")
 STOP_GRACE = 5.0
 READY_TIMEOUT = 15.0
 MAX_CRASHES = 5  # a worker that keeps dying on its own is not restarted forever
@@ -68,37 +75,21 @@ def exit_code(verdict: Verdict) -> int:
     return 2
 
 
-def _new_run_dir(reports: Path, name: str) -> Path:
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
-    run_dir = reports / name / stamp
-    for sub in ("history", "logs", "control", "store", "workers"):
-        (run_dir / sub).mkdir(parents=True, exist_ok=True)
-    return run_dir
-
-
-def _point_latest(run_dir: Path) -> None:
-    """``reports/<scenario>/latest`` -> this run (a symlink, or a one-line
-    file naming the run where symlinks are not allowed, as on Windows)."""
-    latest = run_dir.parent / "latest"
-    tmp = run_dir.parent / f".latest.{os.getpid()}"
-    try:
-        if tmp.exists() or tmp.is_symlink():
-            tmp.unlink()
-        tmp.symlink_to(run_dir.name, target_is_directory=True)
-        os.replace(tmp, latest)
-    except OSError:
-        if latest.is_symlink() or latest.is_file():
-            latest.unlink()
-        elif latest.is_dir():
-            shutil.rmtree(latest)
-        latest.write_text(run_dir.name + "\n", encoding="utf-8")
-
-
 def store_url(scenario: Scenario, run_dir: Path) -> str:
     """The run's private store. SQLite only for now; Postgres and Redis
     provisioning slot in here."""
     path = (run_dir / "store" / "bus.db").resolve()
     return f"sqlite:///{path.as_posix().lstrip('/')}?poll_interval={scenario.poll_interval}"
+
+
+@dataclass(frozen=True)
+class _SqliteFile:
+    """The run's SQLite store, as fault kinds see it: a process frozen while
+    it holds the write lock stalls every writer."""
+
+    name: str = "store"
+    kind: str = "sqlite"
+    frozen_client_stalls: bool = True
 
 
 class _Run:
@@ -117,33 +108,40 @@ class _Run:
         self.driver = driver
         self.schedule = schedule
         self.say = say
-        self.supervisor = Supervisor(run_dir)
+        self.owner = Owner(run_dir)
+        self.supervisor = Supervisor(run_dir, self.owner)
         self.nemesis = HistoryWriter(run_dir / "history" / "nemesis.1.jsonl", "nemesis", 1)
-        self.expected_down: set[str] = set()
         self.stopping: set[str] = set()
         self.crashes: dict[str, int] = {}
+        self.kinds = kinds()
+        self.ctx = NemesisContext(
+            scenario=scenario,
+            supervisor=self.supervisor,
+            record=self.record,
+            stores={"store": _SqliteFile()},
+            say=say,
+        )
 
     # -- setup -------------------------------------------------------------
 
-    def _spec(self, name: str, role: str, params: dict[str, Any]) -> Path:
+    def _spec(self, name: str, role: str, params: WorkerParams) -> Path:
         path = self.run_dir / "workers" / f"{name}.json"
-        spec = {
-            "name": name,
-            "role": role,
-            "bus_url": self.url,
-            "driver": self.driver,
-            "history_dir": str((self.run_dir / "history").resolve()),
-            "control_dir": str((self.run_dir / "control").resolve()),
-            "params": params,
-        }
-        path.write_text(json.dumps(spec, indent=2) + "\n", encoding="utf-8")
+        spec = WorkerSpec(
+            name=name,
+            role=role,
+            bus_url=self.url,
+            driver=self.driver,
+            history_dir=str((self.run_dir / "history").resolve()),
+            control_dir=str((self.run_dir / "control").resolve()),
+            params=params,
+        )
+        atomic_write(path, json.dumps(spec.to_json(), indent=2) + "\n")
         return path.resolve()
 
     def start_all(self) -> None:
         self.nemesis.write("info", "begin", {"seed": self.schedule.seed})
         for name, spec in self.scenario.instances().items():
-            params = spec.model_dump(exclude={"name", "count", "role"})
-            self.supervisor.add(name, self._spec(name, spec.role, params))
+            self.supervisor.add(name, self._spec(name, spec.role, spec.params()))
         for name in self.supervisor.workers:
             self.supervisor.start(name)
         self.say(f"started {len(self.supervisor.workers)} processes")
@@ -173,51 +171,49 @@ class _Run:
 
     # -- the schedule --------------------------------------------------------
 
-    def _record(self, op: str, target: str, pid: int | None, **extra: Any) -> None:
-        self.nemesis.write("info", op, {"target": target, "pid": pid, **extra})
+    def record(self, f: str, target: str, *, action: Action | None = None, **value: Any) -> None:
+        """Write a nemesis event. An action's apply also records what the
+        fault is and touches, so its window can be read back from the
+        history alone (:mod:`knell.nemesis.windows`)."""
+        event: dict[str, Any] = {"target": target, **value}
+        if action is not None:
+            kind = self.kinds[action.kind]
+            event.update(fault=action.fault, kind=action.kind)
+            if action.step == "apply":
+                event.update(
+                    effect=kind.effect,
+                    grace_s=kind.grace,
+                    radius=kind.radius(action, self.ctx).to_json(),
+                )
+        self.nemesis.write("info", f, event)
 
     def apply(self, action: Action) -> None:
-        name = action.target
-        sup = self.supervisor
-        if action.op == "kill":
-            pid = sup.kill(name)
-            if pid is not None:
-                self.expected_down.add(name)
-                self._record("kill", name, pid)
-        elif action.op == "restart":
-            if name in self.expected_down and not sup.workers[name].alive():
-                worker = sup.start(name)
-                self.expected_down.discard(name)
-                self._record("restart", name, worker.pid, incarnation=worker.incarnation)
-        elif action.op == "pause":
-            pid = sup.pause(name)
-            if pid is not None:
-                self._record("pause", name, pid)
-        elif action.op == "resume":
-            pid = sup.resume(name)
-            if pid is not None:
-                self._record("resume", name, pid)
+        kind = self.kinds[action.kind]
+        if action.step == "apply":
+            kind.apply(action, self.ctx)
+        else:
+            kind.heal(action, self.ctx)
 
     def watch_crashes(self) -> None:
         """A worker that exits on its own is a finding: record it, restart it."""
         for name, worker in self.supervisor.workers.items():
-            if name in self.expected_down or name in self.stopping:
+            if name in self.ctx.expected_down or name in self.stopping:
                 continue
             if worker.popen is not None and worker.popen.poll() is not None:
                 code = worker.popen.returncode
                 pid = worker.popen.pid
                 self.supervisor.wait_exit([name], 0)
-                self._record("crash", name, pid, exit=code)
+                self.record("crash", name, pid=pid, exit=code)
                 self.crashes[name] = self.crashes.get(name, 0) + 1
                 log = f"logs/{name}.{worker.incarnation}.log"
                 if self.crashes[name] > MAX_CRASHES:
                     self.stopping.add(name)
-                    self._record("give-up", name, None, crashes=self.crashes[name])
+                    self.record("give-up", name, pid=None, crashes=self.crashes[name])
                     self.say(f"{name} keeps exiting on its own (see {log}); not restarting it")
                     continue
                 self.say(f"{name} exited on its own (code {code}, see {log}); restarting")
                 restarted = self.supervisor.start(name)
-                self._record("restart", name, restarted.pid, incarnation=restarted.incarnation)
+                self.record("restart", name, pid=restarted.pid, incarnation=restarted.incarnation)
 
     def drive(self) -> None:
         t0 = time.monotonic()
@@ -239,14 +235,10 @@ class _Run:
     # -- the final phase -----------------------------------------------------
 
     def heal(self) -> None:
-        sup = self.supervisor
-        for name, worker in sup.workers.items():
-            if worker.paused:
-                self._record("resume", name, sup.resume(name))
-        for name in sorted(self.expected_down):
-            worker = sup.start(name)
-            self._record("restart", name, worker.pid, incarnation=worker.incarnation)
-        self.expected_down.clear()
+        """Every fault kind heals what it left broken (the last registered
+        first: a kind may rely on those registered before it)."""
+        for kind in reversed(list(self.kinds.values())):
+            kind.heal_all(self.ctx)
         self.nemesis.write("info", "heal", {})
 
     def stop(self, roles: tuple[str, ...]) -> None:
@@ -256,7 +248,7 @@ class _Run:
             (self.run_dir / "control" / f"stop-{name}").touch()
         stuck = self.supervisor.wait_exit(names, STOP_GRACE)
         for name in stuck:
-            self._record("kill", name, self.supervisor.kill(name), reason="did not stop in time")
+            self.record("kill", name, pid=self.supervisor.kill(name), reason="did not stop in time")
         self.nemesis.write("info", "stop", {"roles": list(roles)})
 
     def handles(self) -> list[tuple[str, str]]:
@@ -273,7 +265,7 @@ class _Run:
         pending: dict[str, tuple[str, str]] = {}
         for index, (handle, channel) in enumerate(handles, start=1):
             name = f"drain-{index}"
-            params = {"handle": handle, "channel": channel, "batch": 200}
+            params = DrainParams(handle=handle, channel=channel)
             self.supervisor.add(name, self._spec(name, "drain", params))
             self.nemesis.write(
                 "invoke", "drain", {"handle": handle}, handle=handle, channel=channel
@@ -315,18 +307,6 @@ class _Run:
         self.drain()
 
 
-def _interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
-def _terminate_as_interrupt() -> signal.Handlers | Callable[..., Any] | int | None:
-    """SIGTERM unwinds the run like Ctrl-C, so every worker is killed and
-    reaped before the runner exits (SIGKILL is covered by the workers' leash)."""
-    if threading.current_thread() is not threading.main_thread():
-        return None
-    return signal.signal(signal.SIGTERM, _interrupt)
-
-
 def run_scenario(
     scenario: Scenario,
     *,
@@ -346,10 +326,11 @@ def run_scenario(
                 f"schedule targets {', '.join(unknown)} are not processes of {scenario.name!r}"
             )
     driver = driver or scenario.bus
+    reap()  # what dead runners left behind; never what a live one owns
     try:
-        run_dir = _new_run_dir(reports, scenario.name)
-    except OSError as exc:
-        raise RunError(f"{reports}: cannot create the run directory: {exc.strerror}") from None
+        run_dir = new_dir(reports / scenario.name, *RUN_SUBDIRS)
+    except RunDirError as exc:
+        raise RunError(f"cannot create the run directory: {exc}") from None
     url = store_url(scenario, run_dir)
     try:
         resolve_driver(url, driver)
@@ -358,26 +339,26 @@ def run_scenario(
         shutil.rmtree(run_dir, ignore_errors=True)
         raise RunError(str(exc)) from None
     schedule = schedule or expand(scenario)
-    schedule.save(run_dir / "schedule.json")
-    (run_dir / "scenario.json").write_text(
-        json.dumps({**scenario.model_dump(), "bus": driver}, indent=2) + "\n", encoding="utf-8"
+    atomic_write(run_dir / "schedule.json", json.dumps(schedule.to_json(), indent=2) + "\n")
+    atomic_write(
+        run_dir / "scenario.json",
+        json.dumps({**scenario.model_dump(), "bus": driver}, indent=2) + "\n",
     )
     say(f"run directory {run_dir}")
     run = _Run(scenario, run_dir, url, driver, schedule, say)
-    previous = _terminate_as_interrupt()
     try:
-        run.start_all()
-        run.wait_ready()
-        run.drive()
-        say("final phase: heal, stop producers, drain every handle")
-        run.final_phase()
+        with interrupt_on_terminate():
+            run.start_all()
+            run.wait_ready()
+            run.drive()
+            say("final phase: heal, stop producers, drain every handle")
+            run.final_phase()
     finally:
         run.supervisor.shutdown()
         run.nemesis.close()
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+        run.owner.close()
     outcome = check_run(run_dir, say=say)
-    _point_latest(run_dir)
+    point_latest(run_dir)
     return outcome
 
 
@@ -390,7 +371,9 @@ def _check_config(run_dir: Path) -> CheckConfig:
 
 
 def check_run(run_dir: Path, *, say: Callable[[str], None] = lambda _: None) -> RunOutcome:
-    """Merge (if needed) and check a run directory, and (re)write its reports."""
+    """Merge (if needed) and check a run directory in one pass (the checks
+    and the run statistics read the history together), and (re)write its
+    reports."""
     parts = sorted((run_dir / "history").glob("*.jsonl"))
     merged = run_dir / "history.jsonl"
     torn: list[str] = []
@@ -400,6 +383,7 @@ def check_run(run_dir: Path, *, say: Callable[[str], None] = lambda _: None) -> 
         raise RunError(f"{run_dir}: no history here (expected history.jsonl or history/*.jsonl)")
     for line in torn:
         say(line)
-    verdict = check_history(merged, _check_config(run_dir))
-    write_reports(run_dir, verdict, torn)
+    stats = RunStats()
+    verdict = check_events(HistoryReader(merged), _check_config(run_dir), extra=[stats])
+    write_reports(run_dir, verdict, stats, torn)
     return RunOutcome(run_dir, verdict, exit_code(verdict))

@@ -16,16 +16,22 @@ from __future__ import annotations
 
 import re
 import sys
+from dataclasses import fields
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Union
 
-from pydantic import (
-    BaseModel,
-    BeforeValidator,
-    ConfigDict,
-    Field,
-    ValidationError,
-    model_validator,
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from knell.durations import Duration, parse_duration
+from knell.nemesis.kind import FaultSpec
+from knell.nemesis.registry import kinds, on_register
+from knell.workload.params import (
+    ConsumerParams,
+    JoinerParams,
+    ProducerParams,
+    ReaderParams,
+    WaiterParams,
+    WorkerParams,
 )
 
 if sys.version_info >= (3, 11):
@@ -36,8 +42,6 @@ else:  # pragma: no cover
 __all__ = [
     "ConsumerSpec",
     "JoinerSpec",
-    "KillSpec",
-    "PauseSpec",
     "ProcessSpec",
     "ProducerSpec",
     "Scenario",
@@ -47,36 +51,11 @@ __all__ = [
     "parse_duration",
 ]
 
-_DURATION = re.compile(r"^\s*(?P<n>-?(?:\d+(?:\.\d*)?|\.\d+))\s*(?P<unit>ms|s|m|h)?\s*$")
-_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
-
 
 class ScenarioError(Exception):
     """A scenario file is unusable; the message names file, field and value."""
 
 
-def parse_duration(value: Any) -> float:
-    """``"20s"``, ``"500ms"``, ``"2m"``, ``1.5`` (seconds) -> seconds.
-
-    Negative or malformed values are refused here so the error names the
-    field that held them."""
-    if isinstance(value, bool):
-        raise ValueError(f"expected a duration like '2s' or '500ms', got {value!r}")
-    if isinstance(value, (int, float)):
-        seconds = float(value)
-    elif isinstance(value, str):
-        match = _DURATION.match(value)
-        if match is None:
-            raise ValueError(f"expected a duration like '2s' or '500ms', got {value!r}")
-        seconds = float(match["n"]) * _UNITS[match["unit"]]
-    else:
-        raise ValueError(f"expected a duration like '2s' or '500ms', got {value!r}")
-    if seconds < 0:
-        raise ValueError(f"duration must not be negative, got {value!r}")
-    return seconds
-
-
-Duration = Annotated[float, BeforeValidator(parse_duration)]
 Name = Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9_-]*$", max_length=64)]
 
 
@@ -85,27 +64,40 @@ class _Strict(BaseModel):
 
 
 class _ProcessBase(_Strict):
+    PARAMS: ClassVar[type[WorkerParams]]
+    """The worker's parameter class: the defaults below come from it, and
+    :meth:`params` converts this spec into it."""
+
     name: Name | None = Field(
         default=None, description="Group name; instances are NAME-1..NAME-count (default: role)"
     )
     count: int = Field(default=1, ge=1, le=64)
-    channel: Name = "events"
+    channel: Name = ReaderParams.channel
 
     @property
     def group(self) -> str:
         return self.name or self.role  # type: ignore[attr-defined]
 
+    def params(self) -> WorkerParams:
+        """What a worker of this spec is told (see :mod:`knell.workload.params`)."""
+        names = {f.name for f in fields(self.PARAMS)}
+        return self.PARAMS(**{name: getattr(self, name) for name in names})
+
 
 class ProducerSpec(_ProcessBase):
     """Posts unique ids at a steady rate."""
 
+    PARAMS = ProducerParams
     role: Literal["producer"]
-    rate: float = Field(default=50.0, gt=0, le=100_000, description="posts per second each")
+    rate: float = Field(
+        default=ProducerParams.rate, gt=0, le=100_000, description="posts per second each"
+    )
     idempotency: bool = Field(
-        default=False, description="send idempotency keys; retry indeterminate posts with them"
+        default=ProducerParams.idempotency,
+        description="send idempotency keys; retry indeterminate posts with them",
     )
     retry_every: int = Field(
-        default=0,
+        default=ProducerParams.retry_every,
         ge=0,
         description="with idempotency: resend every Nth post with its key, as a client "
         "whose reply was lost would (0 = never)",
@@ -113,14 +105,18 @@ class ProducerSpec(_ProcessBase):
 
 
 class _ReaderBase(_ProcessBase):
-    batch: int = Field(default=50, ge=1, le=10_000, description="fetch page size")
-    handle_time: Duration = Field(default=0.0, description="simulated work per message")
-    ack_probe_every: int = Field(
-        default=0, ge=0, description="every N pages, try an ack beyond head (must be refused)"
+    batch: int = Field(default=ReaderParams.batch, ge=1, le=10_000, description="fetch page size")
+    handle_time: Duration = Field(
+        default=ReaderParams.handle_time, description="simulated work per message"
     )
-    idle: Duration = Field(default=0.05, description="sleep when caught up")
+    ack_probe_every: int = Field(
+        default=ReaderParams.ack_probe_every,
+        ge=0,
+        description="every N pages, try an ack beyond head (must be refused)",
+    )
+    idle: Duration = Field(default=ReaderParams.idle, description="sleep when caught up")
     paging: Literal["after", "cursor"] = Field(
-        default="after",
+        default=ReaderParams.paging,
         description="how later pages of a catch-up are read: 'after' passes the last seq "
         "seen; 'cursor' re-reads from the durable cursor after each ack",
     )
@@ -129,28 +125,37 @@ class _ReaderBase(_ProcessBase):
 class ConsumerSpec(_ReaderBase):
     """Catches up to the true head, handles, then acks. Instances share a handle."""
 
+    PARAMS = ConsumerParams
     role: Literal["consumer"]
-    handle: Name = "worker"
-    at: Literal["head", "start"] = "head"
+    handle: Name = ConsumerParams.handle
+    at: Literal["head", "start"] = ConsumerParams.at
 
 
 class WaiterSpec(_ReaderBase):
     """The doorbell loop: arm, ring, catch up, ack, reply, re-arm."""
 
+    PARAMS = WaiterParams
     role: Literal["waiter"]
-    handle: Name | None = Field(default=None, description="default: the instance name")
-    wait_timeout: Duration = Field(default=2.0, gt=0)
+    handle: Name | None = Field(
+        default=WaiterParams.handle, description="default: the instance name"
+    )
+    wait_timeout: Duration = Field(default=WaiterParams.wait_timeout, gt=0)
     reply_every: int = Field(
-        default=3, ge=0, description="post an own message after every N rings (0 = never)"
+        default=WaiterParams.reply_every,
+        ge=0,
+        description="post an own message after every N rings (0 = never)",
     )
 
 
 class JoinerSpec(_ReaderBase):
     """A fresh handle per incarnation that joins at head mid-run, then consumes."""
 
+    PARAMS = JoinerParams
     role: Literal["joiner"]
-    handle: Name = Field(default="joiner", description="prefix of the fresh handles")
-    join_after: Duration = Field(default=1.0, description="delay before the first join")
+    handle: Name = Field(default=JoinerParams.handle, description="prefix of the fresh handles")
+    join_after: Duration = Field(
+        default=JoinerParams.join_after, description="delay before the first join"
+    )
 
 
 ProcessSpec = Annotated[
@@ -158,29 +163,19 @@ ProcessSpec = Annotated[
 ]
 
 
-class _FaultBase(_Strict):
-    target: str = Field(description="a process group, role, or instance name")
-    every: Duration = Field(gt=0, description="mean interval between faults")
-    jitter: float = Field(default=0.5, ge=0, lt=1, description="interval spread, 0..1")
-    start: Duration = Field(default=1.0, description="first fault not before this")
-    stop: Duration | None = Field(default=None, description="no fault after this")
+def _nemesis_union() -> Any:
+    """The ``[[nemesis]]`` table type: one spec model per registered fault
+    kind, told apart by ``fault``."""
+    specs = tuple(kind.spec for kind in kinds().values())
+    if len(specs) == 1:
+        return specs[0]
+    return Annotated[Union[specs], Field(discriminator="fault")]  # noqa: UP007
 
 
-class KillSpec(_FaultBase):
-    """SIGKILL one process; restart it as a new incarnation after a delay."""
-
-    fault: Literal["kill"]
-    restart_after: Duration = 0.2
-
-
-class PauseSpec(_FaultBase):
-    """Suspend one process tree (SIGSTOP); resume it after ``duration``."""
-
-    fault: Literal["pause"]
-    duration: Duration = Field(default=1.0, gt=0)
-
-
-NemesisSpec = Annotated[KillSpec | PauseSpec, Field(discriminator="fault")]
+if TYPE_CHECKING:
+    NemesisSpec = FaultSpec
+else:
+    NemesisSpec = _nemesis_union()
 
 
 class Scenario(_Strict):
@@ -208,8 +203,9 @@ class Scenario(_Strict):
                     "give one of them a distinct 'name'"
                 )
             groups[spec.group] = spec.role
-        known = set(self.instances()) | set(groups) | set(groups.values())
+        registry = kinds()
         for index, fault in enumerate(self.nemesis):
+            known = registry[fault.fault].known_targets(self)
             if fault.target not in known:
                 raise ValueError(
                     f"nemesis[{index}].target: {fault.target!r} names no process "
@@ -238,7 +234,19 @@ class Scenario(_Strict):
         return Scenario.model_validate(data)
 
 
-_TAGS = ("producer", "consumer", "waiter", "joiner", "kill", "pause")
+def _rebuild() -> None:
+    """A fault kind was registered: teach the models its table."""
+    global NemesisSpec
+    NemesisSpec = _nemesis_union()
+    Scenario.model_rebuild(force=True)
+
+
+on_register(_rebuild)
+
+
+def _tags() -> set[str]:
+    """The union tags pydantic inserts in error paths (roles and faults)."""
+    return {"producer", "consumer", "waiter", "joiner", *kinds()}
 
 
 def _locate(text: str, loc: tuple[int | str, ...]) -> int | None:
@@ -257,7 +265,7 @@ def _locate(text: str, loc: tuple[int | str, ...]) -> int | None:
                     break
         else:
             return None
-        keys = [k for k in loc[2:] if isinstance(k, str) and k not in _TAGS]
+        keys = [k for k in loc[2:] if isinstance(k, str) and k not in _tags()]
         if not keys:
             return start + 1
         in_table = True
@@ -283,7 +291,7 @@ def _field_path(loc: tuple[int | str, ...]) -> str:
     for part in loc:
         if isinstance(part, int):
             path += f"[{part}]"
-        elif part in _TAGS:
+        elif part in _tags():
             continue  # the union tag pydantic inserts; not a key the user wrote
         else:
             path += f".{part}" if path else part

@@ -3,34 +3,77 @@
 A spec says "kill a consumer about every 2 s"; the schedule says "kill
 consumer-2 at 3.412 s, restart it at 3.612 s". The expansion is a pure
 function of the scenario and the seed (one ``random.Random(seed)``, specs
-expanded in file order), so the same seed always yields the same plan, and
-the plan is saved beside the history for replay and for the report.
+expanded in file order, each by its fault kind's
+:meth:`~knell.nemesis.kind.FaultKind.expand`), so the same seed always
+yields the same plan, and the plan is saved beside the history for replay
+and for the report.
 
-Faults on one instance never overlap: an instance that is down or paused
-is not chosen again until it has healed, so every fault has a clean heal.
+Faults on one target never overlap: a target that is down or paused is not
+chosen again until it has healed, so every fault has a clean heal.
+
+``schedule.json`` carries a ``version``. Version 2 actions name their kind
+and step (``{"kind": "kill", "step": "apply"}``) and may carry parameters;
+a file without a version is version 1 (``{"op": "kill"}``, from before fault
+kinds were modules) and is read by mapping each op to its kind and step, so
+old runs still replay.
 """
 
 from __future__ import annotations
 
 import json
 import random
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
-from knell.scenario import KillSpec, PauseSpec, Scenario
+from knell.nemesis.kind import Action
+from knell.nemesis.registry import kinds
 
-__all__ = ["Action", "Schedule", "expand"]
+__all__ = ["VERSION", "Action", "Schedule", "ScheduleError", "expand"]
+
+VERSION = 2
+
+Step = Literal["apply", "heal"]
+
+_V1_OPS = {
+    "kill": ("kill", "apply"),
+    "restart": ("kill", "heal"),
+    "pause": ("pause", "apply"),
+    "resume": ("pause", "heal"),
+}
 
 
-@dataclass(frozen=True, order=True)
-class Action:
-    """One timed nemesis step, seconds from the start of the run."""
+class ScheduleError(ValueError):
+    """A schedule file cannot be used (the message says why)."""
 
-    at: float
-    op: Literal["kill", "restart", "pause", "resume"]
-    target: str
-    fault: int  # index of the fault this step belongs to (a kill and its restart share it)
+
+def _action(data: Any, version: int, index: int) -> Action:
+    if not isinstance(data, dict):
+        raise ScheduleError(f"actions[{index}]: expected an object, got {data!r}")
+    try:
+        if version == 1:
+            op = data["op"]
+            if op not in _V1_OPS:
+                raise ScheduleError(f"actions[{index}].op: unknown op {op!r}")
+            kind, step = _V1_OPS[op]
+            params: dict[str, Any] = {}
+        else:
+            kind, step = str(data["kind"]), data["step"]
+            if step not in ("apply", "heal"):
+                raise ScheduleError(f"actions[{index}].step: must be apply or heal, got {step!r}")
+            params = data.get("params") or {}
+            if not isinstance(params, dict):
+                raise ScheduleError(f"actions[{index}].params: expected an object")
+        at = float(data["at"])
+        if at != at or at < 0:
+            raise ScheduleError(f"actions[{index}].at: must be a non-negative number, got {at}")
+        return Action(at, kind, cast(Step, step), str(data["target"]), int(data["fault"]), params)
+    except KeyError as exc:
+        raise ScheduleError(f"actions[{index}]: missing field {exc.args[0]!r}") from None
+    except (TypeError, ValueError) as exc:
+        if isinstance(exc, ScheduleError):
+            raise
+        raise ScheduleError(f"actions[{index}]: {exc}") from None
 
 
 @dataclass(frozen=True)
@@ -41,18 +84,49 @@ class Schedule:
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "version": VERSION,
             "seed": self.seed,
             "duration": self.duration,
-            "actions": [asdict(a) for a in self.actions],
+            "actions": [
+                {
+                    "at": a.at,
+                    "kind": a.kind,
+                    "step": a.step,
+                    "target": a.target,
+                    "fault": a.fault,
+                    **({"params": dict(a.params)} if a.params else {}),
+                }
+                for a in self.actions
+            ],
         }
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Schedule:
-        return cls(
-            seed=int(data["seed"]),
-            duration=float(data["duration"]),
-            actions=tuple(Action(**a) for a in data["actions"]),
-        )
+    def from_json(cls, data: Any) -> Schedule:
+        """Read a version 1 or 2 schedule; :class:`ScheduleError` says what
+        is wrong and where."""
+        if not isinstance(data, dict):
+            raise ScheduleError("expected a JSON object with seed, duration and actions")
+        version = data.get("version", 1)
+        if version not in (1, 2):
+            raise ScheduleError(f"version {version!r} is not one this knell reads (1 or 2)")
+        try:
+            seed, duration = int(data["seed"]), float(data["duration"])
+        except KeyError as exc:
+            raise ScheduleError(f"missing field {exc.args[0]!r}") from None
+        except (TypeError, ValueError) as exc:
+            raise ScheduleError(f"seed / duration: {exc}") from None
+        actions = data.get("actions")
+        if not isinstance(actions, list):
+            raise ScheduleError("actions: expected a list")
+        parsed = tuple(_action(a, version, i) for i, a in enumerate(actions))
+        registry = kinds()
+        for index, action in enumerate(parsed):
+            if action.kind not in registry:
+                raise ScheduleError(
+                    f"actions[{index}].kind: unknown fault kind {action.kind!r} "
+                    f"(known: {', '.join(registry)})"
+                )
+        return cls(seed=seed, duration=duration, actions=parsed)
 
     def save(self, path: Path) -> None:
         path.write_text(json.dumps(self.to_json(), indent=2) + "\n", encoding="utf-8")
@@ -62,37 +136,15 @@ class Schedule:
         return cls.from_json(json.loads(path.read_text(encoding="utf-8")))
 
 
-def expand(scenario: Scenario, seed: int | None = None) -> Schedule:
+def expand(scenario: Any, seed: int | None = None) -> Schedule:
     """Turn the scenario's nemesis specs into timed actions."""
     seed = scenario.seed if seed is None else seed
     rng = random.Random(seed)
     busy_until: dict[str, float] = {}
     actions: list[Action] = []
-    fault_id = 0
+    registry = kinds()
     for spec in scenario.nemesis:
-        candidates = scenario.targets(spec.target)
-        stop = scenario.duration if spec.stop is None else min(spec.stop, scenario.duration)
-        t = spec.start
-        while t < stop:
-            free = [c for c in candidates if busy_until.get(c, -1.0) <= t]
-            if not free:
-                t += spec.every * 0.25
-                continue
-            target = rng.choice(free)
-            if isinstance(spec, KillSpec):
-                heal = t + spec.restart_after
-                actions += [
-                    Action(round(t, 4), "kill", target, fault_id),
-                    Action(round(heal, 4), "restart", target, fault_id),
-                ]
-            elif isinstance(spec, PauseSpec):
-                heal = t + spec.duration
-                actions += [
-                    Action(round(t, 4), "pause", target, fault_id),
-                    Action(round(heal, 4), "resume", target, fault_id),
-                ]
-            busy_until[target] = heal + 0.05
-            fault_id += 1
-            t += spec.every * rng.uniform(1 - spec.jitter, 1 + spec.jitter)
-    actions.sort()
+        kind = registry[spec.fault]
+        actions += kind.expand(spec, scenario, rng, busy_until, len(actions) // 2)
+    actions.sort(key=Action.sort_key)
     return Schedule(seed=seed, duration=scenario.duration, actions=tuple(actions))

@@ -7,9 +7,11 @@ process tree (SIGSTOP), a restart starts a new OS process as the next
 from the store and nothing else.
 
 No orphans, whatever dies when: each worker is leashed to this process
-(parent-death signal plus a watchdog, see :mod:`knell.workload.worker`),
-and :meth:`Supervisor.shutdown` kills whatever is still alive, resuming
-paused trees first so nothing is left stopped.
+(parent-death signal plus a watchdog, see :mod:`knell.platform`), every
+start is recorded in the run's owner registry (:mod:`knell.owners`), and
+:meth:`Supervisor.shutdown` kills whatever is still alive, resuming
+paused trees first so nothing is left stopped. The OS calls themselves
+live in :mod:`knell.platform`, one module per platform.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import psutil
+from knell.owners import Owner
+from knell.platform import SPAWN_GROUP, kill_tree, resume_tree, suspend_tree
 
 __all__ = ["Supervisor", "WorkerProcess"]
 
@@ -47,8 +50,11 @@ class WorkerProcess:
 class Supervisor:
     """Owns the worker processes of one run directory."""
 
-    def __init__(self, run_dir: Path, python: str = sys.executable) -> None:
+    def __init__(
+        self, run_dir: Path, owner: Owner | None = None, python: str = sys.executable
+    ) -> None:
         self.run_dir = run_dir
+        self.owner = owner
         self.python = python
         self.logs = run_dir / "logs"
         self.logs.mkdir(parents=True, exist_ok=True)
@@ -89,9 +95,12 @@ class Supervisor:
                 stderr=subprocess.STDOUT,
                 cwd=self.run_dir,
                 env=self.env,
+                **SPAWN_GROUP,
             )
         finally:
             log.close()
+        if self.owner is not None:
+            self.owner.process(worker.popen.pid, f"{name}.{worker.incarnation}")
         return worker
 
     def kill(self, name: str) -> int | None:
@@ -101,7 +110,7 @@ class Supervisor:
         if not worker.alive() or worker.popen is None:
             return None
         pid = worker.popen.pid
-        _kill_tree(pid)
+        kill_tree(pid)
         worker.popen.wait()
         self._reap(worker)
         worker.paused = False
@@ -111,7 +120,7 @@ class Supervisor:
         worker = self.workers[name]
         if not worker.alive() or worker.paused or worker.pid is None:
             return None
-        _each_in_tree(worker.pid, "suspend")
+        suspend_tree(worker.pid)
         worker.paused = True
         return worker.pid
 
@@ -120,7 +129,7 @@ class Supervisor:
         if not worker.alive() or not worker.paused or worker.pid is None:
             worker.paused = False
             return None
-        _each_in_tree(worker.pid, "resume")
+        resume_tree(worker.pid)
         worker.paused = False
         return worker.pid
 
@@ -144,8 +153,8 @@ class Supervisor:
         for worker in self.workers.values():
             if worker.alive() and worker.pid is not None:
                 if worker.paused:
-                    _each_in_tree(worker.pid, "resume")
-                _kill_tree(worker.pid)
+                    resume_tree(worker.pid)
+                kill_tree(worker.pid)
                 killed.append(worker.name)
             if worker.popen is not None:
                 with contextlib.suppress(subprocess.TimeoutExpired):
@@ -157,25 +166,3 @@ class Supervisor:
         if worker.popen is not None and worker.popen.poll() is not None:
             worker.exits.append(worker.popen.returncode)
             worker.popen = None
-
-
-def _tree(pid: int) -> list[psutil.Process]:
-    try:
-        root = psutil.Process(pid)
-        return [root, *root.children(recursive=True)]
-    except psutil.NoSuchProcess:
-        return []
-
-
-def _each_in_tree(pid: int, action: str) -> None:
-    for proc in _tree(pid):
-        with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
-            getattr(proc, action)()
-
-
-def _kill_tree(pid: int) -> None:
-    """SIGKILL the root first (so it cannot respawn children), then the rest.
-    The caller reaps the root through its Popen."""
-    for proc in _tree(pid):
-        with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
-            proc.kill()

@@ -11,7 +11,7 @@ import pytest
 
 from knell.checker import CheckConfig, check_events
 from knell.history import HistoryReader
-from knell.report import run_stats
+from knell.report import RunStats
 
 CORPUS = Path(__file__).resolve().parents[1] / "corpus"
 RUNS = sorted(p for p in CORPUS.iterdir() if (p / "history.jsonl.xz").exists())
@@ -27,10 +27,13 @@ def test_stored_history_checks_as_recorded(run: Path, tmp_path: Path) -> None:
     history.write_bytes(lzma.decompress((run / "history.jsonl.xz").read_bytes()))
     golden = json.loads(lzma.decompress((run / "golden.json.xz").read_bytes()))
     scenario = json.loads((run / "scenario.json").read_text(encoding="utf-8"))
-    verdict = check_events(HistoryReader(history), CheckConfig(wake_bound=scenario["wake_bound"]))
+    stats = RunStats()
+    verdict = check_events(
+        HistoryReader(history), CheckConfig(wake_bound=scenario["wake_bound"]), extra=[stats]
+    )
     got = json.loads(json.dumps({n: c.to_json() for n, c in verdict.checks.items()}, default=str))
     for name, expected in golden["checks"].items():
         assert got[name] == expected, f"{run.name}: check {name} changed"
     assert verdict.valid == golden["valid"]
-    stats = json.loads(json.dumps(run_stats(HistoryReader(history)).to_json(), default=str))
-    assert stats == golden["stats"]
+    stats.close(verdict.events, verdict.first_time, verdict.last_time)
+    assert json.loads(json.dumps(stats.to_json(), default=str)) == golden["stats"]

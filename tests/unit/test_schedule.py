@@ -22,11 +22,11 @@ def test_every_fault_heals_and_never_overlaps() -> None:
     assert schedule.actions
     down: dict[str, str] = {}
     for action in schedule.actions:
-        if action.op in ("kill", "pause"):
+        if action.step == "apply":
             assert action.target not in down, f"{action.target} faulted while down"
-            down[action.target] = action.op
+            down[action.target] = action.kind
         else:
-            assert down.pop(action.target) == {"restart": "kill", "resume": "pause"}[action.op]
+            assert down.pop(action.target) == action.kind
     assert not down
 
 

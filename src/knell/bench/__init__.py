@@ -37,6 +37,7 @@ from typing import Any
 
 from knell.bench.report import host_info, write_bench
 from knell.bench.result import Row
+from knell.rundir import new_dir, point_latest
 
 __all__ = ["Row", "run_bench"]
 
@@ -97,8 +98,7 @@ def run_bench(
     if unknown:
         raise ValueError(f"unknown bench section(s) {unknown}; known: {', '.join(SECTIONS)}")
     now = datetime.now(timezone.utc)
-    out = reports / "bench" / now.strftime("%Y%m%dT%H%M%S.%fZ")
-    out.mkdir(parents=True, exist_ok=True)
+    out = new_dir(reports / "bench", now=now)
     started = time.perf_counter()
     rows: list[Row] = []
     errors: dict[str, str] = {}
@@ -131,18 +131,5 @@ def run_bench(
         "errors": errors,
     }
     write_bench(out, data)
-    _point_latest(out)
+    point_latest(out)
     return out
-
-
-def _point_latest(out: Path) -> None:
-    """``reports/bench/latest`` -> this run (best effort)."""
-    latest = out.parent / "latest"
-    try:
-        tmp = out.parent / ".latest.tmp"
-        if tmp.is_symlink() or tmp.exists():
-            tmp.unlink()
-        tmp.symlink_to(out.name, target_is_directory=True)
-        tmp.replace(latest)
-    except OSError:
-        pass

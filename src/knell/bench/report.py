@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from knell.bench.result import Row
+from knell.rundir import atomic_write
 
 __all__ = ["host_info", "render_markdown", "write_bench"]
 
@@ -87,6 +88,4 @@ def write_bench(out: Path, data: dict[str, Any]) -> None:
         ("bench.json", json.dumps(data, indent=2, default=str) + "\n"),
         ("bench.md", render_markdown(data)),
     ):
-        tmp = out / f".{name}.tmp"
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(out / name)
+        atomic_write(out / name, text)

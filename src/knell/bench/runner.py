@@ -30,8 +30,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from knell.bench.result import Row, ratio
-from knell.bench.timing import percentile
 from knell.history import read_history
+from knell.stats import percentile
 
 __all__ = ["run_runner_bench"]
 

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-__all__ = ["Paired", "Sample", "paired", "percentile", "timed"]
+__all__ = ["Paired", "Sample", "paired", "timed"]
 
 
 @dataclass(frozen=True)
@@ -94,12 +94,3 @@ def paired(subject: Callable[[], int], baseline: Callable[[], int], rounds: int)
             subjects.append(timed(subject))
             baselines.append(timed(baseline))
     return Paired(subjects, baselines)
-
-
-def percentile(values: list[float], q: float) -> float | None:
-    """Nearest-rank percentile (``q`` in 0..1) of ``values``; ``None`` if empty."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    rank = max(1, math.ceil(q * len(ordered)))
-    return ordered[rank - 1]

@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from knell.bench.result import Row
-from knell.bench.timing import percentile
 from knell.buses import open_bus
+from knell.stats import percentile
 
 __all__ = ["run_wake_bench"]
 

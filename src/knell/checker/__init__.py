@@ -11,23 +11,31 @@ Usage::
 Each check is one module (``loss``, ``unexpected``, ``cursor``, ``seq``,
 ``idempotency``, ``join``, ``ack_head``, ``ordering``, ``wake``,
 ``redelivery``) whose docstring explains the property and why breaking it
-matters; :mod:`knell.checker.base` says what a check is and
+matters; :mod:`knell.checker.base` says what a check is,
+:mod:`knell.checker.consumer` how it declares what it reads,
+:mod:`knell.checker.dispatch` how the single pass feeds it, and
 :mod:`knell.checker.registry` lists them.
 """
 
 from __future__ import annotations
 
-from knell.checker.base import Anomaly, CheckConfig, CheckResult, Validity
+from knell.checker.base import Anomaly, Check, CheckConfig, CheckResult, Validity
+from knell.checker.consumer import Consumer, on, on_delivery, on_op
 from knell.checker.registry import CHECKS
 from knell.checker.verdict import Verdict, check_events, check_history
 
 __all__ = [
     "CHECKS",
     "Anomaly",
+    "Check",
     "CheckConfig",
     "CheckResult",
+    "Consumer",
     "Validity",
     "Verdict",
     "check_events",
     "check_history",
+    "on",
+    "on_delivery",
+    "on_op",
 ]

@@ -18,55 +18,34 @@ Refused acks are the expected behaviour and are counted (``refused``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from knell.checker.base import BaseCheck, CheckConfig, CheckResult, OpKey, witness
+from knell.checker.base import Check, CheckResult, witness
+from knell.checker.consumer import on, on_op
 from knell.history import Event
 
 __all__ = ["AckHeadCheck"]
 
 
-class AckHeadCheck(BaseCheck):
+class AckHeadCheck(Check):
     name: ClassVar[str] = "ack-beyond-head"
-    fs: ClassVar[frozenset[str]] = frozenset({"post", "ack"})
-    types: ClassVar[Mapping[str, frozenset[str]]] = {"post": frozenset({"invoke"})}
     kinds: ClassVar[tuple[str, ...]] = ("ack-beyond-head",)
-    handlers: ClassVar[Mapping[tuple[str, str], str]] = {
-        ("post", "invoke"): "_post_invoke",
-        ("ack", "invoke"): "_ack_invoke",
-        ("ack", "ok"): "_ack_done",
-    }
 
-    def __init__(self, config: CheckConfig) -> None:
-        super().__init__(config)
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
         self._posts: dict[Any, int] = {}
-        self._pending: dict[OpKey, Event] = {}
         self._accepted = 0
         self._refused = 0
         self._indeterminate = 0
 
-    def observe(self, event: Event) -> None:
-        type_ = event["type"]
-        if event["f"] == "post":
-            self._post_invoke(event)
-        elif type_ == "invoke":
-            self._ack_invoke(event)
-        else:
-            self._ack_done(event)
-
+    @on("post", "invoke")
     def _post_invoke(self, event: Event) -> None:
         channel = event.get("channel")
         self._posts[channel] = self._posts.get(channel, 0) + 1
 
-    def _ack_invoke(self, event: Event) -> None:
-        self._pending[(event["process"], event.get("incarnation"))] = event
-
-    def _ack_done(self, event: Event) -> None:
+    @on_op("ack")
+    def _ack_done(self, inv: Event | None, event: Event) -> None:
         type_ = event["type"]
-        inv = self._pending.pop((event["process"], event.get("incarnation")), None)
-        if inv is not None and inv["f"] != "ack":
-            inv = None
         if type_ == "fail":
             self._refused += 1
             return

@@ -4,8 +4,10 @@ A *check* is one property of the delivery contract, decided from the
 recorded history alone: knell never asks the bus whether it behaved, it
 replays what every process asked and saw. Checks follow Jepsen's shape:
 
-* one pass over the merged history (events in real-time order), so a
-  million-event history is read once, by every check at the same time;
+* one pass over the merged history (events in real-time order), shared by
+  every check: a check is a :class:`~knell.checker.consumer.Consumer` that
+  declares, with decorators on its methods, the events, completed
+  operations and deliveries it wants, and is fed exactly those;
 * memory proportional to the number of *messages*, never to the number of
   events: a check keeps per-message or per-cursor state in plain dicts and
   tuples, never the event list;
@@ -21,57 +23,41 @@ Every anomaly carries a **minimal witness**: the handful of events (with
 their ``index``, ``time`` and ``process``) that prove it, so a reader can
 find them in ``history.jsonl`` and see the violation with their own eyes.
 
-A check is any object with ``name``, ``fs`` (the ``f`` values it wants; the
-driver dispatches on ``event["f"]`` so a check never sees irrelevant
-events), ``observe(event)`` and ``result()``. It may also declare
-``types``: for some of its ``f`` values, the event types it wants (say only
-``ok`` for ``fetch``); the others are then never passed to it, and
-``handlers``: per ``(f, type)``, a specialised method to call instead of
-``observe`` (see :attr:`BaseCheck.handlers`). A check that
-only cares about the first time each message is shown to a reader defines
-``deliver(channel, seq, id, event)``: the driver calls it once per distinct
-``(channel, seq, id)`` seen in fetch ``ok`` pages and ``handle`` events,
-with the first event that showed it (repeats are skipped once, for every
-such check, by the driver). :class:`BaseCheck` supplies the
-common parts: the configuration, an anomaly log capped at
-``config.max_anomalies`` stored anomalies (all are counted), and operation
-pairing by ``(process, incarnation)``.
+:class:`Check` supplies the common parts: the configuration, the fault
+windows of the run (:mod:`knell.nemesis.windows`, for checks that excuse
+what happens inside a fault), and an anomaly log capped at
+``config.max_anomalies`` stored anomalies (all are counted). A check
+declares its ``name`` and the anomaly ``kinds`` it can report, and
+implements :meth:`Check.result`.
 """
 
 from __future__ import annotations
 
 import math
-from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping
+from abc import abstractmethod
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
+from knell.checker.consumer import Consumer
 from knell.history import Event
 
+if TYPE_CHECKING:
+    from knell.nemesis.windows import FaultWindows
+
 __all__ = [
-    "EVENT_TYPES",
     "Anomaly",
     "AnomalyLog",
-    "BaseCheck",
     "Check",
     "CheckConfig",
     "CheckResult",
-    "Delivering",
-    "OpKey",
     "Validity",
     "merge_validity",
-    "op_key",
     "witness",
 ]
 
 Validity = bool | Literal["unknown"]
 """``True``, ``False`` or ``"unknown"``: Jepsen's three-valued verdict."""
-
-EVENT_TYPES: tuple[str, ...] = ("invoke", "ok", "fail", "info")
-"""Every event ``type`` (a check that declares no ``types`` sees them all)."""
-
-OpKey = tuple[str, Any]
-"""``(process, incarnation)``: within one key operations are sequential."""
 
 
 def merge_validity(values: Iterable[Validity]) -> Validity:
@@ -146,30 +132,6 @@ class CheckResult:
         }
 
 
-class Check(Protocol):
-    """The protocol the driver calls. ``fs`` lists the ``f`` values the
-    check wants to see; every other event is never passed to it. An
-    optional ``types`` attribute (``Mapping[str, frozenset[str]]``) narrows
-    some ``f`` values to the event types wanted. ``observe`` is called once
-    per event in history order; ``result`` once, after the last event."""
-
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def fs(self) -> frozenset[str]: ...
-
-    def observe(self, event: Event) -> None: ...
-
-    def result(self) -> CheckResult: ...
-
-
-class Delivering(Protocol):
-    """The optional hook of a check that judges each delivered message once."""
-
-    def deliver(self, channel: Any, seq: Any, mid: Any, event: Event) -> None: ...
-
-
 def _order(event: Event) -> tuple[int, int]:
     return (event.get("time", 0), event.get("index", -1))
 
@@ -185,11 +147,6 @@ def witness(*events: Event | None) -> list[Event]:
         out.append(event)
     out.sort(key=_order)
     return out
-
-
-def op_key(event: Event) -> OpKey:
-    """The key that matches an invoke to its completion."""
-    return (event["process"], event.get("incarnation"))
 
 
 class AnomalyLog:
@@ -221,34 +178,32 @@ class AnomalyLog:
         return sum(self.counts.values())
 
 
-class BaseCheck(ABC):
-    """Common parts of the built-in checks."""
+class Check(Consumer):
+    """Base of every check: see the module docstring."""
 
     name: ClassVar[str]
-    fs: ClassVar[frozenset[str]]
-    types: ClassVar[Mapping[str, frozenset[str]]] = {}
-    """Per ``f``, the event types wanted (absent: every type)."""
     kinds: ClassVar[tuple[str, ...]] = ()
     """Anomaly kinds this check can report (always present in ``counts``)."""
-    handlers: ClassVar[Mapping[tuple[str, str], str]] = {}
-    """Per ``(f, type)``, the name of a method the driver calls *instead of*
-    ``observe`` for exactly those events. Most events of a history are a few
-    hot kinds (``handle`` ok, ``fetch``, ``ack``, ``post``), each seen by
-    several checks: a method that already knows what it was given skips
-    re-reading ``f`` and ``type`` and the branches on them, which is most of
-    the per-event cost. ``observe`` must still accept every event (it
-    usually delegates to the same methods), so a check behaves the same
-    whichever way it is fed."""
 
-    def __init__(self, config: CheckConfig) -> None:
+    def __init__(self, config: CheckConfig, windows: FaultWindows | None = None) -> None:
         self.config = config
         self.log = AnomalyLog(config.max_anomalies)
+        if windows is None:
+            from knell.nemesis.windows import FaultWindows
 
-    @abstractmethod
-    def observe(self, event: Event) -> None: ...
+            windows = FaultWindows()
+        self.windows = windows
 
     @abstractmethod
     def result(self) -> CheckResult: ...
+
+    def _report(self, kind: str, message: str | None, events: list[Event]) -> None:
+        """Count an anomaly and store it while the log has room (``message``
+        may be None only to count: callers skip building it when full)."""
+        if self.log.full or message is None:
+            self.log.count(kind)
+        else:
+            self.log.add(kind, message, events)
 
     def _result(
         self,

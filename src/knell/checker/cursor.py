@@ -17,7 +17,8 @@ least as large as A did. Cursor observations are ``ack`` ok ``{cursor}``,
 
 Single pass: per (handle, channel) the check keeps the largest cursor any
 *completed* operation observed, with the event that observed it. Each
-invoke snapshots that value; its completion is compared with the snapshot.
+invoke snapshots that value (kept until the operation completes or is
+lost); its completion is compared with the snapshot.
 
 Acks also judge reads: a ``fetch`` with ``after: null`` reads from the
 durable cursor, so when it was invoked after an ``ack`` of that (handle,
@@ -29,10 +30,10 @@ below a *subscribe* cursor is a join flood, judged by no-flood-on-join.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from knell.checker.base import BaseCheck, CheckConfig, CheckResult, OpKey, witness
+from knell.checker.base import Check, CheckResult, witness
+from knell.checker.consumer import on, on_op
 from knell.history import Event
 
 __all__ = ["CursorCheck"]
@@ -41,22 +42,16 @@ __all__ = ["CursorCheck"]
 _Best = tuple[int, Event, int]
 
 
-class CursorCheck(BaseCheck):
+class CursorCheck(Check):
     name: ClassVar[str] = "no-cursor-regression"
-    fs: ClassVar[frozenset[str]] = frozenset({"ack", "cursor", "subscribe", "fetch"})
     kinds: ClassVar[tuple[str, ...]] = ("cursor-regression", "fetch-below-cursor")
-    handlers: ClassVar[Mapping[tuple[str, str], str]] = {
-        ("fetch", "invoke"): "_fetch_invoke",
-        ("fetch", "ok"): "_fetch_ok",
-        ("ack", "invoke"): "_invoke",
-        ("ack", "ok"): "_ack_ok",
-    }
 
-    def __init__(self, config: CheckConfig) -> None:
-        super().__init__(config)
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
         self._best: dict[tuple[Any, Any], _Best] = {}
         self._acked: dict[tuple[Any, Any], _Best] = {}
-        self._pending: dict[OpKey, tuple[Event, _Best | None]] = {}
+        # id(invoke) -> the snapshot taken when it was invoked
+        self._snaps: dict[int, _Best | None] = {}
         self._observations = 0
         self._cursor_fetches = 0
         self._serial = 0
@@ -66,43 +61,38 @@ class CursorCheck(BaseCheck):
         self._reported: set[tuple[str, Any, Any, int]] = set()
         self._regressed = 0
 
-    def observe(self, event: Event) -> None:
-        f = event["f"]
-        if event["type"] == "invoke":
-            if f == "fetch":
-                self._fetch_invoke(event)
-            else:
-                self._invoke(event)
-            return
-        if f == "fetch":
-            if event["type"] == "ok":
-                self._fetch_ok(event)
-            else:
-                self._drop(event)
-        else:
-            self._complete(event, f)
+    # -- invoke: snapshot what had completed ---------------------------------
 
+    @on("ack", "invoke")
+    @on("cursor", "invoke")
+    @on("subscribe", "invoke")
     def _invoke(self, event: Event) -> None:
-        key = (event["process"], event.get("incarnation"))
-        self._pending[key] = (event, self._best.get((event.get("handle"), event.get("channel"))))
+        self._snaps[id(event)] = self._best.get((event.get("handle"), event.get("channel")))
 
+    @on("fetch", "invoke")
     def _fetch_invoke(self, event: Event) -> None:
         # a fetch reads from the durable cursor: only acks bound it
-        key = (event["process"], event.get("incarnation"))
-        self._pending[key] = (event, self._acked.get((event.get("handle"), event.get("channel"))))
+        self._snaps[id(event)] = self._acked.get((event.get("handle"), event.get("channel")))
 
-    def _drop(self, event: Event) -> None:
-        self._pending.pop((event["process"], event.get("incarnation")), None)
+    @on_op("ack", "fail", "info", "lost")
+    @on_op("cursor", "fail", "info", "lost")
+    @on_op("subscribe", "fail", "info", "lost")
+    @on_op("fetch", "fail", "info", "lost")
+    def _drop(self, inv: Event | None, event: Event | None) -> None:
+        if inv is not None:
+            self._snaps.pop(id(inv), None)
 
-    def _fetch_ok(self, event: Event) -> None:
-        pending = self._pending.pop((event["process"], event.get("incarnation")), None)
+    # -- completions ---------------------------------------------------------
+
+    @on_op("fetch", "ok")
+    def _fetch_ok(self, inv: Event | None, event: Event) -> None:
         # most fetches page on with an explicit ``after``: nothing to judge
-        if pending is None or pending[0]["f"] != "fetch":
+        if inv is None:
             return
-        if (pending[0].get("value") or {}).get("after") is not None:
+        snap = self._snaps.pop(id(inv), None)
+        if (inv.get("value") or {}).get("after") is not None:
             return
         self._cursor_fetches += 1
-        snap = pending[1]
         if snap is None:
             return
         c = snap[0]
@@ -114,31 +104,26 @@ class CursorCheck(BaseCheck):
                 rk = ("fetch-below-cursor", hc[0], hc[1], snap[2])
                 if rk not in self._reported:
                     self._reported.add(rk)
-                    self._report_fetch(hc, c, m, snap[1], pending[0], event)
+                    self._report_fetch(hc, c, m, snap[1], inv, event)
                 break
 
-    def _ack_ok(self, event: Event) -> None:
-        self._complete(event, "ack")
-
-    def _complete(self, event: Event, f: str) -> None:
+    @on_op("ack", "ok")
+    @on_op("cursor", "ok")
+    @on_op("subscribe", "ok")
+    def _complete(self, inv: Event | None, event: Event) -> None:
         """An ack, cursor or subscribe completion: judge the cursor it saw."""
-        key = (event["process"], event.get("incarnation"))
-        pending = self._pending.pop(key, None)
-        if pending is not None and pending[0]["f"] != f:
-            pending = None
-        if event["type"] != "ok":
-            return
+        f = event["f"]
+        snap = self._snaps.pop(id(inv), None) if inv is not None else None
         hc = (event.get("handle"), event.get("channel"))
         value = event.get("value") or {}
-        snap = pending[1] if pending is not None else None
         cursor = value.get("cursor")
-        if cursor is None and f == "ack" and pending is not None:
-            cursor = (pending[0].get("value") or {}).get("up_to")
+        if cursor is None and f == "ack" and inv is not None:
+            cursor = (inv.get("value") or {}).get("up_to")
         if not isinstance(cursor, int):
             return
         self._observations += 1
         self._serial += 1
-        if pending is not None and snap is not None and cursor < snap[0]:
+        if inv is not None and snap is not None and cursor < snap[0]:
             self._regressed += 1
             rk = ("cursor-regression", hc[0], hc[1], snap[2])
             if rk not in self._reported:
@@ -148,7 +133,7 @@ class CursorCheck(BaseCheck):
                     f"cursor of handle {hc[0]} on channel {hc[1]} went back: {f} by "
                     f"{event['process']} observed {cursor} after {snap[1]['f']} by "
                     f"{snap[1]['process']} had completed observing {snap[0]}",
-                    witness(snap[1], pending[0], event),
+                    witness(snap[1], inv, event),
                 )
         best = self._best.get(hc)
         if best is None or cursor > best[0]:

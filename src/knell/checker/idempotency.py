@@ -21,23 +21,21 @@ id is always known when the id is seen.)
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from knell.checker.base import BaseCheck, CheckConfig, CheckResult, witness
+from knell.checker.base import Check, CheckResult, witness
+from knell.checker.consumer import on, on_delivery
 from knell.history import Event
 
 __all__ = ["IdempotencyCheck"]
 
 
-class IdempotencyCheck(BaseCheck):
+class IdempotencyCheck(Check):
     name: ClassVar[str] = "idempotency"
-    fs: ClassVar[frozenset[str]] = frozenset({"post"})
-    types: ClassVar[Mapping[str, frozenset[str]]] = {"post": frozenset({"invoke", "ok"})}
     kinds: ClassVar[tuple[str, ...]] = ("duplicate-append",)
 
-    def __init__(self, config: CheckConfig) -> None:
-        super().__init__(config)
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
         # channel -> id -> key, for keyed posts
         self._key_of: dict[Any, dict[Any, Any]] = {}
         # (channel, key) -> (seq, first event placing it there)
@@ -45,7 +43,8 @@ class IdempotencyCheck(BaseCheck):
         self._reported: set[tuple[Any, Any, Any]] = set()
         self._keyed_posts = 0
 
-    def observe(self, event: Event) -> None:
+    @on("post", "invoke", "ok")
+    def _post(self, event: Event) -> None:
         value = event["value"]
         key = value.get("key")
         if key is None:
@@ -60,6 +59,7 @@ class IdempotencyCheck(BaseCheck):
         else:
             self._place(channel, key, value["seq"], event)
 
+    @on_delivery
     def deliver(self, channel: Any, seq: Any, mid: Any, event: Event) -> None:
         # the first time (channel, seq, mid) was shown: a repeat places the
         # key at the same seq again, which can prove nothing new

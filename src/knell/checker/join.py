@@ -24,10 +24,10 @@ Two anomalies:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from knell.checker.base import BaseCheck, CheckConfig, CheckResult, OpKey, witness
+from knell.checker.base import Check, CheckResult, witness
+from knell.checker.consumer import on, on_op
 from knell.history import Event
 
 __all__ = ["JoinCheck"]
@@ -45,41 +45,20 @@ class _Join:
         self.joins: list[tuple[Event, Event]] = []  # (invoke, ok) of the join
 
 
-class JoinCheck(BaseCheck):
+class JoinCheck(Check):
     name: ClassVar[str] = "no-flood-on-join"
-    fs: ClassVar[frozenset[str]] = frozenset({"subscribe", "post", "fetch", "handle"})
-    types: ClassVar[Mapping[str, frozenset[str]]] = {
-        "post": frozenset({"ok"}),
-        "handle": frozenset({"ok"}),
-    }
     kinds: ClassVar[tuple[str, ...]] = ("flood", "join-below-head")
-    handlers: ClassVar[Mapping[tuple[str, str], str]] = {
-        ("handle", "ok"): "_handle_ok",
-        ("post", "ok"): "_post_ok",
-        ("fetch", "invoke"): "_fetch_invoke",
-        ("fetch", "ok"): "_fetch_done",
-    }
 
-    def __init__(self, config: CheckConfig) -> None:
-        super().__init__(config)
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
         self._head: dict[Any, tuple[int, Event]] = {}
         self._keys: dict[tuple[Any, Any], _Join] = {}
-        self._pending: dict[OpKey, tuple[Event, bool]] = {}
+        # id(subscribe invoke) of those that joined (no subscribe of the key
+        # had completed yet when they were invoked)
+        self._joining: set[int] = set()
         self._flooded: set[tuple[Any, Any, Any]] = set()
 
-    def observe(self, event: Event) -> None:
-        f = event["f"]
-        if f == "handle":
-            self._handle_ok(event)
-        elif f == "post":
-            self._post_ok(event)
-        elif f == "subscribe":
-            self._subscribe(event, event["type"])
-        elif event["type"] == "invoke":
-            self._fetch_invoke(event)
-        else:
-            self._fetch_done(event)
-
+    @on("handle", "ok")
     def _handle_ok(self, event: Event) -> None:
         st = self._keys.get((event["handle"], event["channel"]))
         if st is None or st.cursor is None or st.start:
@@ -89,6 +68,7 @@ class JoinCheck(BaseCheck):
         if seq <= st.cursor:
             self._flood(st, seq, value["id"], event, None)
 
+    @on("post", "ok")
     def _post_ok(self, event: Event) -> None:
         seq = event["value"]["seq"]
         channel = event["channel"]
@@ -97,14 +77,9 @@ class JoinCheck(BaseCheck):
             self._head[channel] = (seq, event)
 
     # fetch: only reads from the durable cursor (after: null) are judged
-    def _fetch_invoke(self, event: Event) -> None:
-        self._pending[(event["process"], event.get("incarnation"))] = (event, False)
-
-    def _fetch_done(self, event: Event) -> None:
-        pending = self._pending.pop((event["process"], event.get("incarnation")), None)
-        if event["type"] != "ok" or pending is None or pending[0]["f"] != "fetch":
-            return
-        if pending[0]["value"].get("after") is not None:
+    @on_op("fetch", "ok")
+    def _fetch_done(self, inv: Event | None, event: Event) -> None:
+        if inv is None or inv["value"].get("after") is not None:
             return
         st = self._keys.get((event["handle"], event["channel"]))
         if st is None or st.cursor is None or st.start:
@@ -113,31 +88,40 @@ class JoinCheck(BaseCheck):
         for m in event["value"]["messages"]:
             seq = m["seq"]
             if seq <= cursor:
-                self._flood(st, seq, m["id"], event, pending[0])
+                self._flood(st, seq, m["id"], event, inv)
 
-    def _subscribe(self, event: Event, type_: str) -> None:
-        key = (event["process"], event.get("incarnation"))
+    @on("subscribe", "invoke")
+    def _subscribe_invoke(self, event: Event) -> None:
         hc = (event.get("handle"), event.get("channel"))
         st = self._keys.get(hc)
-        if type_ == "invoke":
-            if st is None:
-                st = self._keys[hc] = _Join(event, self._head.get(hc[1]))
-            joining = not st.completed
-            if joining and (event.get("value") or {}).get("at", "head") != "head":
+        if st is None:
+            st = self._keys[hc] = _Join(event, self._head.get(hc[1]))
+        if not st.completed:
+            self._joining.add(id(event))
+            if (event.get("value") or {}).get("at", "head") != "head":
                 st.start = True
-            self._pending[key] = (event, joining)
+
+    @on_op("subscribe", "fail", "info", "lost")
+    def _subscribe_failed(self, inv: Event | None, event: Event | None) -> None:
+        if inv is not None:
+            self._joining.discard(id(inv))
+
+    @on_op("subscribe", "ok")
+    def _subscribe_ok(self, inv: Event | None, event: Event) -> None:
+        hc = (event.get("handle"), event.get("channel"))
+        st = self._keys.get(hc)
+        joining = inv is not None and id(inv) in self._joining
+        if inv is not None:
+            self._joining.discard(id(inv))
+        if st is None:
             return
-        pending = self._pending.pop(key, None)
-        if type_ != "ok" or st is None:
-            return
-        joining = pending is not None and pending[0]["f"] == "subscribe" and pending[1]
         st.completed = True
-        if not joining or st.start or pending is None:
+        if not joining or st.start or inv is None:
             return
         cursor = (event.get("value") or {}).get("cursor")
         if not isinstance(cursor, int):
             return
-        st.joins.append((pending[0], event))
+        st.joins.append((inv, event))
         if st.cursor is None or cursor < st.cursor:
             st.cursor = cursor
         if st.head is not None and cursor < st.head[0]:
@@ -149,7 +133,7 @@ class JoinCheck(BaseCheck):
                 kind,
                 f"handle {hc[0]} joined channel {hc[1]} at cursor {cursor}, below seq "
                 f"{st.head[0]} whose post completed before the handle's first subscribe",
-                witness(st.head[1], st.first_invoke, pending[0], event),
+                witness(st.head[1], st.first_invoke, inv, event),
             )
 
     def _flood(

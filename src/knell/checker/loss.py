@@ -24,11 +24,12 @@ the reason, never a false alarm.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from knell.checker.base import BaseCheck, CheckConfig, CheckResult, witness
+from knell.checker.base import Check, CheckConfig, CheckResult, witness
+from knell.checker.consumer import on, on_delivery
 from knell.history import Event
+from knell.nemesis.windows import FaultWindows
 
 __all__ = ["LossCheck"]
 
@@ -36,23 +37,12 @@ __all__ = ["LossCheck"]
 _Post = list[Any]
 
 
-class LossCheck(BaseCheck):
+class LossCheck(Check):
     name: ClassVar[str] = "no-loss"
-    fs: ClassVar[frozenset[str]] = frozenset({"post", "subscribe", "handle", "drain"})
-    types: ClassVar[Mapping[str, frozenset[str]]] = {
-        "post": frozenset({"invoke", "ok"}),
-        "subscribe": frozenset({"ok"}),
-        "handle": frozenset({"ok"}),
-    }
     kinds: ClassVar[tuple[str, ...]] = ("lost",)
-    handlers: ClassVar[Mapping[tuple[str, str], str]] = {
-        ("handle", "ok"): "_handle_ok",
-        ("post", "invoke"): "_post_invoke",
-        ("post", "ok"): "_post_ok",
-    }
 
-    def __init__(self, config: CheckConfig) -> None:
-        super().__init__(config)
+    def __init__(self, config: CheckConfig, windows: FaultWindows | None = None) -> None:
+        super().__init__(config, windows)
         self._pos = 0
         # channel -> id -> post record
         self._posts: dict[Any, dict[Any, _Post]] = {}
@@ -77,6 +67,7 @@ class LossCheck(BaseCheck):
             self._observed[channel] = {}
         return posts, self._observed[channel]
 
+    @on("handle", "ok")
     def _handle_ok(self, event: Event) -> None:
         # a third of a history: kept to one tuple, one lookup, one add
         self._pos += 1
@@ -86,6 +77,7 @@ class LossCheck(BaseCheck):
             ids = self._handled[hc] = set()
         ids.add(event["value"]["id"])
 
+    @on("post", "invoke")
     def _post_invoke(self, event: Event) -> None:
         self._pos += 1
         value = event["value"]
@@ -97,6 +89,7 @@ class LossCheck(BaseCheck):
         if mid not in posts:
             posts[mid] = [self._pos, event, None, None]
 
+    @on("post", "ok")
     def _post_ok(self, event: Event) -> None:
         self._pos += 1
         value = event["value"]
@@ -112,42 +105,36 @@ class LossCheck(BaseCheck):
             rec[2] = event
             rec[3] = value["seq"]
 
-    def observe(self, event: Event) -> None:
-        f = event["f"]
-        if f == "handle":
-            self._handle_ok(event)
-            return
-        if f == "post":
-            if event["type"] == "invoke":
-                self._post_invoke(event)
-            else:
-                self._post_ok(event)
-            return
+    @on("subscribe", "ok")
+    def _subscribe_ok(self, event: Event) -> None:
         self._pos += 1
-        if f == "subscribe":
-            by_handle = self._subs.setdefault(event["channel"], {})
-            handle = event["handle"]
-            if handle not in by_handle:
-                by_handle[handle] = (self._pos, event)
-        elif f == "drain":
-            self._drains_seen = True
-            type_ = event["type"]
-            dk = (
-                (event.get("value") or {}).get("handle", event.get("handle")),
-                event.get("channel"),
-            )
-            if type_ == "invoke":
-                self._drain_invoked[dk] = (self._pos, event)
-            elif type_ == "ok":
-                inv = self._drain_invoked.pop(dk, None)
-                if inv is None:
-                    self._drain_ok[dk] = (self._pos, None, event)
-                else:
-                    self._drain_ok[dk] = (inv[0], inv[1], event)
-            else:
-                self._drain_invoked.pop(dk, None)
-                self._drain_info[dk] = event
+        by_handle = self._subs.setdefault(event["channel"], {})
+        handle = event["handle"]
+        if handle not in by_handle:
+            by_handle[handle] = (self._pos, event)
 
+    @on("drain")
+    def _drain(self, event: Event) -> None:
+        self._pos += 1
+        self._drains_seen = True
+        type_ = event["type"]
+        dk = (
+            (event.get("value") or {}).get("handle", event.get("handle")),
+            event.get("channel"),
+        )
+        if type_ == "invoke":
+            self._drain_invoked[dk] = (self._pos, event)
+        elif type_ == "ok":
+            inv = self._drain_invoked.pop(dk, None)
+            if inv is None:
+                self._drain_ok[dk] = (self._pos, None, event)
+            else:
+                self._drain_ok[dk] = (inv[0], inv[1], event)
+        else:
+            self._drain_invoked.pop(dk, None)
+            self._drain_info[dk] = event
+
+    @on_delivery
     def deliver(self, channel: Any, seq: Any, mid: Any, event: Event) -> None:
         # the first fetch or handle showing (channel, seq, mid): proof that a
         # post without an ok (yet) landed

@@ -13,11 +13,11 @@ invoke), so it needs no state beyond the outstanding invokes.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from operator import lt
-from typing import ClassVar
+from typing import Any, ClassVar
 
-from knell.checker.base import BaseCheck, CheckConfig, CheckResult, OpKey, witness
+from knell.checker.base import Check, CheckResult, witness
+from knell.checker.consumer import on_op
 from knell.history import Event
 
 __all__ = ["OrderingCheck"]
@@ -25,34 +25,17 @@ __all__ = ["OrderingCheck"]
 _INT = {int}
 
 
-class OrderingCheck(BaseCheck):
+class OrderingCheck(Check):
     name: ClassVar[str] = "ordering"
-    fs: ClassVar[frozenset[str]] = frozenset({"fetch"})
     kinds: ClassVar[tuple[str, ...]] = ("fetch-out-of-order", "fetch-below-after")
-    handlers: ClassVar[Mapping[tuple[str, str], str]] = {
-        ("fetch", "invoke"): "_invoke",
-        ("fetch", "ok"): "_ok",
-    }
 
-    def __init__(self, config: CheckConfig) -> None:
-        super().__init__(config)
-        self._pending: dict[OpKey, Event] = {}
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
         self._fetches = 0
         self._messages = 0
 
-    def observe(self, event: Event) -> None:
-        if event["type"] == "invoke":
-            self._invoke(event)
-        elif event["type"] == "ok":
-            self._ok(event)
-        else:
-            self._pending.pop((event["process"], event.get("incarnation")), None)
-
-    def _invoke(self, event: Event) -> None:
-        self._pending[(event["process"], event.get("incarnation"))] = event
-
-    def _ok(self, event: Event) -> None:
-        inv = self._pending.pop((event["process"], event.get("incarnation")), None)
+    @on_op("fetch", "ok")
+    def _ok(self, inv: Event | None, event: Event) -> None:
         self._fetches += 1
         messages = (event.get("value") or {}).get("messages") or ()
         self._messages += len(messages)
@@ -73,7 +56,7 @@ class OrderingCheck(BaseCheck):
         previous = None
         for seq in seqs:
             if previous is not None and isinstance(seq, int) and seq <= previous:
-                self._report(
+                self._found(
                     "fetch-out-of-order",
                     f"fetch by {event['process']} (handle {event.get('handle')}, channel "
                     f"{event.get('channel')}) returned seq {seq} after seq {previous}: "
@@ -87,7 +70,7 @@ class OrderingCheck(BaseCheck):
         if isinstance(after, int) and not isinstance(after, bool):
             low = [s for s in seqs if isinstance(s, int) and s <= after]
             if low:
-                self._report(
+                self._found(
                     "fetch-below-after",
                     f"fetch by {event['process']} (handle {event.get('handle')}, channel "
                     f"{event.get('channel')}) after seq {after} returned seq {low[0]}",
@@ -95,11 +78,8 @@ class OrderingCheck(BaseCheck):
                     event,
                 )
 
-    def _report(self, kind: str, message: str, inv: Event | None, ok: Event) -> None:
-        if self.log.full:
-            self.log.count(kind)
-        else:
-            self.log.add(kind, message, witness(inv, ok))
+    def _found(self, kind: str, message: str, inv: Event | None, ok: Event) -> None:
+        self._report(kind, message, witness(inv, ok))
 
     def result(self) -> CheckResult:
         return self._result({"fetches": self._fetches, "messages": self._messages})

@@ -14,25 +14,24 @@ ids.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from knell.checker.base import BaseCheck, CheckConfig, CheckResult
+from knell.checker.base import Check, CheckResult
+from knell.checker.consumer import on
 from knell.history import Event
 
 __all__ = ["RedeliveryCheck"]
 
 
-class RedeliveryCheck(BaseCheck):
+class RedeliveryCheck(Check):
     name: ClassVar[str] = "redelivery"
-    fs: ClassVar[frozenset[str]] = frozenset({"handle"})
-    types: ClassVar[Mapping[str, frozenset[str]]] = {"handle": frozenset({"ok"})}
 
-    def __init__(self, config: CheckConfig) -> None:
-        super().__init__(config)
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
         self._seen: dict[tuple[Any, Any, Any], int] = {}
 
-    def observe(self, event: Event) -> None:
+    @on("handle", "ok")
+    def _handled(self, event: Event) -> None:
         k = (event["handle"], event["channel"], event["value"]["id"])
         seen = self._seen
         seen[k] = seen.get(k, 0) + 1

@@ -1,15 +1,15 @@
 """The registry: every built-in check, in report order.
 
 ``check_events`` instantiates each class with the :class:`CheckConfig` and
-feeds it the events whose ``f`` is in its ``fs``. To add a check, write a
-module with one class satisfying :class:`knell.checker.base.Check` and list
-it here.
+the run's fault windows, and feeds it exactly the events its handlers
+declare. To add a check, write one module with one
+:class:`~knell.checker.base.Check` subclass and list it here.
 """
 
 from __future__ import annotations
 
 from knell.checker.ack_head import AckHeadCheck
-from knell.checker.base import BaseCheck
+from knell.checker.base import Check
 from knell.checker.cursor import CursorCheck
 from knell.checker.idempotency import IdempotencyCheck
 from knell.checker.join import JoinCheck
@@ -22,7 +22,7 @@ from knell.checker.wake import WakeCheck
 
 __all__ = ["CHECKS"]
 
-CHECKS: tuple[type[BaseCheck], ...] = (
+CHECKS: tuple[type[Check], ...] = (
     LossCheck,
     UnexpectedCheck,
     CursorCheck,

@@ -23,23 +23,21 @@ an indeterminate post that landed and was never read.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from knell.checker.base import BaseCheck, CheckConfig, CheckResult, witness
+from knell.checker.base import Check, CheckResult, witness
+from knell.checker.consumer import on, on_delivery
 from knell.history import Event
 
 __all__ = ["SeqCheck"]
 
 
-class SeqCheck(BaseCheck):
+class SeqCheck(Check):
     name: ClassVar[str] = "no-duplicate-seq"
-    fs: ClassVar[frozenset[str]] = frozenset({"post"})
-    types: ClassVar[Mapping[str, frozenset[str]]] = {"post": frozenset({"ok"})}
     kinds: ClassVar[tuple[str, ...]] = ("duplicate-seq", "id-at-two-seqs")
 
-    def __init__(self, config: CheckConfig) -> None:
-        super().__init__(config)
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
         # channel -> seq -> (id, first event that showed it)
         self._by_seq: dict[Any, dict[Any, tuple[Any, Event]]] = {}
         # channel -> id -> (seq, first event that showed it)
@@ -47,10 +45,12 @@ class SeqCheck(BaseCheck):
         # (channel, seq, id) already reported as a second message at that seq
         self._dups: set[tuple[Any, Any, Any]] = set()
 
-    def observe(self, event: Event) -> None:
+    @on("post", "ok")
+    def _post_ok(self, event: Event) -> None:
         value = event["value"]
         self.deliver(event["channel"], value["seq"], value["id"], event)
 
+    @on_delivery
     def deliver(self, channel: Any, seq: Any, mid: Any, event: Event) -> None:
         by_seq = self._by_seq.get(channel)
         if by_seq is None:
@@ -75,8 +75,7 @@ class SeqCheck(BaseCheck):
                 "duplicate-seq",
                 f"two messages at channel {channel} seq {seq}: {prev[0]} "
                 f"(seen by {prev[1]['process']}) and {mid} (seen by {event['process']})",
-                prev[1],
-                event,
+                witness(prev[1], event),
             )
         by_id = self._by_id[channel]
         other = by_id.get(mid)
@@ -87,15 +86,8 @@ class SeqCheck(BaseCheck):
                 "id-at-two-seqs",
                 f"message {mid} appears at two seqs in channel {channel}: {other[0]} "
                 f"(seen by {other[1]['process']}) and {seq} (seen by {event['process']})",
-                other[1],
-                event,
+                witness(other[1], event),
             )
-
-    def _report(self, kind: str, message: str, first: Event, second: Event) -> None:
-        if self.log.full:
-            self.log.count(kind)
-        else:
-            self.log.add(kind, message, witness(first, second))
 
     def result(self) -> CheckResult:
         highest: dict[Any, int] = {}

@@ -13,31 +13,21 @@ message can exist, but the check does not rely on that.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from knell.checker.base import BaseCheck, CheckConfig, CheckResult, witness
+from knell.checker.base import Check, CheckResult, witness
+from knell.checker.consumer import on, on_delivery
 from knell.history import Event
 
 __all__ = ["UnexpectedCheck"]
 
 
-class UnexpectedCheck(BaseCheck):
+class UnexpectedCheck(Check):
     name: ClassVar[str] = "unexpected"
-    fs: ClassVar[frozenset[str]] = frozenset({"post", "fetch", "handle"})
-    types: ClassVar[Mapping[str, frozenset[str]]] = {
-        "post": frozenset({"invoke"}),
-        "fetch": frozenset({"ok"}),
-        "handle": frozenset({"ok"}),
-    }
     kinds: ClassVar[tuple[str, ...]] = ("unexpected",)
-    handlers: ClassVar[Mapping[tuple[str, str], str]] = {
-        ("handle", "ok"): "_handle_ok",
-        ("fetch", "ok"): "_fetch_ok",
-    }
 
-    def __init__(self, config: CheckConfig) -> None:
-        super().__init__(config)
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
         # channel -> ids some post invoke carried
         self._posted: dict[Any, set[Any]] = {}
         # channel -> id -> (seq, first observing event), for ids not yet posted
@@ -51,23 +41,21 @@ class UnexpectedCheck(BaseCheck):
             self._suspects[channel] = {}
         return posted, self._suspects[channel]
 
-    def observe(self, event: Event) -> None:
-        f = event["f"]
-        if f == "post":
-            self._channel(event["channel"])[0].add(event["value"]["id"])
-        elif f == "handle":
-            self._handle_ok(event)
-        else:
-            self._fetch_ok(event)
+    @on("post", "invoke")
+    def _post_invoke(self, event: Event) -> None:
+        self._channel(event["channel"])[0].add(event["value"]["id"])
 
     # The deliveries themselves arrive through ``deliver``; these only count.
+    @on("handle", "ok")
     def _handle_ok(self, event: Event) -> None:
         event["value"]  # an event without a value is unreadable, as in observe
         self._observations += 1
 
+    @on("fetch", "ok")
     def _fetch_ok(self, event: Event) -> None:
         self._observations += len(event["value"]["messages"])
 
+    @on_delivery
     def deliver(self, channel: Any, seq: Any, mid: Any, event: Event) -> None:
         # the first time (channel, seq, mid) was shown; repeats add nothing
         posted, suspects = self._channel(channel)

@@ -27,8 +27,10 @@ top level. Anomalies, with ``B`` the configured ``wake_bound``:
   sender (above the handle's cursor) completed during the arm more than
   ``B`` before the arm completed.
 
-Arms whose process was paused by the nemesis at any point while armed are
-excluded (a frozen waiter cannot ring), as are arms with no completion.
+Arms that a fault window touched directly at any point while armed (the
+waiter was paused, its store or link was down: :mod:`knell.nemesis.windows`)
+are excluded, since a frozen or cut-off waiter cannot ring; so are arms
+with no completion (the waiter was killed while armed).
 Wake latency (``wake`` time minus the ``ok`` time of the post with that
 (channel, seq), clamped at 0) of ``post`` rings is reported as count, p50,
 p99 and max in milliseconds beside the bound; it is a metric, not a
@@ -37,12 +39,12 @@ verdict.
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from knell.checker.base import BaseCheck, CheckConfig, CheckResult, OpKey, witness
+from knell.checker.base import Check, CheckResult, witness
+from knell.checker.consumer import on, on_op
 from knell.history import Event
+from knell.stats import percentile
 
 __all__ = ["WakeCheck"]
 
@@ -50,55 +52,29 @@ _NS = 1_000_000_000
 
 
 class _Arm:
-    __slots__ = ("backlog", "during", "handle", "invoke", "paused")
+    __slots__ = ("backlog", "during", "handle", "invoke")
 
-    def __init__(self, invoke: Event, handle: Any, paused: bool) -> None:
+    def __init__(self, invoke: Event, handle: Any) -> None:
         self.invoke = invoke
         self.handle = handle
-        self.paused = paused
         # (channel, seq, post ok) of the highest backlog by others, per channel
         self.backlog: list[tuple[Any, int, Event]] = []
         # channel -> [(time, seq, post ok)] posts by others completed while armed
         self.during: dict[Any, list[tuple[int, int, Event]]] = {}
 
 
-def _percentile(sorted_values: list[float], q: float) -> float | None:
-    """Nearest-rank percentile of an ascending list (None when empty)."""
-    if not sorted_values:
-        return None
-    rank = max(1, math.ceil(q * len(sorted_values)))
-    return sorted_values[rank - 1]
-
-
-class WakeCheck(BaseCheck):
+class WakeCheck(Check):
     name: ClassVar[str] = "wake"
-    fs: ClassVar[frozenset[str]] = frozenset(
-        {"post", "subscribe", "ack", "cursor", "arm", "wake", "pause", "resume", "kill", "crash"}
-    )
-    types: ClassVar[Mapping[str, frozenset[str]]] = {
-        "post": frozenset({"ok"}),
-        "subscribe": frozenset({"ok"}),
-        "ack": frozenset({"invoke", "ok"}),
-        "cursor": frozenset({"ok"}),
-        "wake": frozenset({"ok"}),
-    }
     kinds: ClassVar[tuple[str, ...]] = ("own-post-ring", "missed-backlog", "missed-post")
-    handlers: ClassVar[Mapping[tuple[str, str], str]] = {
-        ("post", "ok"): "_post_ok",
-        ("ack", "invoke"): "_ack_invoke",
-        ("ack", "ok"): "_cursor_ok",
-        ("cursor", "ok"): "_cursor_ok",
-    }
 
-    def __init__(self, config: CheckConfig) -> None:
-        super().__init__(config)
-        self._bound_ns = int(config.wake_bound * _NS)
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self._bound_ns = int(self.config.wake_bound * _NS)
         self._post_at: dict[tuple[Any, Any], tuple[Any, Event]] = {}
         self._others_max: dict[Any, dict[Any, tuple[int, Event]]] = {}
         self._subs: dict[Any, set[Any]] = {}
         self._cursor: dict[tuple[Any, Any], int] = {}
-        self._active: dict[OpKey, _Arm] = {}
-        self._paused: set[Any] = set()
+        self._active: dict[int, _Arm] = {}  # id(arm invoke) -> arm
         self._wakes: list[Event] = []
         self._arms = 0
         self._rang = 0
@@ -107,45 +83,22 @@ class WakeCheck(BaseCheck):
 
     # -- observation ---------------------------------------------------
 
-    def observe(self, event: Event) -> None:
-        f = event["f"]
-        type_ = event["type"]
-        if f == "post":
-            self._post_ok(event)
-        elif f == "arm":
-            self._arm(event, type_)
-        elif f == "wake":
-            if type_ == "ok":
-                self._wakes.append(event)
-        elif f in ("subscribe", "ack", "cursor"):
-            if type_ == "ok":
-                if f == "subscribe":
-                    self._subs.setdefault(event.get("handle"), set()).add(event.get("channel"))
-                self._cursor_ok(event)
-            elif type_ == "invoke" and f == "ack":
-                self._ack_invoke(event)
-        elif f == "pause":
-            target = (event.get("value") or {}).get("target")
-            self._paused.add(target)
-            for arm in self._active.values():
-                if arm.invoke["process"] == target:
-                    arm.paused = True
-        elif f == "resume":
-            self._paused.discard((event.get("value") or {}).get("target"))
-        elif f in ("kill", "crash"):
-            # its arm will never complete: stop collecting posts for it
-            self._forget((event.get("value") or {}).get("target"), None)
+    @on("wake", "ok")
+    def _wake(self, event: Event) -> None:
+        self._wakes.append(event)
 
-    def _forget(self, process: Any, keep: Any) -> None:
-        """Drop outstanding arms of ``process`` (except incarnation ``keep``)."""
-        dead = [k for k in self._active if k[0] == process and k[1] != keep]
-        for k in dead:
-            del self._active[k]
+    @on("subscribe", "ok")
+    def _subscribe_ok(self, event: Event) -> None:
+        self._subs.setdefault(event.get("handle"), set()).add(event.get("channel"))
+        self._cursor_ok(event)
 
+    @on("ack", "ok")
+    @on("cursor", "ok")
     def _cursor_ok(self, event: Event) -> None:
         value = (event.get("value") or {}).get("cursor")
         self._raise_cursor(event.get("handle"), event.get("channel"), value)
 
+    @on("ack", "invoke")
     def _ack_invoke(self, event: Event) -> None:
         value = (event.get("value") or {}).get("up_to")
         self._raise_cursor(event.get("handle"), event.get("channel"), value)
@@ -156,6 +109,7 @@ class WakeCheck(BaseCheck):
             if value > self._cursor.get(k, 0):
                 self._cursor[k] = value
 
+    @on("post", "ok")
     def _post_ok(self, event: Event) -> None:
         value = event["value"]
         seq = value["seq"]
@@ -176,31 +130,39 @@ class WakeCheck(BaseCheck):
             if arm.handle != sender and channel in self._subs.get(arm.handle, ()):
                 arm.during.setdefault(channel, []).append((event["time"], seq, event))
 
-    def _arm(self, event: Event, type_: str) -> None:
-        key = (event["process"], event.get("incarnation"))
-        if type_ == "invoke":
-            self._arms += 1
-            self._forget(key[0], key[1])  # an older incarnation is dead
-            handle = event.get("handle")
-            arm = _Arm(event, handle, event["process"] in self._paused)
-            for channel in self._subs.get(handle, ()):
-                top: tuple[int, Event] | None = None
-                for sender, best in self._others_max.get(channel, {}).items():
-                    if sender != handle and (top is None or best[0] > top[0]):
-                        top = best
-                if top is not None:
-                    arm.backlog.append((channel, top[0], top[1]))
-            self._active[key] = arm
+    @on("arm", "invoke")
+    def _arm_invoke(self, event: Event) -> None:
+        self._arms += 1
+        handle = event.get("handle")
+        arm = _Arm(event, handle)
+        for channel in self._subs.get(handle, ()):
+            top: tuple[int, Event] | None = None
+            for sender, best in self._others_max.get(channel, {}).items():
+                if sender != handle and (top is None or best[0] > top[0]):
+                    top = best
+            if top is not None:
+                arm.backlog.append((channel, top[0], top[1]))
+        self._active[id(event)] = arm
+
+    @on_op("arm", "fail", "info", "lost")
+    def _arm_failed(self, inv: Event | None, event: Event | None) -> None:
+        if inv is not None:
+            self._active.pop(id(inv), None)
+
+    @on_op("arm", "ok")
+    def _arm_ok(self, inv: Event | None, event: Event) -> None:
+        arm = self._active.pop(id(inv), None) if inv is not None else None
+        if arm is None:
             return
-        arm_or_none = self._active.pop(key, None)
-        if arm_or_none is None or type_ != "ok":
-            return
-        arm = arm_or_none
         if (event.get("value") or {}).get("rang"):
             self._rang += 1
             return
         self._timed_out += 1
-        if arm.paused:
+        process = event["process"]
+        window = self.windows.touching(
+            process, arm.invoke["time"], event["time"], indirect=False, grace=False
+        )
+        if window is not None:
             self._excluded += 1
             return
         self._judge_timeout(arm, event)
@@ -241,12 +203,6 @@ class WakeCheck(BaseCheck):
                         witness(arm.invoke, post, ok),
                     )
                     return
-
-    def _report(self, kind: str, message: str, events: list[Event]) -> None:
-        if self.log.full:
-            self.log.count(kind)
-        else:
-            self.log.add(kind, message, events)
 
     # -- result ----------------------------------------------------------
 
@@ -289,8 +245,8 @@ class WakeCheck(BaseCheck):
         }
         metrics: dict[str, float | int | None] = {
             "latency-count": len(latencies),
-            "latency-p50-ms": _percentile(latencies, 0.50),
-            "latency-p99-ms": _percentile(latencies, 0.99),
+            "latency-p50-ms": percentile(latencies, 0.50),
+            "latency-p99-ms": percentile(latencies, 0.99),
             "latency-max-ms": latencies[-1] if latencies else None,
             "latency-over-bound": over_bound,
             "latency-unmatched": unmatched,

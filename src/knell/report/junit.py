@@ -11,6 +11,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from knell.checker import Verdict
+from knell.rundir import atomic_write
 
 __all__ = ["write_junit"]
 
@@ -43,6 +44,4 @@ def write_junit(path: Path, suite: str, verdict: Verdict) -> None:
             ET.SubElement(case, "skipped", message=f"unknown: {result.unknown_reason or ''}")
     tree = ET.ElementTree(root)
     ET.indent(tree)
-    tmp = path.with_suffix(".tmp")
-    tree.write(tmp, encoding="utf-8", xml_declaration=True)
-    tmp.replace(path)
+    atomic_write(path, ET.tostring(root, encoding="utf-8", xml_declaration=True))

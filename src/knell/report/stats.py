@@ -1,36 +1,31 @@
 """What happened in a run, as opposed to whether it was correct.
 
 Throughput, fault counts, readiness and restart latency are read back from
-the merged history (one pass, memory per process) so the report states
-only what was observed: a figure that could not be measured is ``None``
-and the report says so, it is never estimated.
+the merged history in the same single pass as the checks (:class:`RunStats`
+is one more pass consumer), so the report states only what was observed: a
+figure that could not be measured is ``None`` and the report says so, it
+is never estimated.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
+from knell.checker.consumer import Consumer, on
 from knell.history import Event
+from knell.stats import percentile
 
-__all__ = ["RunStats", "percentile", "run_stats"]
+__all__ = ["RunStats"]
 
 NS = 1_000_000_000
 
-
-def percentile(values: list[float], q: float) -> float | None:
-    """Nearest-rank percentile; ``None`` for no values."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    rank = max(0, min(len(ordered) - 1, round(q / 100 * len(ordered) + 0.5) - 1))
-    return ordered[rank]
+_FAULT_FS = ("kill", "pause", "resume", "restart", "crash")
 
 
 @dataclass
-class RunStats:
+class _Figures:
     events: int = 0
     seconds: float | None = None
     posts: dict[str, int] = field(default_factory=dict)
@@ -43,77 +38,123 @@ class RunStats:
     restart_ms: dict[str, float | None] = field(default_factory=dict)
     spawn_ms: dict[str, float | None] = field(default_factory=dict)
 
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 def _summary(values: list[float]) -> dict[str, float | None]:
     return {
         "count": float(len(values)),
-        "p50": percentile(values, 50),
-        "p99": percentile(values, 99),
+        "p50": percentile(values, 0.50),
+        "p99": percentile(values, 0.99),
         "max": max(values) if values else None,
     }
 
 
-def run_stats(events: Iterable[Event]) -> RunStats:
-    stats = RunStats()
-    posts: Counter[str] = Counter()
-    faults: Counter[str] = Counter()
-    first = last = None
-    begin = None
-    first_post = last_post = None
-    first_starts: dict[str, int] = {}
-    incarnations: set[tuple[str, int]] = set()
-    killed_at: dict[str, int] = {}
-    restarted_at: dict[str, int] = {}
-    restart: list[float] = []
-    spawn: list[float] = []
-    for event in events:
-        stats.events += 1
+class RunStats(_Figures, Consumer):
+    """Run statistics, gathered as a consumer of the single pass. The
+    totals that need every event (count, first and last time) come from
+    the pass itself: call :meth:`close` with them."""
+
+    name: ClassVar[str] = "run-stats"
+
+    def __init__(self) -> None:
+        _Figures.__init__(self)
+        self._posts: Counter[str] = Counter()
+        self._faults: Counter[str] = Counter()
+        self._begin: int | None = None
+        self._first_post: int | None = None
+        self._last_post: int | None = None
+        self._first_starts: dict[str, int] = {}
+        self._incarnations: set[tuple[str, int]] = set()
+        self._killed_at: dict[str, int] = {}
+        self._restarted_at: dict[str, int] = {}
+        self._restart: list[float] = []
+        self._spawn: list[float] = []
+
+    @on("begin")
+    def _begin_event(self, event: Event) -> None:
+        if event.get("process") == "nemesis":
+            self._begin = event["time"]
+
+    @on("kill")
+    @on("pause")
+    @on("resume")
+    @on("restart")
+    @on("crash")
+    def _fault(self, event: Event) -> None:
+        if event.get("process") != "nemesis":
+            return
+        f = str(event.get("f"))
         t = event["time"]
-        first = t if first is None else first
-        last = t
-        f = event.get("f")
+        self._faults[f] += 1
+        target = str(event.get("value", {}).get("target"))
+        if f in ("kill", "crash"):
+            self._killed_at[target] = t
+        elif f == "restart":
+            self._restarted_at[target] = t
+
+    @on("post")
+    def _post(self, event: Event) -> None:
+        if event.get("process") == "nemesis":
+            return
+        type_ = event["type"]
+        self._posts[type_] += 1
+        if type_ == "invoke" and self._first_post is None:
+            self._first_post = event["time"]
+        elif type_ == "ok":
+            self._last_post = event["time"]
+
+    @on("handle")
+    def _handle(self, event: Event) -> None:
+        if event.get("process") != "nemesis":
+            self.handled += 1
+
+    @on("start")
+    def _start(self, event: Event) -> None:
         process = event.get("process", "")
         if process == "nemesis":
-            if f == "begin":
-                begin = t
-            elif f in ("kill", "pause", "resume", "restart", "crash"):
-                faults[str(f)] += 1
-                target = str(event.get("value", {}).get("target"))
-                if f in ("kill", "crash"):
-                    killed_at[target] = t
-                elif f == "restart":
-                    restarted_at[target] = t
-            continue
-        if f == "post":
-            posts[event["type"]] += 1
-            if event["type"] == "invoke" and first_post is None:
-                first_post = t
-            if event["type"] == "ok":
-                last_post = t
-        elif f == "handle":
-            stats.handled += 1
-        elif f == "start":
-            incarnations.add((process, event.get("incarnation", 0)))
-            if event.get("incarnation") == 1:
-                first_starts.setdefault(process, t)
-            if process in killed_at:
-                restart.append((t - killed_at.pop(process)) / 1e6)
-            if process in restarted_at:
-                spawn.append((t - restarted_at.pop(process)) / 1e6)
-    if first is not None and last is not None:
-        stats.seconds = (last - first) / NS
-    stats.posts = dict(posts)
-    if first_post is not None and last_post is not None and last_post > first_post:
-        stats.posts_per_second = posts["ok"] / ((last_post - first_post) / NS)
-    stats.faults = dict(faults)
-    stats.processes = len({p for p, _ in incarnations})
-    stats.incarnations = len(incarnations)
-    workers = [t for p, t in first_starts.items() if not p.startswith("drain-")]
-    if begin is not None and workers:
-        stats.ready_seconds = (max(workers) - begin) / NS
-    stats.restart_ms = _summary(restart)
-    stats.spawn_ms = _summary(spawn)
-    return stats
+            return
+        t = event["time"]
+        self._incarnations.add((process, event.get("incarnation", 0)))
+        if event.get("incarnation") == 1:
+            self._first_starts.setdefault(process, t)
+        if process in self._killed_at:
+            self._restart.append((t - self._killed_at.pop(process)) / 1e6)
+        if process in self._restarted_at:
+            self._spawn.append((t - self._restarted_at.pop(process)) / 1e6)
+
+    def close(self, events: int, first: int | None, last: int | None) -> RunStats:
+        """Settle the figures; ``events``, ``first`` and ``last`` (times in
+        ns) come from the pass. Returns self."""
+        self.events = events
+        if first is not None and last is not None:
+            self.seconds = (last - first) / NS
+        self.posts = dict(self._posts)
+        if (
+            self._first_post is not None
+            and self._last_post is not None
+            and self._last_post > self._first_post
+        ):
+            self.posts_per_second = self._posts["ok"] / ((self._last_post - self._first_post) / NS)
+        self.faults = dict(self._faults)
+        self.processes = len({p for p, _ in self._incarnations})
+        self.incarnations = len(self._incarnations)
+        workers = [t for p, t in self._first_starts.items() if not p.startswith("drain-")]
+        if self._begin is not None and workers:
+            self.ready_seconds = (max(workers) - self._begin) / NS
+        self.restart_ms = _summary(self._restart)
+        self.spawn_ms = _summary(self._spawn)
+        return self
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "events": self.events,
+            "seconds": self.seconds,
+            "posts": self.posts,
+            "posts_per_second": self.posts_per_second,
+            "handled": self.handled,
+            "faults": self.faults,
+            "processes": self.processes,
+            "incarnations": self.incarnations,
+            "ready_seconds": self.ready_seconds,
+            "restart_ms": self.restart_ms,
+            "spawn_ms": self.spawn_ms,
+        }

@@ -7,22 +7,37 @@ possible: restart latency after a kill is part of what knell measures.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 from knell.workload.consumer import run_consumer, run_drain
 from knell.workload.joiner import run_joiner
+from knell.workload.params import (
+    ConsumerParams,
+    DrainParams,
+    JoinerParams,
+    ProducerParams,
+    WaiterParams,
+)
 from knell.workload.producer import run_producer
 from knell.workload.waiter import run_waiter
 from knell.workload.worker import OpFailed, Worker, WorkerSpec
 
-ROLES: dict[str, Callable[[Worker], None]] = {
-    "producer": run_producer,
-    "consumer": run_consumer,
-    "waiter": run_waiter,
-    "joiner": run_joiner,
-    "drain": run_drain,
-}
+
+def play(worker: Worker) -> None:
+    """Run the worker's role with its typed parameters."""
+    params = worker.spec.params
+    if isinstance(params, ProducerParams):
+        run_producer(worker, params)
+    elif isinstance(params, ConsumerParams):
+        run_consumer(worker, params)
+    elif isinstance(params, WaiterParams):
+        run_waiter(worker, params)
+    elif isinstance(params, JoinerParams):
+        run_joiner(worker, params)
+    elif isinstance(params, DrainParams):
+        run_drain(worker, params)
+    else:  # pragma: no cover - the params union is closed
+        raise TypeError(f"no role for {type(params).__name__}")
 
 
 def main(argv: list[str]) -> int:
@@ -33,7 +48,7 @@ def main(argv: list[str]) -> int:
     parent = int(argv[2])
     worker = Worker(spec, int(argv[1]), parent if parent > 0 else None)
     try:
-        ROLES[spec.role](worker)
+        play(worker)
     except OpFailed as failed:
         print(f"{spec.name}: stopped on a failed operation: {failed}", file=sys.stderr)
         return 3

@@ -28,6 +28,7 @@ import itertools
 from contextlib import suppress
 from functools import partial
 
+from knell.workload.params import ConsumerParams, DrainParams, ReaderParams
 from knell.workload.worker import OpFailed, Worker
 
 __all__ = ["catch_up", "run_consumer", "run_drain"]
@@ -37,13 +38,20 @@ PROBE_DISTANCE = 1_000_000
 _pages = itertools.count(1)  # pages this process has handled and acked
 
 
-def catch_up(worker: Worker, handle: str, channel: str, *, probe_every: int = 0) -> int:
+def catch_up(
+    worker: Worker,
+    handle: str,
+    channel: str,
+    params: ReaderParams | DrainParams,
+    *,
+    probe_every: int = 0,
+) -> int:
     """Page from the durable cursor to an empty page, handling then acking
     each page (and after every ``probe_every``-th page of this process,
     probing an ack beyond head). Returns how many messages were handled."""
-    batch = int(worker.params.get("batch", 50))
-    handle_time = float(worker.params.get("handle_time", 0.0))
-    from_cursor = worker.params.get("paging", "after") == "cursor"
+    batch = params.batch
+    handle_time = params.handle_time if isinstance(params, ReaderParams) else 0.0
+    from_cursor = isinstance(params, ReaderParams) and params.paging == "cursor"
     after: int | None = None
     handled = 0
     while True:
@@ -87,34 +95,29 @@ def read_cursor(worker: Worker, handle: str, channel: str) -> int:
     )
 
 
-def consume_forever(worker: Worker, handle: str, channel: str) -> None:
+def consume_forever(worker: Worker, handle: str, params: ReaderParams) -> None:
     """Rounds of cursor read + catch-up until asked to stop. Failed
     operations (locked store, refused ack) are recorded and retried next
     round: a consumer never gives up its handle."""
-    idle = float(worker.params.get("idle", 0.05))
-    probe_every = int(worker.params.get("ack_probe_every", 0))
+    channel = params.channel
     while not worker.stopping():
         try:
             read_cursor(worker, handle, channel)
-            handled = catch_up(worker, handle, channel, probe_every=probe_every)
+            handled = catch_up(worker, handle, channel, params, probe_every=params.ack_probe_every)
         except OpFailed:
             handled = 0
         if handled == 0:
-            worker.sleep(idle)
+            worker.sleep(params.idle)
 
 
-def run_consumer(worker: Worker) -> None:
-    handle = str(worker.params["handle"])
-    channel = str(worker.params.get("channel", "events"))
-    worker.subscribe(handle, channel, str(worker.params.get("at", "head")))
-    consume_forever(worker, handle, channel)
+def run_consumer(worker: Worker, params: ConsumerParams) -> None:
+    worker.subscribe(params.handle, params.channel, params.at)
+    consume_forever(worker, params.handle, params)
 
 
-def run_drain(worker: Worker) -> None:
+def run_drain(worker: Worker, params: DrainParams) -> None:
     """The final phase: one more incarnation of a handle reads to the true
     head (producers have stopped) exactly once, then exits. Any failure is
     fatal here: the runner records the drain as unknown."""
-    handle = str(worker.params["handle"])
-    channel = str(worker.params.get("channel", "events"))
-    worker.subscribe(handle, channel, "head", retry=False)
-    catch_up(worker, handle, channel)
+    worker.subscribe(params.handle, params.channel, "head", retry=False)
+    catch_up(worker, params.handle, params.channel, params)

@@ -11,19 +11,18 @@ and are drained at the end like every other handle.
 from __future__ import annotations
 
 from knell.workload.consumer import consume_forever
+from knell.workload.params import JoinerParams
 from knell.workload.worker import Worker
 
 __all__ = ["run_joiner"]
 
 
-def run_joiner(worker: Worker) -> None:
-    prefix = str(worker.params.get("handle", "joiner"))
+def run_joiner(worker: Worker, params: JoinerParams) -> None:
     suffix = worker.name.rsplit("-", 1)[-1]
-    handle = f"{prefix}-{suffix}.{worker.incarnation}"
-    channel = str(worker.params.get("channel", "events"))
+    handle = f"{params.handle}-{suffix}.{worker.incarnation}"
     if worker.incarnation == 1:
-        worker.sleep(float(worker.params.get("join_after", 1.0)))
+        worker.sleep(params.join_after)
     if worker.stopping():
         return
-    worker.subscribe(handle, channel, "head")
-    consume_forever(worker, handle, channel)
+    worker.subscribe(handle, params.channel, "head")
+    consume_forever(worker, handle, params)

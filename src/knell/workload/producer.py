@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 from knell.history import HistoryReader
+from knell.workload.params import ProducerParams
 from knell.workload.worker import OpFailed, Worker
 
 __all__ = ["run_producer"]
@@ -52,15 +53,14 @@ def _post(worker: Worker, channel: str, msg_id: str, key: str | None) -> None:
             time.sleep(0.01 * attempts)
 
 
-def run_producer(worker: Worker) -> None:
-    channel = str(worker.params.get("channel", "events"))
-    rate = float(worker.params.get("rate", 50.0))
-    keyed = bool(worker.params.get("idempotency", False))
-    retry_every = int(worker.params.get("retry_every", 0)) if keyed else 0
+def run_producer(worker: Worker, params: ProducerParams) -> None:
+    channel = params.channel
+    keyed = params.idempotency
+    retry_every = params.retry_every if keyed else 0
     pending = _unfinished_post(worker) if keyed else None
     if pending is not None:
         _post(worker, channel, pending[0], pending[1])
-    interval = 1.0 / rate
+    interval = 1.0 / params.rate
     next_at = time.monotonic()
     counter = 0
     while not worker.stopping():

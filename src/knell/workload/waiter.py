@@ -23,22 +23,23 @@ from contextlib import suppress
 
 from knell.buses import Wake
 from knell.workload.consumer import catch_up
+from knell.workload.params import WaiterParams
 from knell.workload.worker import OpFailed, Worker
 
 __all__ = ["run_waiter"]
 
 
-def run_waiter(worker: Worker) -> None:
-    handle = str(worker.params.get("handle") or worker.name)
-    channel = str(worker.params.get("channel", "events"))
-    timeout = float(worker.params.get("wait_timeout", 2.0))
-    reply_every = int(worker.params.get("reply_every", 3))
+def run_waiter(worker: Worker, params: WaiterParams) -> None:
+    handle = params.handle or worker.name
+    channel = params.channel
+    timeout = params.wait_timeout
+    reply_every = params.reply_every
     worker.subscribe(handle, channel, "head")
     rings = 0
     reply: str | None = None
     while not worker.stopping():
         try:
-            catch_up(worker, handle, channel)
+            catch_up(worker, handle, channel, params)
         except OpFailed:
             worker.sleep(0.05)
             continue

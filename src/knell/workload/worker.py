@@ -7,20 +7,18 @@ error tree: :class:`~knell.buses.contract.DefiniteError` becomes ``fail``,
 anything else ``info`` (the worker cannot know whether a write landed).
 
 The leash: a worker must never outlive the run that started it, even when
-the runner is SIGKILLed and cannot clean up. On Linux the kernel delivers
-SIGKILL to the worker when its parent dies (``PR_SET_PDEATHSIG``); on every
-platform a watchdog thread also exits the process once the parent pid is
-gone. A graceful stop is a file in the run's control folder rather than a
-signal, so it works the same on Windows.
+the runner is SIGKILLed and cannot clean up (see
+:func:`knell.platform.die_with_parent`: the parent-death signal on Linux,
+a watchdog everywhere). A graceful stop is a file in the run's control
+folder rather than a signal, so it works the same on Windows.
+
+What a worker is told arrives as a :class:`WorkerSpec`: where its bus,
+history and control folder are, and its role's typed parameters
+(:mod:`knell.workload.params`).
 """
 
 from __future__ import annotations
 
-import ctypes
-import os
-import signal
-import sys
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -31,6 +29,8 @@ import orjson
 
 from knell.buses import Bus, DefiniteError, Message, open_bus
 from knell.history import HistoryWriter
+from knell.platform import die_with_parent
+from knell.workload.params import WorkerParams, params_from_json, params_to_json
 
 __all__ = ["OpFailed", "Worker", "WorkerSpec"]
 
@@ -55,45 +55,24 @@ class WorkerSpec:
     driver: str | None
     history_dir: str
     control_dir: str
-    params: dict[str, Any]
+    params: WorkerParams
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "role": self.role,
+            "bus_url": self.bus_url,
+            "driver": self.driver,
+            "history_dir": self.history_dir,
+            "control_dir": self.control_dir,
+            "params": params_to_json(self.params),
+        }
 
     @classmethod
     def load(cls, path: Path) -> WorkerSpec:
-        return cls(**orjson.loads(path.read_bytes()))
-
-
-def _parent_alive(parent: int) -> bool:
-    """Whether the process that started this one still runs. POSIX re-parents
-    an orphan, so its ppid changes; Windows keeps the creator's pid, so ask
-    whether that pid still exists (psutil, imported only there: a worker's
-    import time is part of the restart latency knell measures)."""
-    if os.getppid() != parent:
-        return False
-    if sys.platform == "win32":
-        import psutil
-
-        return bool(psutil.pid_exists(parent))
-    return True
-
-
-def _die_with_parent(parent: int) -> None:
-    if sys.platform.startswith("linux"):
-        try:
-            libc = ctypes.CDLL(None, use_errno=True)
-            pr_set_pdeathsig = 1
-            libc.prctl(pr_set_pdeathsig, signal.SIGKILL)
-        except (OSError, AttributeError):
-            pass
-    if not _parent_alive(parent):
-        os._exit(70)
-
-    def watch() -> None:
-        while True:
-            time.sleep(0.25)
-            if not _parent_alive(parent):
-                os._exit(70)
-
-    threading.Thread(target=watch, name="parent-watchdog", daemon=True).start()
+        data = orjson.loads(path.read_bytes())
+        data["params"] = params_from_json(data["role"], data["params"])
+        return cls(**data)
 
 
 class Worker:
@@ -101,11 +80,10 @@ class Worker:
 
     def __init__(self, spec: WorkerSpec, incarnation: int, parent: int | None) -> None:
         if parent is not None:
-            _die_with_parent(parent)
+            die_with_parent(parent)
         self.spec = spec
         self.name = spec.name
         self.incarnation = incarnation
-        self.params = spec.params
         self._stop_file = Path(spec.control_dir) / f"stop-{spec.name}"
         self._stop_all = Path(spec.control_dir) / "stop-all"
         self.history = HistoryWriter(

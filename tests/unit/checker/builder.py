@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from knell.checker import CheckConfig, CheckResult, Verdict, check_events
-from knell.checker.base import BaseCheck
+from knell.checker.base import Check
 from knell.history import Event
 
 NS = 1_000_000_000
@@ -228,7 +228,7 @@ def verdict(h: History, config: CheckConfig | None = None) -> Verdict:
     return check_events(h.events, config or CheckConfig())
 
 
-def run(h: History, check: type[BaseCheck], config: CheckConfig | None = None) -> CheckResult:
+def run(h: History, check: type[Check], config: CheckConfig | None = None) -> CheckResult:
     """Run one check alone over the history."""
     return check_events(h.events, config or CheckConfig(), checks=[check]).checks[check.name]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import orjson
 import pytest
@@ -18,7 +18,8 @@ from knell.checker import (
     check_events,
     check_history,
 )
-from knell.checker.base import BaseCheck, merge_validity
+from knell.checker.base import Check, merge_validity
+from knell.checker.consumer import on
 from knell.checker.ordering import OrderingCheck
 from knell.history import Event
 
@@ -112,14 +113,14 @@ def test_single_pass_over_a_generator() -> None:
     assert next(gen, None) is None  # consumed exactly once
 
 
-class _Spy(BaseCheck):
+class _Spy(Check):
     name: ClassVar[str] = "spy"
-    fs: ClassVar[frozenset[str]] = frozenset({"post"})
 
-    def __init__(self, config: CheckConfig) -> None:
-        super().__init__(config)
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
         self.seen: list[str] = []
 
+    @on("post")
     def observe(self, event: Event) -> None:
         self.seen.append(event["f"])
 

@@ -6,6 +6,7 @@ import pytest
 
 from knell.checker import CheckConfig, check_events
 from knell.checker.wake import WakeCheck
+from knell.nemesis.windows import FaultWindows
 
 from .builder import History, only, run
 
@@ -188,9 +189,14 @@ def test_killed_arm_stops_collecting_and_new_incarnation_is_judged() -> None:
     arm = h.invoke("waiter-1", "arm", {"timeout": 3.0}, handle="reviewer", incarnation=2)
     h.sleep(3.0)
     h.event("waiter-1", "ok", "arm", {"rang": False}, handle="reviewer", incarnation=2)
-    check = WakeCheck(CONFIG)
-    v = check_events(h.events, CONFIG, checks=[lambda _config: check])
-    assert not check._active
+    made: list[WakeCheck] = []
+
+    def factory(config: CheckConfig, windows: FaultWindows) -> WakeCheck:
+        made.append(WakeCheck(config, windows))
+        return made[0]
+
+    v = check_events(h.events, CONFIG, checks=[factory])
+    assert not made[0]._active
     assert arm
     assert v.valid is True
     assert v.checks["wake"].counts["timed-out"] == 1

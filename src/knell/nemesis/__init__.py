@@ -1,0 +1,41 @@
+"""The nemesis: the faults a run inflicts, one module per fault kind.
+
+Jepsen's word for the adversary. A scenario's ``[[nemesis]]`` tables name
+fault kinds (``kill``, ``pause``); the seed expands them into a timed plan
+(:mod:`knell.schedule`); the runner hands each step to its kind, which acts
+on real processes and records what it did; the history's fault windows
+(:mod:`knell.nemesis.windows`) tell the checks when each fault held.
+
+* :mod:`~knell.nemesis.kind`: what a fault kind is (the one interface);
+* :mod:`~knell.nemesis.registry`: the kinds by name, and how to add one;
+* :mod:`~knell.nemesis.kill`, :mod:`~knell.nemesis.pause`: process faults;
+* :mod:`~knell.nemesis.windows`: fault windows, read back from a history.
+"""
+
+from __future__ import annotations
+
+from knell.nemesis.kind import (
+    Action,
+    Band,
+    Effect,
+    FaultKind,
+    FaultSpec,
+    NemesisContext,
+    Radius,
+    StoreHandle,
+)
+from knell.nemesis.registry import KINDS, kinds, register_kind
+
+__all__ = [
+    "KINDS",
+    "Action",
+    "Band",
+    "Effect",
+    "FaultKind",
+    "FaultSpec",
+    "NemesisContext",
+    "Radius",
+    "StoreHandle",
+    "kinds",
+    "register_kind",
+]

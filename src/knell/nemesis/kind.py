@@ -1,0 +1,266 @@
+"""What a fault kind is: one module that owns a fault from TOML to heal.
+
+A *fault kind* (``kill``, ``pause``; later ``store-crash``, ``partition``...)
+is everything knell knows about one way of hurting a system, in one class:
+
+* its **spec**: the pydantic model of its ``[[nemesis]]`` table in a
+  scenario file (``fault = "kill"``, ``target``, ``every``...);
+* its **expansion**: how a spec and the scenario's seed become exact timed
+  :class:`Action` steps (``apply`` at 3.412 s, ``heal`` at 3.612 s), saved
+  in ``schedule.json`` so a run can be replayed;
+* **apply** and **heal**: the real OS action on a real process, server or
+  link, each recorded as an event of the ``nemesis`` process;
+* its part of the **final phase**, which heals everything before the drain;
+* its **blast radius**: which processes, stores and links an action
+  affects, directly (the process it freezes) or not (every SQLite writer
+  stalls behind a frozen process holding the write lock);
+* its **fault window**: from apply until the heal is confirmed, plus a
+  ``grace`` period for the system to recover; checks that excuse errors,
+  hangs or missed rings inside faults read the windows
+  (:mod:`knell.nemesis.windows`), never the kind names;
+* the **band** a report draws for its windows.
+
+The runner knows none of this: it hands each action to its kind with a
+:class:`NemesisContext` (the supervisor, the stores and links of the run,
+a way to record events), so adding a fault kind is one module and one
+:func:`~knell.nemesis.registry.register_kind` call, and no runner change.
+"""
+
+from __future__ import annotations
+
+import random
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from knell.durations import Duration
+
+if TYPE_CHECKING:
+    from knell.scenario import Scenario
+    from knell.supervisor import Supervisor
+
+__all__ = [
+    "Action",
+    "Band",
+    "Effect",
+    "FaultKind",
+    "FaultSpec",
+    "NemesisContext",
+    "Radius",
+    "StoreHandle",
+]
+
+Effect = Literal["down", "frozen", "degraded"]
+"""What a window does to what it touches: ``down`` (the process is gone),
+``frozen`` (it is alive but cannot run: suspended), ``degraded`` (it runs,
+but its operations may fail or hang: a store crash, a partition)."""
+
+Step = Literal["apply", "heal"]
+
+
+class FaultSpec(BaseModel):
+    """The fields every ``[[nemesis]]`` table shares: what to hit and how
+    often. A kind's own spec subclasses this and adds ``fault:
+    Literal["<name>"]`` and its parameters."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    fault: str = Field(description="the fault kind (a subclass narrows it to its name)")
+    target: str = Field(description="a process group, role, or instance name")
+    every: Duration = Field(gt=0, description="mean interval between faults")
+    jitter: float = Field(default=0.5, ge=0, lt=1, description="interval spread, 0..1")
+    start: Duration = Field(default=1.0, description="first fault not before this")
+    stop: Duration | None = Field(default=None, description="no fault after this")
+
+
+@dataclass(frozen=True)
+class Action:
+    """One timed nemesis step, seconds from the start of the fault clock.
+    ``fault`` numbers the fault an apply and its heal belong to;
+    ``params`` carries what the kind needs to replay it exactly."""
+
+    at: float
+    kind: str
+    step: Step
+    target: str
+    fault: int
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+    def sort_key(self) -> tuple[float, int, int]:
+        return (self.at, self.fault, 0 if self.step == "apply" else 1)
+
+
+@dataclass(frozen=True)
+class Radius:
+    """What one fault touches. ``processes`` are hit directly (the one it
+    kills or freezes, or every client of a crashed store); ``indirect``
+    ones are hurt through a shared resource (writers stalled behind a
+    frozen lock holder)."""
+
+    processes: frozenset[str] = frozenset()
+    indirect: frozenset[str] = frozenset()
+    stores: frozenset[str] = frozenset()
+    links: frozenset[str] = frozenset()
+
+    def to_json(self) -> dict[str, list[str]]:
+        return {
+            "processes": sorted(self.processes),
+            "indirect": sorted(self.indirect),
+            "stores": sorted(self.stores),
+            "links": sorted(self.links),
+        }
+
+    @classmethod
+    def from_json(cls, data: Any) -> Radius:
+        if not isinstance(data, dict):
+            return cls()
+
+        def names(key: str) -> frozenset[str]:
+            value = data.get(key)
+            return frozenset(str(v) for v in value) if isinstance(value, list) else frozenset()
+
+        return cls(names("processes"), names("indirect"), names("stores"), names("links"))
+
+
+@dataclass(frozen=True)
+class Band:
+    """How a report draws this kind's windows."""
+
+    label: str
+    colour: str
+
+
+class StoreHandle(Protocol):
+    """What fault kinds may ask of a store of the run."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def frozen_client_stalls(self) -> bool:
+        """Whether a client frozen mid-operation can stall other clients
+        (a SQLite process holding the write lock stalls every writer)."""
+        ...
+
+
+@dataclass
+class NemesisContext:
+    """What the runner lends a fault kind to act on a run."""
+
+    scenario: Scenario
+    supervisor: Supervisor
+    record: Callable[..., None]
+    """``record(f, action, **value)``: write a nemesis event for ``action``."""
+    expected_down: set[str] = field(default_factory=set)
+    """Processes that are down on purpose (not crashes to restart)."""
+    stores: dict[str, StoreHandle] = field(default_factory=dict)
+    links: dict[str, Any] = field(default_factory=dict)
+    say: Callable[[str], None] = lambda _: None
+
+    def workers(self) -> list[str]:
+        """Every worker instance of the scenario."""
+        return list(self.scenario.instances())
+
+    def stalled_by(self, process: str) -> frozenset[str]:
+        """The processes a frozen ``process`` can stall through a store."""
+        if any(store.frozen_client_stalls for store in self.stores.values()):
+            return frozenset(self.workers()) - {process}
+        return frozenset()
+
+
+class FaultKind(ABC):
+    """Base of every fault kind; see the module docstring.
+
+    Subclasses set the class attributes and implement :meth:`apply`,
+    :meth:`heal` and :meth:`heal_all`; the default :meth:`expand` is the
+    seeded loop most kinds want (one target at a time, never two faults on
+    one target at once)."""
+
+    name: ClassVar[str]
+    spec: ClassVar[type[FaultSpec]]
+    apply_f: ClassVar[str]
+    """The ``f`` of the nemesis event that opens a window (``kill``)."""
+    heal_f: ClassVar[str]
+    """The ``f`` of the nemesis event that closes it (``restart``)."""
+    effect: ClassVar[Effect]
+    grace: ClassVar[float] = 0.0
+    """Seconds after a confirmed heal still counted as inside the window."""
+    band: ClassVar[Band]
+
+    # -- planning ------------------------------------------------------------
+
+    def targets(self, spec: FaultSpec, scenario: Scenario) -> list[str]:
+        """The candidates ``spec.target`` covers (default: process instances)."""
+        return scenario.targets(spec.target)
+
+    def known_targets(self, scenario: Scenario) -> set[str]:
+        """Every name a spec of this kind may target, for validation."""
+        groups = {spec.group for spec in scenario.process}
+        roles = {spec.role for spec in scenario.process}
+        return set(scenario.instances()) | groups | roles
+
+    @abstractmethod
+    def hold(self, spec: FaultSpec) -> float:
+        """Seconds from apply to heal."""
+
+    def params(self, spec: FaultSpec) -> dict[str, Any]:
+        """What an action must carry to be replayed (default nothing)."""
+        return {}
+
+    def expand(
+        self,
+        spec: FaultSpec,
+        scenario: Scenario,
+        rng: random.Random,
+        busy_until: dict[str, float],
+        first_fault: int,
+    ) -> list[Action]:
+        """Seeded actions for one spec. ``busy_until`` is shared by every
+        spec of the scenario: a target still inside a fault (plus 50 ms)
+        is not chosen again, so every fault has a clean heal."""
+        candidates = self.targets(spec, scenario)
+        stop = scenario.duration if spec.stop is None else min(spec.stop, scenario.duration)
+        actions: list[Action] = []
+        fault = first_fault
+        t = spec.start
+        hold = self.hold(spec)
+        params = self.params(spec)
+        while t < stop:
+            free = [c for c in candidates if busy_until.get(c, -1.0) <= t]
+            if not free:
+                t += spec.every * 0.25
+                continue
+            target = rng.choice(free)
+            heal = t + hold
+            actions += [
+                Action(round(t, 4), self.name, "apply", target, fault, params),
+                Action(round(heal, 4), self.name, "heal", target, fault, params),
+            ]
+            busy_until[target] = heal + 0.05
+            fault += 1
+            t += spec.every * rng.uniform(1 - spec.jitter, 1 + spec.jitter)
+        return actions
+
+    # -- acting --------------------------------------------------------------
+
+    @abstractmethod
+    def radius(self, action: Action, ctx: NemesisContext) -> Radius:
+        """What ``action`` touches (recorded with the apply event)."""
+
+    @abstractmethod
+    def apply(self, action: Action, ctx: NemesisContext) -> bool:
+        """Do it, record it; False when it did not apply (target not running)."""
+
+    @abstractmethod
+    def heal(self, action: Action, ctx: NemesisContext) -> bool:
+        """Undo it, record it; False when there was nothing to heal."""
+
+    @abstractmethod
+    def heal_all(self, ctx: NemesisContext) -> None:
+        """The final phase: heal whatever this kind left broken."""

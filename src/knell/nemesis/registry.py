@@ -1,0 +1,61 @@
+"""The fault kinds knell knows, by the name scenarios use (``fault = "kill"``).
+
+Built-in kinds are registered here; a kind of one's own is one module with
+one :class:`~knell.nemesis.kind.FaultKind` subclass, registered either by
+calling :func:`register_kind` (a test does this) or through the
+``knell.faults`` entry-point group (a package does), loaded the first time
+the registry is read. Registering a kind also teaches the scenario loader
+its ``[[nemesis]]`` table, so nothing else in knell needs to change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from knell.nemesis.kill import Kill
+from knell.nemesis.kind import FaultKind
+from knell.nemesis.pause import Pause
+
+__all__ = ["KINDS", "kinds", "on_register", "register_kind"]
+
+KINDS: dict[str, FaultKind] = {}
+"""Every registered kind by name, in registration order."""
+
+_listeners: list[Callable[[], None]] = []
+_plugins_loaded = False
+
+
+def register_kind(kind: type[FaultKind] | FaultKind) -> FaultKind:
+    """Register a fault kind (a class or an instance); returns the instance.
+    Registering the same name again replaces the earlier kind."""
+    instance = kind() if isinstance(kind, type) else kind
+    for attr in ("name", "spec", "apply_f", "heal_f", "effect", "band"):
+        if not hasattr(instance, attr):
+            raise TypeError(f"fault kind {type(instance).__name__} has no {attr!r}")
+    KINDS[instance.name] = instance
+    for listener in _listeners:
+        listener()
+    return instance
+
+
+def on_register(listener: Callable[[], None]) -> None:
+    """Call ``listener`` whenever the set of kinds changes (the scenario
+    loader rebuilds its models)."""
+    _listeners.append(listener)
+
+
+def kinds() -> dict[str, FaultKind]:
+    """The registry, with entry-point plugins loaded on first use."""
+    global _plugins_loaded
+    if not _plugins_loaded:
+        _plugins_loaded = True
+        from importlib.metadata import entry_points  # slow to import; only needed here
+
+        for ep in entry_points(group="knell.faults"):
+            loaded = ep.load()
+            register_kind(loaded)
+    return KINDS
+
+
+for _builtin in (Kill, Pause):
+    register_kind(_builtin)

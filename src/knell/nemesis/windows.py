@@ -1,0 +1,148 @@
+"""Fault windows: when each fault was in force, and what it touched.
+
+A check that excuses something "inside a fault" (a missed doorbell ring
+while the waiter was frozen, an error while the store was down) must know
+exactly when each fault held and whom it hurt. :class:`FaultWindows` reads
+that from the history itself, in the same single pass as the checks: each
+fault's apply event (a nemesis ``kill``, ``pause``...) opens a window, its
+heal event (``restart``, ``resume``...) closes it, and the kind's ``grace``
+extends it for the system to recover. Reading windows from the history,
+not from the scenario, means a stored run is re-checked with the windows
+it actually had, and a fault that never applied opens none.
+
+The apply event records the fault's number, kind, effect, grace and blast
+radius (see :class:`~knell.nemesis.kind.Radius`), so windows of a kind
+this knell does not know still count. Histories written before fault
+numbers existed (schedule version 1) are paired by kind and target, with
+the target as the only process touched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from knell.checker.consumer import EVENT_TYPES, Consumer, Handler
+from knell.history import Event
+from knell.nemesis.kind import FaultKind, Radius
+from knell.nemesis.registry import kinds
+
+__all__ = ["FaultWindows", "Window"]
+
+_NS = 1_000_000_000
+
+
+@dataclass
+class Window:
+    """One fault, from its apply to its confirmed heal (``end`` is None
+    while it was never healed)."""
+
+    kind: str
+    fault: Any
+    effect: str
+    start: int
+    end: int | None
+    grace_ns: int
+    radius: Radius
+    apply: Event
+    heal: Event | None = None
+
+    def overlaps(self, t0: int, t1: int, *, grace: bool = True) -> bool:
+        """Whether the window was in force at some moment of ``[t0, t1]``."""
+        if self.start > t1:
+            return False
+        if self.end is None:
+            return True
+        return self.end + (self.grace_ns if grace else 0) >= t0
+
+    def touches(self, process: str, *, indirect: bool) -> bool:
+        return process in self.radius.processes or (indirect and process in self.radius.indirect)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "fault": self.fault,
+            "effect": self.effect,
+            "start": self.start,
+            "end": self.end,
+            "grace_s": self.grace_ns / _NS,
+            "radius": self.radius.to_json(),
+        }
+
+
+class FaultWindows(Consumer):
+    """Builds every fault window of a history in the single pass."""
+
+    name = "fault-windows"
+
+    def __init__(self, registry: Mapping[str, FaultKind] | None = None) -> None:
+        self._kinds = dict(registry if registry is not None else kinds())
+        self._by_apply = {k.apply_f: k for k in self._kinds.values()}
+        self._by_heal = {k.heal_f: k for k in self._kinds.values()}
+        handlers = [Handler("event", f, EVENT_TYPES, "_applied") for f in self._by_apply]
+        handlers += [Handler("event", f, EVENT_TYPES, "_healed") for f in self._by_heal]
+        self.handlers = tuple(handlers)  # type: ignore[misc]  # per instance: kinds vary
+        self.windows: list[Window] = []
+        self._open: dict[Any, Window] = {}
+        self._by_process: dict[str, list[Window]] = {}
+
+    def _applied(self, event: Event) -> None:
+        if event["process"] != "nemesis":
+            return
+        value = event.get("value") or {}
+        kind = self._by_apply[event["f"]]
+        name = str(value.get("kind") or kind.name)
+        target = value.get("target")
+        fault = value.get("fault")
+        key = fault if fault is not None else (name, target)
+        radius = Radius.from_json(value.get("radius"))
+        if not radius.processes and isinstance(target, str):
+            radius = Radius(processes=frozenset({target}))
+        grace = value.get("grace_s", kind.grace)
+        window = Window(
+            kind=name,
+            fault=fault,
+            effect=str(value.get("effect") or kind.effect),
+            start=int(event["time"]),
+            end=None,
+            grace_ns=int(float(grace) * _NS) if isinstance(grace, (int, float)) else 0,
+            radius=radius,
+            apply=event,
+        )
+        self.windows.append(window)
+        self._open[key] = window
+        for process in radius.processes | radius.indirect:
+            self._by_process.setdefault(process, []).append(window)
+
+    def _healed(self, event: Event) -> None:
+        if event["process"] != "nemesis":
+            return
+        value = event.get("value") or {}
+        kind = self._by_heal[event["f"]]
+        fault = value.get("fault")
+        key = (
+            fault
+            if fault is not None
+            else (str(value.get("kind") or kind.name), value.get("target"))
+        )
+        window = self._open.pop(key, None)
+        if window is not None:
+            window.end = int(event["time"])
+            window.heal = event
+
+    # -- queries ---------------------------------------------------------------
+
+    def touching(
+        self, process: str, t0: int, t1: int, *, indirect: bool = True, grace: bool = True
+    ) -> Window | None:
+        """The first window that touched ``process`` at some moment of
+        ``[t0, t1]`` (ns): directly, or also indirectly; with each
+        window's grace period, or (``grace=False``) only while in force."""
+        for window in self._by_process.get(process, ()):
+            if window.touches(process, indirect=indirect) and window.overlaps(t0, t1, grace=grace):
+                return window
+        return None
+
+    def to_json(self) -> list[dict[str, Any]]:
+        return [w.to_json() for w in self.windows]

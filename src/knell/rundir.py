@@ -1,0 +1,107 @@
+"""Run directories: where every run, matrix and benchmark writes.
+
+One home for the plumbing all of them share:
+
+* a **stamp** (UTC, sortable, unique to the microsecond) names each run
+  folder under ``reports/<name>/``;
+* a **latest pointer** ``reports/<name>/latest`` names the newest one: a
+  symlink, or a one-line file naming the run where symlinks are not
+  allowed (Windows without developer mode);
+* **atomic writes**: a file is written to a temporary name and renamed, so
+  a reader (or a crash) never sees half a report. A full disk or an
+  unwritable folder is raised as :class:`RunDirError` naming the file,
+  never a traceback, and the temporary file is removed.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+from datetime import datetime, timezone
+from pathlib import Path
+
+__all__ = [
+    "RunDirError",
+    "atomic_write",
+    "new_dir",
+    "point_latest",
+    "resolve_latest",
+    "stamp",
+]
+
+
+class RunDirError(OSError):
+    """A run directory or one of its files cannot be written (the message
+    names the path and the reason, e.g. no space left on the device)."""
+
+
+def stamp(now: datetime | None = None) -> str:
+    """``20261129T124501.123456Z``: sortable, and unique per microsecond."""
+    return (now or datetime.now(timezone.utc)).strftime("%Y%m%dT%H%M%S.%fZ")
+
+
+def describe(exc: OSError, path: Path) -> str:
+    reason = exc.strerror or str(exc)
+    if exc.errno == errno.ENOSPC:
+        reason = "no space left on the device"
+    return f"{path}: cannot write: {reason}"
+
+
+def new_dir(parent: Path, *subdirs: str, now: datetime | None = None) -> Path:
+    """Create ``parent/<stamp>/`` with the given sub-folders."""
+    path = parent / stamp(now)
+    try:
+        path.mkdir(parents=True, exist_ok=False)
+        for sub in subdirs:
+            (path / sub).mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        return new_dir(parent, *subdirs)  # same microsecond: take the next
+    except OSError as exc:
+        raise RunDirError(exc.errno, describe(exc, path)) from None
+    return path
+
+
+def atomic_write(path: Path, data: str | bytes) -> None:
+    """Write ``path`` whole or not at all."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        if isinstance(data, str):
+            tmp.write_text(data, encoding="utf-8")
+        else:
+            tmp.write_bytes(data)
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise RunDirError(exc.errno, describe(exc, path)) from None
+
+
+def point_latest(run_dir: Path) -> None:
+    """``<parent>/latest`` -> ``run_dir`` (best effort: a report folder that
+    refuses both a symlink and a file keeps its old pointer)."""
+    latest = run_dir.parent / "latest"
+    tmp = run_dir.parent / f".latest.{os.getpid()}"
+    try:
+        if tmp.exists() or tmp.is_symlink():
+            tmp.unlink()
+        tmp.symlink_to(run_dir.name, target_is_directory=True)
+        os.replace(tmp, latest)
+        return
+    except OSError:
+        pass
+    try:
+        if latest.is_symlink() or latest.is_file():
+            latest.unlink()
+        elif latest.is_dir():
+            shutil.rmtree(latest)
+        latest.write_text(run_dir.name + "\n", encoding="utf-8")
+    except OSError:
+        pass
+
+
+def resolve_latest(path: Path) -> Path:
+    """A ``latest`` pointer written as a file names its run: follow it."""
+    if path.is_file() and path.name == "latest":
+        name = path.read_text(encoding="utf-8").strip()
+        return path.parent / name
+    return path
