@@ -34,15 +34,17 @@ matrix: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/knell bench
 
-## lint: ruff (lint + format check) and mypy --strict on src/
+## lint: ruff (lint + format check), mypy --strict on src/ for Linux and Windows, the platform guard
 lint: $(STAMP)
-	$(BIN)/ruff check src tests
-	$(BIN)/ruff format --check src tests
+	$(BIN)/ruff check src tests tools
+	$(BIN)/ruff format --check src tests tools
 	$(BIN)/mypy
+	$(BIN)/mypy --platform win32
+	$(BIN)/python tools/platform_guard.py src/knell
 
 format: $(STAMP)
-	$(BIN)/ruff format src tests
-	$(BIN)/ruff check --fix src tests
+	$(BIN)/ruff format src tests tools
+	$(BIN)/ruff check --fix src tests tools
 
 clean:
 	rm -rf $(VENV) reports/*/ .pytest_cache .mypy_cache .ruff_cache

@@ -227,6 +227,7 @@ def _print_matrix(matrix: Matrix) -> None:
         table.add_column(column, overflow="fold")
     colours = {
         "caught": "green",
+        "weak": "yellow",
         "valid": "green",
         "wrong-check": "red",
         "missed": "red",
@@ -239,16 +240,19 @@ def _print_matrix(matrix: Matrix) -> None:
             bad = [f"{c.scenario}: {c.word}" for c in row.cells if c.valid is not True]
             caught_by = ", ".join(bad) or f"valid on all {len(row.cells)}"
         else:
-            caught_by = ", ".join(c.scenario for c in row.catching) or "-"
+            caught_by = ", ".join(row.caught_by) or ("-" if row.cells else "not run")
         checks = ", ".join(f"[bold]{c}[/]" if c not in row.other_checks else c for c in row.checks)
         detect = "-" if row.detected is None else f"{row.detected:.1f}s"
+        rate = "" if row.rate is None else f" {round(row.rate * len(row.seeds))}/{len(row.seeds)}"
         colour = colours[row.status]
-        table.add_row(mode, row.bus, caught_by, checks or "-", detect, f"[{colour}]{row.status}[/]")
+        table.add_row(
+            mode, row.bus, caught_by, checks or "-", detect, f"[{colour}]{row.status}{rate}[/]"
+        )
     # Piped (CI logs): wide enough that the table does not fold every cell.
     out = console if console.is_terminal else Console(highlight=False, width=160)
     out.print(table)
     mutants = matrix.mutant_rows
-    caught = sum(1 for r in mutants if r.status == "caught")
+    caught = matrix.caught()
     if median is not None and worst is not None:
         console.print(f"time to detect: median {median:.1f} s, worst {worst:.1f} s")
     console.print(
@@ -275,7 +279,19 @@ def _print_matrix(matrix: Matrix) -> None:
     "-m", "--mutant", "only_mutants", multiple=True, help="Only this mutant (repeatable)."
 )
 @click.option("--no-reference", is_flag=True, help="Skip the reference bus (the control).")
-@click.option("--seed", type=int, help="Override every scenario's seed.")
+@click.option(
+    "--full",
+    is_flag=True,
+    help="Every mutant on every scenario (default: each mutant on the scenarios it declares).",
+)
+@click.option(
+    "--seeds",
+    type=click.IntRange(1, 100),
+    default=1,
+    show_default=True,
+    help="Repeat each cell with N seeds and report each mutant's detection rate.",
+)
+@click.option("--seed", type=int, help="Override every scenario's (first) seed.")
 @click.option(
     "-j",
     "--jobs",
@@ -293,14 +309,18 @@ def matrix(
     only_scenarios: tuple[str, ...],
     only_mutants: tuple[str, ...],
     no_reference: bool,
+    full: bool,
+    seeds: int,
     seed: int | None,
     jobs: int,
     reports: Path,
     scenarios_dir: Path,
     list_mutants: bool,
 ) -> None:
-    """Run the reference bus and every mutant against the scenarios.
+    """Run the reference bus and the mutants against the scenarios.
 
+    The reference runs on every scenario, each mutant on the scenarios it
+    declares (--full: on every scenario; -s: on exactly those named).
     Passes (exit 0) when the reference bus is VALID everywhere and every
     mutant is caught by the check that names its failure mode; exit 1
     otherwise. Writes reports/matrix/<timestamp>/matrix.md and matrix.json.
@@ -339,21 +359,24 @@ def matrix(
         else:
             colour = "yellow" if cell.valid is False else "dim"
         console.print(
-            f"  [{done:>2}/{total}] {cell.bus:<26} {cell.scenario:<26} "
+            f"  [{done:>2}/{total}] {cell.bus:<26} {cell.scenario:<26} s{cell.seed} "
             f"[{colour}]{cell.word}[/] {fired} ({cell.wall:.1f} s)",
             soft_wrap=True,
         )
 
     console.print(
-        f"[bold]knell matrix[/]: {len(loaded)} scenario(s) x "
-        f"{len(only_mutants or all_mutants()) + (0 if no_reference else 1)} bus(es),"
-        f" {jobs} at a time"
+        f"[bold]knell matrix[/]: {len(loaded)} scenario(s),"
+        f" {len(only_mutants or all_mutants()) + (0 if no_reference else 1)} bus(es),"
+        f" {seeds} seed(s), {jobs} at a time"
     )
     try:
         result = run_matrix(
             loaded,
             mutants=list(only_mutants) or None,
             reference=not no_reference,
+            full=full,
+            explicit=bool(only_scenarios),
+            seeds=seeds,
             reports=reports,
             duration=seconds,
             seed=seed,
@@ -401,6 +424,17 @@ def bench(short: bool, reports: Path, sections: tuple[str, ...]) -> None:
     console.print(f"report: {out / 'bench.md'}", soft_wrap=True)
     data = json.loads((out / "bench.json").read_text(encoding="utf-8"))
     sys.exit(1 if data["errors"] else 0)
+
+
+@cli.command()
+def reap() -> None:
+    """Remove what runs whose runner died left behind (processes, servers,
+    containers), and nothing that a live run owns."""
+    from knell.owners import reap as reap_owned
+    from knell.owners import state_dir
+
+    removed = reap_owned(say=lambda line: console.print(line, soft_wrap=True))
+    console.print(f"reaped {len(removed)} resource(s) (registry: {state_dir()})", soft_wrap=True)
 
 
 def main() -> None:

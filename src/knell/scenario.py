@@ -235,9 +235,10 @@ class Scenario(_Strict):
 
 
 def _rebuild() -> None:
-    """A fault kind was registered: teach the models its table."""
-    global NemesisSpec
-    NemesisSpec = _nemesis_union()
+    """The set of fault kinds changed: teach the scenario model their tables
+    (a forced rebuild regenerates the validator from the field's type)."""
+    field = Scenario.model_fields["nemesis"]
+    field.annotation = list[_nemesis_union()]  # type: ignore[misc,assignment]
     Scenario.model_rebuild(force=True)
 
 

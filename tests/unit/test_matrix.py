@@ -10,7 +10,19 @@ from pathlib import Path
 
 from knell.buses.mutants import all_mutants
 from knell.checker import Anomaly, CheckResult
-from knell.matrix import REFERENCE, Cell, Matrix, MutantRow, judge, render_markdown, write_matrix
+from knell.matrix import (
+    REFERENCE,
+    Cell,
+    Matrix,
+    MutantRow,
+    judge,
+    plan,
+    render_markdown,
+    write_matrix,
+)
+from knell.scenario import load_scenario
+
+SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
 
 MUTANTS = all_mutants()
 
@@ -117,7 +129,7 @@ def test_matrix_passes_only_when_every_row_does(tmp_path: Path) -> None:
     assert "PASS" in text and "`flood-on-join`" in text and "2.5 s" in text
     write_matrix(matrix, tmp_path / "out")
     data = json.loads((tmp_path / "out" / "matrix.json").read_text(encoding="utf-8"))
-    assert data["ok"] is True and data["mutants"] == {"caught": 1, "total": 1}
+    assert data["ok"] is True and data["mutants"] == {"caught": 1, "weak": 0, "total": 1}
     assert data["rows"][1]["caught_by"] == ["churn-joiners"]
 
     rows.append(MutantRow("no-idempotency", MUTANTS["no-idempotency"], [reference]))
@@ -137,3 +149,60 @@ def test_kinds_beyond_the_stored_anomalies_still_count() -> None:
     judge(cell, {"wake": capped}, mutant)
     assert cell.fired == {"wake": ["missed-post", "own-post-ring"]}
     assert cell.expected_hit == ["wake:own-post-ring"]
+
+
+def test_plan_runs_each_mutant_on_its_declared_scenarios() -> None:
+    scenarios = [load_scenario(SCENARIOS / f"{n}.toml") for n in ("quickstart", "churn-joiners")]
+    flood, fetch = MUTANTS["flood-on-join"], MUTANTS["fetch-consumes"]
+    tasks = plan(scenarios, [flood, fetch])
+    assert [(t.bus, t.scenario.name) for t in tasks] == [
+        (REFERENCE, "quickstart"),
+        (REFERENCE, "churn-joiners"),
+        ("flood-on-join", "churn-joiners"),
+    ]  # fetch-consumes declares kill-consumers only: it has no cell here
+    full = plan(scenarios, [flood, fetch], full=True, reference=False, seeds=2)
+    assert len(full) == 2 * 2 * 2
+    assert {t.seed for t in full if t.scenario.name == "quickstart"} == {7, 8}
+    explicit = plan(scenarios[:1], [fetch], explicit=True, reference=False)
+    assert [(t.bus, t.scenario.name) for t in explicit] == [("fetch-consumes", "quickstart")]
+
+
+def test_every_mutant_declares_shipped_scenarios_and_real_checks() -> None:
+    from knell.checker import CHECKS
+
+    kinds = {c.name: c.kinds for c in CHECKS}
+    shipped = {p.stem for p in SCENARIOS.glob("*.toml")}
+    for m in MUTANTS.values():
+        if m.store != "sqlite":
+            continue  # other stores' scenarios are checked with their store
+        assert set(m.scenarios) <= shipped, m.name
+        for entry in m.killed_by:
+            check, _, kind = entry.partition(":")
+            assert check in kinds and (not kind or kind in kinds[check]), entry
+
+
+def test_detection_rate_over_seeds_marks_weak_catches(tmp_path: Path) -> None:
+    mutant = MUTANTS["stale-ack-regresses"]
+    cells = []
+    for seed, caught in ((1, True), (2, False), (3, False)):
+        cell = Cell(mutant.name, "kill-consumers", seed=seed, valid=not caught)
+        if caught:
+            judge(cell, _results(no_cursor_regression=[("cursor-regression", [1.0])]), mutant)
+        cells.append(cell)
+    row = MutantRow(mutant.name, mutant, cells)
+    assert row.rate == 1 / 3
+    assert row.status == "weak" and row.ok
+    assert row.scenario_rates() == {"kill-consumers": 1 / 3}
+    matrix = Matrix(
+        rows=[row],
+        scenarios=["kill-consumers"],
+        started=datetime(2026, 1, 1, tzinfo=timezone.utc),
+        wall=1.0,
+        duration=5.0,
+        jobs=1,
+        command="knell matrix --seeds 3",
+        seeds=3,
+    )
+    text = render_markdown(matrix)
+    assert "**1/3 (weak)**" in text and "1 weak" in text
+    assert MutantRow(mutant.name, mutant, []).status == "missed"  # not run is not caught

@@ -45,20 +45,11 @@ import orjson
 
 from knell.bench.result import Row, ratio
 from knell.bench.synth import SynthStats, write_history
+from knell.platform import peak_rss
 
 __all__ = ["run_checker_bench"]
 
 MB = 1024 * 1024
-
-
-def _maxrss() -> int | None:
-    """Peak resident set of this process in bytes (None where unknown)."""
-    try:
-        import resource
-    except ImportError:  # Windows
-        return None
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return peak if sys.platform == "darwin" else peak * 1024  # bytes on macOS, KiB on Linux
 
 
 def _child(mode: str, path: Path) -> dict[str, Any]:
@@ -104,7 +95,7 @@ def _child(mode: str, path: Path) -> dict[str, Any]:
         "wall": time.perf_counter() - wall,
         "events": events,
         "valid": valid,
-        "maxrss": _maxrss(),
+        "maxrss": peak_rss(),
     }
 
 

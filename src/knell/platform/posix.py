@@ -35,6 +35,7 @@ __all__ = [
     "kill_group",
     "kill_tree",
     "parent_alive",
+    "peak_rss",
     "pid_alive",
     "process_started",
     "resume_tree",
@@ -113,6 +114,14 @@ def die_with_parent(parent: int, *, watchdog: bool = True) -> None:
                 os._exit(70)
 
     threading.Thread(target=watch, name="parent-watchdog", daemon=True).start()
+
+
+def peak_rss() -> int | None:
+    """Peak resident set of this process in bytes (the kernel's high-water mark)."""
+    import resource
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(peak if sys.platform == "darwin" else peak * 1024)  # KiB on Linux
 
 
 def run_as(user: str | None) -> dict[str, Any]:

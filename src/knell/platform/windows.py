@@ -34,6 +34,7 @@ __all__ = [
     "kill_group",
     "kill_tree",
     "parent_alive",
+    "peak_rss",
     "pid_alive",
     "process_started",
     "resume_tree",
@@ -89,6 +90,15 @@ def die_with_parent(parent: int, *, watchdog: bool = True) -> None:
                 os._exit(70)
 
     threading.Thread(target=watch, name="parent-watchdog", daemon=True).start()
+
+
+def peak_rss() -> int | None:
+    """Peak working set of this process in bytes."""
+    import psutil
+
+    info = psutil.Process().memory_info()
+    peak = getattr(info, "peak_wset", None)
+    return int(peak) if peak is not None else None
 
 
 def run_as(user: str | None) -> dict[str, Any]:

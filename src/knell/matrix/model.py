@@ -1,0 +1,346 @@
+"""What the matrix measures: runs, the rows they make, and how a run is judged.
+
+A *cell* is one run: one bus against one scenario with one seed. A *row*
+is every cell of one bus (a mutant, or the reference bus as the control).
+A mutant row is **caught** when some cell proves its failure mode with a
+check it declares it is killed by (:mod:`knell.buses.mutants.registry`),
+**wrong-check** when only other checks fired (a blind spot, not a
+success), **missed** when no cell was invalid. The reference row must be
+VALID in every cell: a false positive is a defect of knell, not of the bus.
+
+With several seeds per cell, the **detection rate** says how reliable a
+catch is: the share of seeds in which some declared scenario caught the
+mutant. A rate below 1 is a *weak* catch (a race that a short run hits
+only sometimes): it still passes, and the matrix says so.
+
+Time to detect is read off the witnesses: an anomaly is proven at the
+latest event of its witness ("detected") and the damage began at its
+earliest ("onset"), both from the run's start (the nemesis ``begin``
+event). Loss, proven only by the final drain, is detected at the end of a
+run however early the message vanished.
+"""
+
+from __future__ import annotations
+
+import platform
+import statistics
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from knell.buses.mutants import Mutant
+from knell.checker import CHECKS, CheckResult, Validity
+from knell.history import HistoryError, read_history
+
+__all__ = [
+    "REFERENCE",
+    "Cell",
+    "Matrix",
+    "MutantRow",
+    "Status",
+    "judge",
+    "matches",
+]
+
+REFERENCE = "reference"
+
+_NS = 1_000_000_000
+_KINDS = {check.name: check.kinds for check in CHECKS}
+
+Status = Literal["caught", "weak", "wrong-check", "missed", "valid", "false-positive", "unknown"]
+
+
+@dataclass
+class Cell:
+    """One run: one bus against one scenario with one seed."""
+
+    bus: str
+    scenario: str
+    seed: int | None = None
+    valid: Validity | None = None
+    run_dir: Path | None = None
+    error: str | None = None
+    fired: dict[str, list[str]] = field(default_factory=dict)
+    """check -> anomaly kinds it reported (only checks that failed)."""
+    unknown: dict[str, str] = field(default_factory=dict)
+    """check -> why it could not decide."""
+    expected_hit: list[str] = field(default_factory=list)
+    """the ``killed_by`` entries (``check`` or ``check:kind``) that fired."""
+    detected: float | None = None
+    onset: float | None = None
+    wall: float = 0.0
+
+    @property
+    def caught(self) -> bool:
+        return self.valid is False
+
+    @property
+    def word(self) -> str:
+        """``valid``, ``INVALID``, ``unknown`` or ``error``."""
+        if self.error:
+            return "error"
+        if self.valid is True:
+            return "valid"
+        return "INVALID" if self.valid is False else "unknown"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "bus": self.bus,
+            "scenario": self.scenario,
+            "seed": self.seed,
+            "valid": self.valid,
+            "run_dir": None if self.run_dir is None else str(self.run_dir),
+            "error": self.error,
+            "fired": self.fired,
+            "unknown": self.unknown,
+            "expected_hit": self.expected_hit,
+            "detected_s": self.detected,
+            "onset_s": self.onset,
+            "wall_s": round(self.wall, 2),
+        }
+
+
+@dataclass
+class MutantRow:
+    """Everything the matrix learned about one bus (a mutant or the reference)."""
+
+    bus: str
+    mutant: Mutant | None
+    cells: list[Cell]
+
+    @property
+    def seeds(self) -> list[int | None]:
+        return list(dict.fromkeys(c.seed for c in self.cells))
+
+    @property
+    def rate(self) -> float | None:
+        """Share of seeds in which some cell caught the mutant as expected."""
+        seeds = self.seeds
+        if self.mutant is None or not seeds:
+            return None
+        caught = {c.seed for c in self.cells if c.expected_hit}
+        return len(caught) / len(seeds)
+
+    def scenario_rates(self) -> dict[str, float]:
+        """Per scenario: share of its runs that caught the mutant as expected."""
+        runs: dict[str, list[bool]] = {}
+        for cell in self.cells:
+            runs.setdefault(cell.scenario, []).append(bool(cell.expected_hit))
+        return {name: sum(hits) / len(hits) for name, hits in runs.items()}
+
+    @property
+    def status(self) -> Status:
+        if self.mutant is None:
+            if any(c.valid is False or c.error for c in self.cells):
+                return "false-positive"
+            if any(c.valid is not True for c in self.cells):
+                return "unknown"
+            return "valid"
+        if any(c.expected_hit for c in self.cells):
+            return "caught" if self.rate == 1.0 else "weak"
+        if any(c.caught for c in self.cells):
+            return "wrong-check"
+        return "missed"
+
+    @property
+    def ok(self) -> bool:
+        return self.status in ("caught", "weak", "valid")
+
+    @property
+    def catching(self) -> list[Cell]:
+        """The runs that proved the expected failure mode."""
+        return [c for c in self.cells if c.expected_hit]
+
+    @property
+    def caught_by(self) -> list[str]:
+        """The scenarios that caught it as expected (each once)."""
+        return list(dict.fromkeys(c.scenario for c in self.catching))
+
+    @property
+    def checks(self) -> list[str]:
+        """Every check that fired in any run, ``check:kind`` style."""
+        seen: dict[str, None] = {}
+        for cell in self.cells:
+            for check, kinds in cell.fired.items():
+                for kind in kinds:
+                    seen[f"{check}:{kind}"] = None
+        return list(seen)
+
+    @property
+    def other_checks(self) -> list[str]:
+        """Checks that fired but are not the expected one (consequences, or
+        for the reference: false positives)."""
+        expected = () if self.mutant is None else self.mutant.killed_by
+        out = []
+        for entry in self.checks:
+            check, _, kind = entry.partition(":")
+            if not any(matches(e, check, [kind]) for e in expected):
+                out.append(entry)
+        return out
+
+    @property
+    def detected(self) -> float | None:
+        """Earliest time-to-detect over the runs that caught it as expected."""
+        times = [c.detected for c in self.catching if c.detected is not None]
+        return min(times) if times else None
+
+    @property
+    def onset(self) -> float | None:
+        times = [c.onset for c in self.catching if c.onset is not None]
+        return min(times) if times else None
+
+    def to_json(self) -> dict[str, Any]:
+        m = self.mutant
+        return {
+            "bus": self.bus,
+            "failure_mode": None if m is None else m.failure_mode,
+            "factory": None if m is None else m.factory,
+            "store": None if m is None else m.store,
+            "killed_by": [] if m is None else list(m.killed_by),
+            "declared_scenarios": [] if m is None else list(m.scenarios),
+            "rule": None if m is None else m.rule,
+            "status": self.status,
+            "rate": self.rate,
+            "scenario_rates": self.scenario_rates() if m is not None else {},
+            "caught_by": self.caught_by,
+            "checks": self.checks,
+            "other_checks": self.other_checks,
+            "detected_s": self.detected,
+            "onset_s": self.onset,
+            "cells": [c.to_json() for c in self.cells],
+        }
+
+
+@dataclass
+class Matrix:
+    """The whole measured matrix."""
+
+    rows: list[MutantRow]
+    scenarios: list[str]
+    started: datetime
+    wall: float
+    duration: float | None
+    jobs: int
+    command: str
+    seeds: int = 1
+    full: bool = False
+    out_dir: Path | None = None
+
+    @property
+    def ok(self) -> bool:
+        return all(row.ok for row in self.rows)
+
+    @property
+    def mutant_rows(self) -> list[MutantRow]:
+        return [r for r in self.rows if r.mutant is not None]
+
+    @property
+    def runs(self) -> int:
+        return sum(len(r.cells) for r in self.rows)
+
+    def detect_summary(self) -> tuple[float | None, float | None]:
+        """(median, worst) time-to-detect over the caught mutants."""
+        times = [r.detected for r in self.mutant_rows if r.detected is not None]
+        if not times:
+            return None, None
+        return statistics.median(times), max(times)
+
+    def caught(self) -> int:
+        return sum(1 for r in self.mutant_rows if r.status in ("caught", "weak"))
+
+    def to_json(self) -> dict[str, Any]:
+        median, worst = self.detect_summary()
+        return {
+            "ok": self.ok,
+            "started": self.started.isoformat(),
+            "command": self.command,
+            "host": platform.node(),
+            "python": platform.python_version(),
+            "jobs": self.jobs,
+            "seeds": self.seeds,
+            "full": self.full,
+            "duration_s": self.duration,
+            "wall_s": round(self.wall, 1),
+            "scenarios": self.scenarios,
+            "mutants": {
+                "caught": self.caught(),
+                "weak": sum(1 for r in self.mutant_rows if r.status == "weak"),
+                "total": len(self.mutant_rows),
+            },
+            "detect_median_s": median,
+            "detect_worst_s": worst,
+            "rows": [r.to_json() for r in self.rows],
+        }
+
+
+# -- judging one run ------------------------------------------------------------
+
+
+def matches(expected: str, check: str, kinds: Iterable[str]) -> bool:
+    """Whether ``check`` firing ``kinds`` is the ``check`` / ``check:kind``
+    a mutant declares it is killed by."""
+    want_check, _, want_kind = expected.partition(":")
+    return want_check == check and (not want_kind or want_kind in kinds)
+
+
+def _begin_time(run_dir: Path) -> int | None:
+    """Time (ns) of the nemesis ``begin`` event: the start of the run."""
+    try:
+        for index, event in enumerate(read_history(run_dir / "history.jsonl")):
+            if event.get("process") == "nemesis" and event.get("f") == "begin":
+                return int(event["time"])
+            if index > 10_000:
+                break
+    except (HistoryError, OSError):
+        return None
+    return None
+
+
+def _timing(
+    results: Iterable[CheckResult], begin: int | None, wanted: Callable[[str, str], bool]
+) -> tuple[float | None, float | None]:
+    """(detected, onset) in seconds after ``begin`` of the first proven anomaly
+    among those ``wanted(check, kind)`` selects."""
+    if begin is None:
+        return None, None
+    best: tuple[int, int] | None = None
+    for result in results:
+        for anomaly in result.anomalies:
+            if not wanted(result.name, anomaly.kind):
+                continue
+            times = [int(e["time"]) for e in anomaly.witness if isinstance(e.get("time"), int)]
+            if not times:
+                continue
+            candidate = (max(times), min(times))
+            if best is None or candidate[0] < best[0]:
+                best = candidate
+    if best is None:
+        return None, None
+    return round((best[0] - begin) / _NS, 3), round((best[1] - begin) / _NS, 3)
+
+
+def judge(cell: Cell, results: dict[str, CheckResult], mutant: Mutant | None) -> None:
+    """Fill in what fired, which expected checks hit, and when."""
+    for name, result in results.items():
+        if result.valid is False:
+            # Stored anomalies are capped per check; the counts name every kind.
+            kinds = {a.kind for a in result.anomalies}
+            kinds |= {k for k in _KINDS.get(name, ()) if result.counts.get(k, 0) > 0}
+            cell.fired[name] = sorted(kinds or {"anomaly"})
+        elif result.valid == "unknown":
+            cell.unknown[name] = result.unknown_reason or "unknown"
+    expected = mutant.killed_by if mutant is not None else ()
+    cell.expected_hit = [
+        e for e in expected if any(matches(e, c, k) for c, k in cell.fired.items())
+    ]
+    if cell.run_dir is None:
+        return
+    begin = _begin_time(cell.run_dir)
+    hit = cell.expected_hit
+
+    def wanted(check: str, kind: str) -> bool:
+        return not hit or any(matches(e, check, [kind]) for e in hit)
+
+    cell.detected, cell.onset = _timing(results.values(), begin, wanted)

@@ -1,0 +1,167 @@
+"""Running the matrix: which cells, on which seeds, how many at once.
+
+The plan. The reference bus runs on every selected scenario (it must be
+VALID everywhere). Each mutant runs only on the scenarios it declares
+(``@mutant(scenarios=...)``): that is the CI form, sized to what proves
+each mutant. ``full`` runs the whole cross product instead, and naming
+scenarios explicitly (``-s``) runs every selected mutant on exactly those.
+Each cell repeats with ``seeds`` seeds (the scenario's seed, then the next
+ones), so the matrix can say how reliably each mutant is caught.
+
+Runs go to a pool of threads, ``jobs`` at a time, each an ordinary
+:func:`knell.runner.run_scenario` with its own run directory under
+``runs/<bus>/<scenario>/``. The threads live until every run is done: on
+Linux a worker's parent-death signal follows the *thread* that started it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from knell.buses.mutants import Mutant, all_mutants
+from knell.matrix.model import REFERENCE, Cell, Matrix, MutantRow, judge
+from knell.matrix.render import write_matrix
+from knell.platform import interrupt_on_terminate
+from knell.rundir import new_dir, point_latest
+from knell.runner import run_scenario
+from knell.scenario import Scenario
+
+__all__ = ["SHORT_DURATION", "Task", "plan", "run_matrix"]
+
+SHORT_DURATION = 5.0
+"""Seconds per run in ``--short`` form: every mutant is caught reliably at
+this length, and the whole matrix stays within a few minutes."""
+
+
+@dataclass(frozen=True)
+class Task:
+    """One planned run."""
+
+    bus: str
+    mutant: Mutant | None
+    scenario: Scenario
+    seed: int
+
+
+def plan(
+    scenarios: Sequence[Scenario],
+    mutants: Sequence[Mutant],
+    *,
+    reference: bool = True,
+    full: bool = False,
+    explicit: bool = False,
+    seeds: int = 1,
+) -> list[Task]:
+    """The runs of a matrix, interleaved so concurrent runs are different
+    scenarios (the load spreads evenly)."""
+    if seeds < 1:
+        raise ValueError(f"seeds must be >= 1, got {seeds}")
+    tasks: list[Task] = []
+    for scenario in scenarios:
+        for offset in range(seeds):
+            seed = scenario.seed + offset
+            if reference:
+                tasks.append(Task(REFERENCE, None, scenario, seed))
+            for m in mutants:
+                if full or explicit or scenario.name in m.scenarios:
+                    tasks.append(Task(m.name, m, scenario, seed))
+    return tasks
+
+
+def _run_cell(task: Task, runs: Path) -> Cell:
+    cell = Cell(task.bus, task.scenario.name, seed=task.seed)
+    started = time.monotonic()
+    driver = None if task.mutant is None else task.mutant.factory
+    scenario = task.scenario.with_overrides(seed=task.seed)
+    try:
+        outcome = run_scenario(scenario, reports=runs / task.bus, driver=driver)
+    except Exception as exc:  # reported in the matrix (a reference error fails it)
+        cell.error = f"{type(exc).__name__}: {exc}"
+        cell.wall = time.monotonic() - started
+        return cell
+    cell.valid = outcome.verdict.valid
+    cell.run_dir = outcome.run_dir
+    judge(cell, outcome.verdict.checks, task.mutant)
+    cell.wall = time.monotonic() - started
+    return cell
+
+
+def run_matrix(
+    scenarios: Sequence[Scenario],
+    *,
+    mutants: Sequence[str] | None = None,
+    reference: bool = True,
+    full: bool = False,
+    explicit: bool = False,
+    seeds: int = 1,
+    reports: Path = Path("reports"),
+    duration: float | None = SHORT_DURATION,
+    seed: int | None = None,
+    jobs: int = 2,
+    command: str = "knell matrix",
+    progress: Callable[[int, int, Cell], None] = lambda _i, _n, _c: None,
+) -> Matrix:
+    """Run the planned cells and write the matrix.
+
+    ``duration`` scales each scenario to that many seconds (``None`` keeps
+    the scenario's own); ``seed`` replaces every scenario's first seed;
+    ``jobs`` runs are in flight at once (each run is a handful of processes)."""
+    registry = all_mutants()
+    names = list(registry) if mutants is None else list(mutants)
+    unknown = [n for n in names if n not in registry]
+    if unknown:
+        raise ValueError(f"unknown mutant(s) {unknown}; known: {', '.join(registry)}")
+    if jobs < 1:
+        raise ValueError(f"jobs must be >= 1, got {jobs}")
+    scaled = [s.with_overrides(duration=duration, seed=seed) for s in scenarios]
+    chosen = [registry[n] for n in names]
+    tasks = plan(scaled, chosen, reference=reference, full=full, explicit=explicit, seeds=seeds)
+    started = datetime.now(timezone.utc)
+    out = new_dir(reports / "matrix", "runs", now=started)
+    runs = out / "runs"
+    t0 = time.monotonic()
+    pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="matrix")
+    cells: list[Cell] = []
+    try:
+        with interrupt_on_terminate():
+            futures = [pool.submit(_run_cell, task, runs) for task in tasks]
+            try:
+                for done, future in enumerate(as_completed(futures), start=1):
+                    cell = future.result()
+                    cells.append(cell)
+                    progress(done, len(tasks), cell)
+            except BaseException:
+                # Ctrl-C / SIGTERM: start nothing new; the runs in flight finish
+                # (seconds) and reap their own workers before we return.
+                for future in futures:
+                    future.cancel()
+                raise
+    finally:
+        pool.shutdown(wait=True)
+    buses: list[tuple[str, Mutant | None]] = [(REFERENCE, None)] if reference else []
+    buses += [(m.name, m) for m in chosen]
+    order = {(t.bus, t.scenario.name, t.seed): i for i, t in enumerate(tasks)}
+    cells.sort(key=lambda c: order[(c.bus, c.scenario, c.seed or 0)])
+    # A mutant none of whose declared scenarios was selected keeps its row
+    # (with no cells it is "missed"): a gate must not pass by running less.
+    rows = [MutantRow(bus, mutant, [c for c in cells if c.bus == bus]) for bus, mutant in buses]
+    matrix = Matrix(
+        rows=rows,
+        scenarios=[s.name for s in scaled],
+        started=started,
+        wall=time.monotonic() - t0,
+        duration=duration,
+        jobs=jobs,
+        command=command,
+        seeds=seeds,
+        full=full,
+        out_dir=out,
+    )
+    write_matrix(matrix, out)
+    point_latest(out)
+    return matrix
