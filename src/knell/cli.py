@@ -243,7 +243,8 @@ def _print_matrix(matrix: Matrix) -> None:
             caught_by = ", ".join(row.caught_by) or ("-" if row.cells else "not run")
         checks = ", ".join(f"[bold]{c}[/]" if c not in row.other_checks else c for c in row.checks)
         detect = "-" if row.detected is None else f"{row.detected:.1f}s"
-        rate = "" if row.rate is None else f" {round(row.rate * len(row.seeds))}/{len(row.seeds)}"
+        n = len(row.repeats)
+        rate = "" if row.rate is None else f" {round(row.rate * n)}/{n}"
         colour = colours[row.status]
         table.add_row(
             mode, row.bus, caught_by, checks or "-", detect, f"[{colour}]{row.status}{rate}[/]"

@@ -59,6 +59,9 @@ class Cell:
     bus: str
     scenario: str
     seed: int | None = None
+    repeat: int = 0
+    """which repetition of the cell (0 .. seeds-1): the seeds differ per
+    scenario, the repetition index lines them up."""
     valid: Validity | None = None
     run_dir: Path | None = None
     error: str | None = None
@@ -90,6 +93,7 @@ class Cell:
             "bus": self.bus,
             "scenario": self.scenario,
             "seed": self.seed,
+            "repeat": self.repeat,
             "valid": self.valid,
             "run_dir": None if self.run_dir is None else str(self.run_dir),
             "error": self.error,
@@ -111,17 +115,19 @@ class MutantRow:
     cells: list[Cell]
 
     @property
-    def seeds(self) -> list[int | None]:
-        return list(dict.fromkeys(c.seed for c in self.cells))
+    def repeats(self) -> list[int]:
+        """The repetitions run (one per seed of ``--seeds``)."""
+        return sorted({c.repeat for c in self.cells})
 
     @property
     def rate(self) -> float | None:
-        """Share of seeds in which some cell caught the mutant as expected."""
-        seeds = self.seeds
-        if self.mutant is None or not seeds:
+        """Share of repetitions (seeds) in which some cell caught the mutant
+        as expected."""
+        repeats = self.repeats
+        if self.mutant is None or not repeats:
             return None
-        caught = {c.seed for c in self.cells if c.expected_hit}
-        return len(caught) / len(seeds)
+        caught = {c.repeat for c in self.cells if c.expected_hit}
+        return len(caught) / len(repeats)
 
     def scenario_rates(self) -> dict[str, float]:
         """Per scenario: share of its runs that caught the mutant as expected."""

@@ -27,7 +27,7 @@ def _rate(row: MutantRow) -> str:
     rate = row.rate
     if rate is None:
         return "-"
-    seeds = len(row.seeds)
+    seeds = len(row.repeats)
     caught = round(rate * seeds)
     text = f"{caught}/{seeds}"
     return f"**{text} (weak)**" if 0 < rate < 1 else text

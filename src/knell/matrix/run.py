@@ -46,6 +46,7 @@ class Task:
     mutant: Mutant | None
     scenario: Scenario
     seed: int
+    repeat: int = 0
 
 
 def plan(
@@ -66,15 +67,15 @@ def plan(
         for offset in range(seeds):
             seed = scenario.seed + offset
             if reference:
-                tasks.append(Task(REFERENCE, None, scenario, seed))
+                tasks.append(Task(REFERENCE, None, scenario, seed, offset))
             for m in mutants:
                 if full or explicit or scenario.name in m.scenarios:
-                    tasks.append(Task(m.name, m, scenario, seed))
+                    tasks.append(Task(m.name, m, scenario, seed, offset))
     return tasks
 
 
 def _run_cell(task: Task, runs: Path) -> Cell:
-    cell = Cell(task.bus, task.scenario.name, seed=task.seed)
+    cell = Cell(task.bus, task.scenario.name, seed=task.seed, repeat=task.repeat)
     started = time.monotonic()
     driver = None if task.mutant is None else task.mutant.factory
     scenario = task.scenario.with_overrides(seed=task.seed)
@@ -145,8 +146,8 @@ def run_matrix(
         pool.shutdown(wait=True)
     buses: list[tuple[str, Mutant | None]] = [(REFERENCE, None)] if reference else []
     buses += [(m.name, m) for m in chosen]
-    order = {(t.bus, t.scenario.name, t.seed): i for i, t in enumerate(tasks)}
-    cells.sort(key=lambda c: order[(c.bus, c.scenario, c.seed or 0)])
+    order = {(t.bus, t.scenario.name, t.repeat): i for i, t in enumerate(tasks)}
+    cells.sort(key=lambda c: order[(c.bus, c.scenario, c.repeat)])
     # A mutant none of whose declared scenarios was selected keeps its row
     # (with no cells it is "missed"): a gate must not pass by running less.
     rows = [MutantRow(bus, mutant, [c for c in cells if c.bus == bus]) for bus, mutant in buses]

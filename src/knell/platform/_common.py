@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["interrupt_on_terminate", "pid_alive", "process_started", "tree"]
+__all__ = ["interrupt_on_terminate", "leash", "pid_alive", "process_started", "tree"]
 
 
 def tree(pid: int) -> list[Any]:
@@ -81,3 +83,20 @@ def interrupt_on_terminate(signals: tuple[int, ...]) -> Iterator[None]:
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+
+
+def leash(parent: int, parent_alive: Callable[[int], bool], watchdog: bool) -> None:
+    """Exit at once if ``parent`` is already gone, and (``watchdog``) start
+    a thread that exits this process as soon as it goes."""
+    if not parent_alive(parent):
+        os._exit(70)
+    if not watchdog:
+        return
+
+    def watch() -> None:
+        while True:
+            time.sleep(0.25)
+            if not parent_alive(parent):
+                os._exit(70)
+
+    threading.Thread(target=watch, name="parent-watchdog", daemon=True).start()

@@ -17,8 +17,6 @@ import ctypes
 import os
 import signal
 import sys
-import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Literal
@@ -102,18 +100,7 @@ def die_with_parent(parent: int, *, watchdog: bool = True) -> None:
             libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
         except (OSError, AttributeError):
             pass
-    if not parent_alive(parent):
-        os._exit(70)
-    if not watchdog:
-        return
-
-    def watch() -> None:
-        while True:
-            time.sleep(0.25)
-            if not parent_alive(parent):
-                os._exit(70)
-
-    threading.Thread(target=watch, name="parent-watchdog", daemon=True).start()
+    _common.leash(parent, parent_alive, watchdog)
 
 
 def peak_rss() -> int | None:

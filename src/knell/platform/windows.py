@@ -12,12 +12,9 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
-import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Literal
@@ -78,18 +75,7 @@ def parent_alive(parent: int) -> bool:
 
 
 def die_with_parent(parent: int, *, watchdog: bool = True) -> None:
-    if not parent_alive(parent):
-        os._exit(70)
-    if not watchdog:
-        return
-
-    def watch() -> None:
-        while True:
-            time.sleep(0.25)
-            if not parent_alive(parent):
-                os._exit(70)
-
-    threading.Thread(target=watch, name="parent-watchdog", daemon=True).start()
+    _common.leash(parent, parent_alive, watchdog)
 
 
 def peak_rss() -> int | None:
