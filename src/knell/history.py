@@ -50,7 +50,10 @@ from typing import Any
 
 import orjson
 
+from knell.errors import KnellError
+
 __all__ = [
+    "OPERATIONS",
     "Event",
     "HistoryError",
     "HistoryReader",
@@ -64,9 +67,33 @@ Event = dict[str, Any]
 attribute access through a model would dominate its cost."""
 
 COMPLETIONS = ("ok", "fail", "info")
+OPERATIONS = ("post", "subscribe", "fetch", "ack", "cursor", "head", "arm")
+"""The ``f`` of every operation a worker invokes on a bus (each an invoke and
+one completion); everything else a worker logs is a single event."""
+_TYPES = frozenset(("invoke", *COMPLETIONS))
+REQUIRED = ("time", "process", "type", "f")
+"""The fields every event must have, whatever its ``f``."""
 
 
-class HistoryError(Exception):
+def _what_is_wrong(event: object) -> str:
+    """Why a parsed line is not a history event, in one phrase."""
+    if not isinstance(event, dict):
+        return f"not a history event (a JSON {type(event).__name__}, not an object)"
+    for field_name in REQUIRED:
+        if event.get(field_name) is None:
+            return f"not a history event: {field_name!r} is missing or null"
+    time_value = event["time"]
+    if type(time_value) is not int:
+        return f"'time' must be an integer number of nanoseconds, got {time_value!r:.40}"
+    if event["type"] not in _TYPES:
+        return f"'type' must be one of invoke, ok, fail, info, got {event['type']!r:.40}"
+    for field_name in ("process", "f"):
+        if type(event[field_name]) is not str:
+            return f"{field_name!r} must be a string, got {event[field_name]!r:.40}"
+    return "not a history event"
+
+
+class HistoryError(KnellError):
     """A history file cannot be read as a history (named file and line)."""
 
 
@@ -138,9 +165,10 @@ class HistoryReader:
                     except orjson.JSONDecodeError:
                         if not raw.strip():
                             continue  # a blank line
-                        if not fh.read().strip():
+                        if not raw.endswith(b"\n") or not fh.read().strip():
                             self.torn.append(
-                                f"{self.path}:{number}: torn line skipped (writer killed)"
+                                f"{self.path}:{number}: torn last line skipped (its writer "
+                                "stopped mid-line: killed, or out of disk space)"
                             )
                             return
                         shown = raw.rstrip(b"\r\n")[:80]
@@ -148,10 +176,14 @@ class HistoryReader:
                             f"{self.path}:{number}: line is not valid JSON and is not the last "
                             f"line (a torn line can only be last): {shown!r}"
                         ) from None
-                    if not isinstance(event, dict) or "time" not in event or "type" not in event:
-                        raise HistoryError(
-                            f"{self.path}:{number}: not a history event (needs 'time' and 'type')"
-                        )
+                    if (
+                        type(event) is not dict
+                        or type(event.get("time")) is not int
+                        or event.get("type") not in _TYPES
+                        or type(event.get("process")) is not str
+                        or type(event.get("f")) is not str
+                    ):
+                        raise HistoryError(f"{self.path}:{number}: {_what_is_wrong(event)}")
                     yield event
             except OSError as exc:
                 raise HistoryError(f"{self.path}: cannot read history: {exc.strerror}") from None

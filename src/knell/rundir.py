@@ -21,6 +21,8 @@ import shutil
 from datetime import datetime, timezone
 from pathlib import Path
 
+from knell.errors import KnellError
+
 __all__ = [
     "RunDirError",
     "atomic_write",
@@ -31,7 +33,7 @@ __all__ = [
 ]
 
 
-class RunDirError(OSError):
+class RunDirError(KnellError):
     """A run directory or one of its files cannot be written (the message
     names the path and the reason, e.g. no space left on the device)."""
 
@@ -58,7 +60,7 @@ def new_dir(parent: Path, *subdirs: str, now: datetime | None = None) -> Path:
     except FileExistsError:
         return new_dir(parent, *subdirs)  # same microsecond: take the next
     except OSError as exc:
-        raise RunDirError(exc.errno, describe(exc, path)) from None
+        raise RunDirError(describe(exc, path)) from None
     return path
 
 
@@ -73,7 +75,7 @@ def atomic_write(path: Path, data: str | bytes) -> None:
         os.replace(tmp, path)
     except OSError as exc:
         tmp.unlink(missing_ok=True)
-        raise RunDirError(exc.errno, describe(exc, path)) from None
+        raise RunDirError(describe(exc, path)) from None
 
 
 def point_latest(run_dir: Path) -> None:

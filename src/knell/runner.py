@@ -24,17 +24,22 @@ run starts. If the runner itself dies, its workers die with it (see
 
 from __future__ import annotations
 
+import contextvars
+import errno
 import json
+import os
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from knell.buses import DriverError, open_bus, resolve_driver
 from knell.checker import CheckConfig, Verdict, check_events
+from knell.errors import KnellError
 from knell.history import HistoryReader, HistoryWriter, merge_histories
+from knell.logcap import last_error
 from knell.nemesis import Action, NemesisContext, kinds
 from knell.owners import Owner, reap
 from knell.platform import interrupt_on_terminate
@@ -46,16 +51,35 @@ from knell.supervisor import Supervisor
 from knell.workload.params import DrainParams, WorkerParams
 from knell.workload.worker import WorkerSpec
 
-__all__ = ["RunError", "RunOutcome", "check_run", "exit_code", "run_scenario"]
+__all__ = [
+    "ENVIRONMENT_EXIT",
+    "RunError",
+    "RunOutcome",
+    "check_run",
+    "current_run_dir",
+    "exit_code",
+    "run_scenario",
+]
 
 READER_ROLES = ("consumer", "waiter", "joiner")
 RUN_SUBDIRS = ("history", "logs", "control", "store", "workers")
 STOP_GRACE = 5.0
 READY_TIMEOUT = 15.0
 MAX_CRASHES = 5  # a worker that keeps dying on its own is not restarted forever
+ENVIRONMENT_EXIT = 75
+"""A worker's exit code when it cannot write its history (a full disk, a
+read-only file system): knell's environment failed, not the bus."""
+
+_RUN_DIR: contextvars.ContextVar[Path | None] = contextvars.ContextVar("run_dir", default=None)
 
 
-class RunError(Exception):
+def current_run_dir() -> Path | None:
+    """The run directory being written or checked in this context, if any
+    (an internal error's traceback is saved there)."""
+    return _RUN_DIR.get()
+
+
+class RunError(KnellError):
     """The run could not be set up (bad driver, unwritable reports folder)."""
 
 
@@ -64,6 +88,8 @@ class RunOutcome:
     run_dir: Path
     verdict: Verdict
     exit_code: int
+    crashes: list[str] = field(default_factory=list)
+    """One line per worker that exited on its own, with its last error."""
 
 
 def exit_code(verdict: Verdict) -> int:
@@ -113,6 +139,7 @@ class _Run:
         self.nemesis = HistoryWriter(run_dir / "history" / "nemesis.1.jsonl", "nemesis", 1)
         self.stopping: set[str] = set()
         self.crashes: dict[str, int] = {}
+        self.causes: dict[str, str | None] = {}
         self.kinds = kinds()
         self.ctx = NemesisContext(
             scenario=scenario,
@@ -203,15 +230,26 @@ class _Run:
                 code = worker.popen.returncode
                 pid = worker.popen.pid
                 self.supervisor.wait_exit([name], 0)
-                self.record("crash", name, pid=pid, exit=code)
-                self.crashes[name] = self.crashes.get(name, 0) + 1
                 log = f"logs/{name}.{worker.incarnation}.log"
+                cause = last_error(worker.log.tail()) if worker.log is not None else None
+                if code == ENVIRONMENT_EXIT:
+                    why = cause or "no space left on the device, or a read-only file system"
+                    raise RunError(
+                        f"{name} could not write its history ({why}); the run is abandoned: "
+                        f"this is knell's environment, not the bus (see {self.run_dir / log})"
+                    )
+                self.record("crash", name, pid=pid, exit=code, error=cause)
+                self.crashes[name] = self.crashes.get(name, 0) + 1
+                self.causes[name] = cause
+                because = f": {cause}" if cause else ""
                 if self.crashes[name] > MAX_CRASHES:
                     self.stopping.add(name)
                     self.record("give-up", name, pid=None, crashes=self.crashes[name])
-                    self.say(f"{name} keeps exiting on its own (see {log}); not restarting it")
+                    self.say(
+                        f"{name} keeps exiting on its own{because} (see {log}); not restarting it"
+                    )
                     continue
-                self.say(f"{name} exited on its own (code {code}, see {log}); restarting")
+                self.say(f"{name} exited on its own (code {code}{because}, see {log}); restarting")
                 restarted = self.supervisor.start(name)
                 self.record("restart", name, pid=restarted.pid, incarnation=restarted.incarnation)
 
@@ -345,45 +383,111 @@ def run_scenario(
         json.dumps({**scenario.model_dump(), "bus": driver}, indent=2) + "\n",
     )
     say(f"run directory {run_dir}")
-    run = _Run(scenario, run_dir, url, driver, schedule, say)
+    token = _RUN_DIR.set(run_dir)
     try:
-        with interrupt_on_terminate():
-            run.start_all()
-            run.wait_ready()
-            run.drive()
-            say("final phase: heal, stop producers, drain every handle")
-            run.final_phase()
+        run = _Run(scenario, run_dir, url, driver, schedule, say)
+        try:
+            with interrupt_on_terminate():
+                run.start_all()
+                run.wait_ready()
+                run.drive()
+                say("final phase: heal, stop producers, drain every handle")
+                run.final_phase()
+        finally:
+            run.supervisor.shutdown()
+            run.nemesis.close()
+            run.owner.close()
+        outcome = check_run(run_dir, say=say)
     finally:
-        run.supervisor.shutdown()
-        run.nemesis.close()
-        run.owner.close()
-    outcome = check_run(run_dir, say=say)
+        _RUN_DIR.reset(token)
     point_latest(run_dir)
-    return outcome
+    crashes = [
+        f"{name} exited on its own {n} time(s)"
+        + (f"; last: {run.causes[name]}" if run.causes.get(name) else "")
+        for name, n in sorted(run.crashes.items())
+    ]
+    return RunOutcome(outcome.run_dir, outcome.verdict, outcome.exit_code, crashes)
+
+
+_CONFIG_FIELDS = ("wake_bound", "op_timeout", "max_error_rate")
+
+
+def _scenario_json(run_dir: Path) -> dict[str, Any]:
+    """The run's ``scenario.json`` ({} when absent); a damaged one is named."""
+    path = run_dir / "scenario.json"
+    if not path.exists():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise RunError(f"{path}: not a knell scenario.json ({exc})") from None
+    if not isinstance(data, dict):
+        raise RunError(f"{path}: not a knell scenario.json (expected a JSON object)")
+    return data
 
 
 def _check_config(run_dir: Path) -> CheckConfig:
-    scenario_file = run_dir / "scenario.json"
-    if not scenario_file.exists():
-        return CheckConfig()
-    data = json.loads(scenario_file.read_text(encoding="utf-8"))
-    return CheckConfig(wake_bound=float(data.get("wake_bound", CheckConfig().wake_bound)))
+    data = _scenario_json(run_dir)
+    values = {k: data[k] for k in _CONFIG_FIELDS if data.get(k) is not None}
+    try:
+        return CheckConfig(**values)
+    except (TypeError, ValueError) as exc:
+        raise RunError(f"{run_dir / 'scenario.json'}: {exc}") from None
+
+
+def _writable(run_dir: Path) -> None:
+    """``knell check`` rewrites the merged history and the reports: say so
+    before starting rather than failing half-way."""
+    if not os.access(run_dir, os.W_OK):
+        raise RunError(
+            f"{run_dir}: not writable (knell check writes history.jsonl, results.json, "
+            "report.md and junit.xml there); copy the run directory somewhere writable"
+        )
 
 
 def check_run(run_dir: Path, *, say: Callable[[str], None] = lambda _: None) -> RunOutcome:
     """Merge (if needed) and check a run directory in one pass (the checks
     and the run statistics read the history together), and (re)write its
-    reports."""
+    reports. A run directory that cannot be read or written, or holds no
+    history, is a :class:`RunError` (exit 3)."""
+    token = _RUN_DIR.set(run_dir)
+    try:
+        return _check_run(run_dir, say)
+    finally:
+        _RUN_DIR.reset(token)
+
+
+def _check_run(run_dir: Path, say: Callable[[str], None]) -> RunOutcome:
+    config = _check_config(run_dir)
+    _writable(run_dir)
     parts = sorted((run_dir / "history").glob("*.jsonl"))
     merged = run_dir / "history.jsonl"
     torn: list[str] = []
-    if parts:
-        _, torn = merge_histories(parts, merged)
-    elif not merged.exists():
-        raise RunError(f"{run_dir}: no history here (expected history.jsonl or history/*.jsonl)")
+    try:
+        if parts:
+            _, torn = merge_histories(parts, merged)
+        elif not merged.exists():
+            raise RunError(
+                f"{run_dir}: no history here (expected history.jsonl or history/*.jsonl)"
+            )
+    except OSError as exc:
+        reason = "no space left on the device" if exc.errno == errno.ENOSPC else exc.strerror
+        raise RunError(f"{merged}: cannot write the merged history: {reason}") from None
     for line in torn:
         say(line)
     stats = RunStats()
-    verdict = check_events(HistoryReader(merged), _check_config(run_dir), extra=[stats])
-    write_reports(run_dir, verdict, stats, torn)
+    reader = HistoryReader(merged)
+    verdict = check_events(reader, config, extra=[stats])
+    if reader.torn:
+        # The merged file is written whole by knell: a torn line there means
+        # it was truncated, and whatever followed is missing.
+        torn += reader.torn
+        verdict.undecided(
+            f"{merged.name} is truncated (its last line is torn): events may be missing"
+        )
+    try:
+        write_reports(run_dir, verdict, stats, torn)
+    except OSError as exc:
+        reason = "no space left on the device" if exc.errno == errno.ENOSPC else exc.strerror
+        raise RunError(f"{run_dir}: cannot write the reports: {reason}") from None
     return RunOutcome(run_dir, verdict, exit_code(verdict))

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from knell.durations import Duration, parse_duration
+from knell.errors import KnellError
 from knell.nemesis.kind import FaultSpec
 from knell.nemesis.registry import kinds, on_register
 from knell.workload.params import (
@@ -52,7 +53,7 @@ __all__ = [
 ]
 
 
-class ScenarioError(Exception):
+class ScenarioError(KnellError):
     """A scenario file is unusable; the message names file, field and value."""
 
 
@@ -186,9 +187,20 @@ class Scenario(_Strict):
         default=None, description="driver 'module:factory' (default: the store's reference bus)"
     )
     duration: Duration = Field(gt=0)
-    seed: int = 0
+    seed: int = Field(default=0, ge=-(2**63), lt=2**63, description="fault plan seed (64-bit)")
     poll_interval: Duration = Field(default=0.1, gt=0, description="doorbell poll interval")
     wake_bound: Duration = Field(default=1.0, gt=0, description="a ring must come within this")
+    op_timeout: Duration = Field(
+        default=5.0,
+        gt=0,
+        description="an operation no fault touches must complete within this (liveness)",
+    )
+    max_error_rate: float = Field(
+        default=0.0,
+        ge=0,
+        le=1,
+        description="share of operations of one kind that may fail outside fault windows",
+    )
     drain_timeout: Duration = Field(default=60.0, gt=0)
     process: list[ProcessSpec] = Field(min_length=1)
     nemesis: list[NemesisSpec] = Field(default_factory=list)
@@ -305,6 +317,12 @@ def load_scenario(path: Path, **overrides: Any) -> Scenario:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ScenarioError(f"{path}: cannot read scenario: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise ScenarioError(
+            f"{path}: not a scenario file: byte {exc.start} is not UTF-8 text (a binary file?)"
+        ) from None
+    if "\x00" in text:
+        raise ScenarioError(f"{path}: not a scenario file: it contains NUL bytes (a binary file?)")
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

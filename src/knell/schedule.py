@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, cast
 
+from knell.errors import KnellError
 from knell.nemesis.kind import Action
 from knell.nemesis.registry import kinds
 
@@ -43,7 +44,7 @@ _V1_OPS = {
 }
 
 
-class ScheduleError(ValueError):
+class ScheduleError(ValueError, KnellError):
     """A schedule file cannot be used (the message says why)."""
 
 

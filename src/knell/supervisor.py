@@ -24,6 +24,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from knell.logcap import CappedLog
 from knell.owners import Owner
 from knell.platform import SPAWN_GROUP, kill_tree, resume_tree, suspend_tree
 
@@ -38,6 +39,7 @@ class WorkerProcess:
     popen: subprocess.Popen[bytes] | None = None
     paused: bool = False
     exits: list[int] = field(default_factory=list)
+    log: CappedLog | None = None
 
     @property
     def pid(self) -> int | None:
@@ -79,26 +81,25 @@ class Supervisor:
         self._reap(worker)
         worker.incarnation += 1
         worker.paused = False
-        log = open(self.logs / f"{name}.{worker.incarnation}.log", "wb")  # noqa: SIM115
-        try:
-            worker.popen = subprocess.Popen(
-                [
-                    self.python,
-                    "-m",
-                    "knell.workload",
-                    str(worker.spec_path),
-                    str(worker.incarnation),
-                    str(os.getpid()),
-                ],
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                cwd=self.run_dir,
-                env=self.env,
-                **SPAWN_GROUP,
-            )
-        finally:
-            log.close()
+        worker.popen = subprocess.Popen(
+            [
+                self.python,
+                "-m",
+                "knell.workload",
+                str(worker.spec_path),
+                str(worker.incarnation),
+                str(os.getpid()),
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            cwd=self.run_dir,
+            env=self.env,
+            **SPAWN_GROUP,
+        )
+        assert worker.popen.stdout is not None
+        worker.log = CappedLog(worker.popen.stdout, self.logs / f"{name}.{worker.incarnation}.log")
+        worker.log.start()
         if self.owner is not None:
             self.owner.process(worker.popen.pid, f"{name}.{worker.incarnation}")
         return worker
@@ -166,3 +167,5 @@ class Supervisor:
         if worker.popen is not None and worker.popen.poll() is not None:
             worker.exits.append(worker.popen.returncode)
             worker.popen = None
+            if worker.log is not None:
+                worker.log.join(timeout=2)

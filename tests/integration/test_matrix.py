@@ -55,7 +55,7 @@ def test_matrix_fails_when_a_mutant_escapes(tmp_path: Path) -> None:
 
 def test_matrix_usage_errors(tmp_path: Path) -> None:
     proc = knell("matrix", "--short", "-m", "no-such-mutant", "--reports", str(tmp_path))
-    assert proc.returncode == 2
+    assert proc.returncode == 3
     assert "no-such-mutant" in proc.stderr
     listed = knell("matrix", "--list")
     assert listed.returncode == 0 and "stale-ack-regresses" in listed.stdout

@@ -59,29 +59,29 @@ def test_runner_killed_leaves_no_worker(tmp_path: Path, sig: signal.Signals) -> 
             runner.wait()
 
 
-def test_bad_scenario_exits_2_without_traceback(tmp_path: Path) -> None:
+def test_bad_scenario_exits_3_without_traceback(tmp_path: Path) -> None:
     bad = tmp_path / "bad.toml"
     bad.write_text('name = "x"\ndescription = "d"\nduration = "-2s"\n[[process]]\nrole = "eater"\n')
     proc = knell("run", str(bad), timeout=60)
-    assert proc.returncode == 2
+    assert proc.returncode == 3
     assert "Traceback" not in proc.stderr
     assert str(bad) in proc.stderr and "duration" in proc.stderr and "'eater'" in proc.stderr
 
 
 def test_check_without_history_is_a_clear_error(tmp_path: Path) -> None:
     proc = knell("check", str(tmp_path), timeout=60)
-    assert proc.returncode == 2 and "no history" in proc.stderr and "Traceback" not in proc.stderr
+    assert proc.returncode == 3 and "no history" in proc.stderr and "Traceback" not in proc.stderr
 
 
 def test_check_with_torn_middle_line_is_a_clear_error(tmp_path: Path) -> None:
     (tmp_path / "history").mkdir()
     (tmp_path / "history" / "p.1.jsonl").write_text(
-        '{"time": 1, "type": "ok", "f": "start"}\n'
+        '{"time": 1, "type": "ok", "f": "start", "process": "p"}\n'
         '{"time": 2, "ty\n'
-        '{"time": 3, "type": "ok", "f": "stop"}\n'
+        '{"time": 3, "type": "ok", "f": "stop", "process": "p"}\n'
     )
     proc = knell("check", str(tmp_path), timeout=60)
-    assert proc.returncode == 2 and "p.1.jsonl:2" in proc.stderr and "Traceback" not in proc.stderr
+    assert proc.returncode == 3 and "p.1.jsonl:2" in proc.stderr and "Traceback" not in proc.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["history"]  # nothing half-written
 
 
@@ -89,7 +89,7 @@ def test_bad_schedule_file_is_a_clear_error(tmp_path: Path) -> None:
     bogus = tmp_path / "schedule.json"
     bogus.write_text('{"seed": 1}')
     proc = knell("run", "quickstart", "--schedule", str(bogus), timeout=60)
-    assert proc.returncode == 2 and str(bogus) in proc.stderr and "Traceback" not in proc.stderr
+    assert proc.returncode == 3 and str(bogus) in proc.stderr and "Traceback" not in proc.stderr
 
 
 def test_schedule_naming_unknown_process_is_refused(tmp_path: Path) -> None:
@@ -101,7 +101,7 @@ def test_schedule_naming_unknown_process_is_refused(tmp_path: Path) -> None:
     proc = knell(
         "run", "quickstart", "--schedule", str(plan), "--reports", str(tmp_path), timeout=60
     )
-    assert proc.returncode == 2 and "reviewer-9" in proc.stderr and "Traceback" not in proc.stderr
+    assert proc.returncode == 3 and "reviewer-9" in proc.stderr and "Traceback" not in proc.stderr
     assert not (tmp_path / "quickstart").exists()  # nothing half-written
 
 
@@ -109,6 +109,6 @@ def test_zero_duration_flag_names_the_flag() -> None:
     for command in ("run", "matrix"):
         args = [command, "quickstart"] if command == "run" else [command, "-s", "quickstart"]
         proc = knell(*args, "--duration", "0s", timeout=60)
-        assert proc.returncode == 2, (command, proc.stderr)
+        assert proc.returncode == 3, (command, proc.stderr)
         assert "--duration: must be positive, got '0s'" in proc.stderr
         assert "Traceback" not in proc.stderr

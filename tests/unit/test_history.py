@@ -34,7 +34,8 @@ def test_torn_last_line_is_skipped_and_reported(tmp_path: Path) -> None:
 
 def test_torn_line_in_the_middle_is_an_error(tmp_path: Path) -> None:
     path = tmp_path / "p.1.jsonl"
-    path.write_bytes(b'{"time": 1, "type": "ok"}\n{"time": 2, "ty\n{"time": 3, "type": "ok"}\n')
+    ok = b'{"time": %d, "type": "ok", "process": "p", "f": "x"}\n'
+    path.write_bytes(ok % 1 + b'{"time": 2, "ty\n' + ok % 3)
     with pytest.raises(HistoryError, match=r"p\.1\.jsonl:2: .*not the last line"):
         list(HistoryReader(path))
 
@@ -44,11 +45,15 @@ def test_merge_orders_by_time_and_keeps_file_order(tmp_path: Path) -> None:
     b = tmp_path / "b.jsonl"
     a.write_bytes(
         b"".join(
-            orjson.dumps({"time": t, "type": "ok", "n": f"a{t}"}) + b"\n" for t in (1, 3, 3, 7)
+            orjson.dumps({"time": t, "type": "ok", "process": "a", "f": "x", "n": f"a{t}"}) + b"\n"
+            for t in (1, 3, 3, 7)
         )
     )
     b.write_bytes(
-        b"".join(orjson.dumps({"time": t, "type": "ok", "n": f"b{t}"}) + b"\n" for t in (2, 3, 8))
+        b"".join(
+            orjson.dumps({"time": t, "type": "ok", "process": "b", "f": "x", "n": f"b{t}"}) + b"\n"
+            for t in (2, 3, 8)
+        )
     )
     out = tmp_path / "history.jsonl"
     count, torn = merge_histories([b, a], out)
@@ -56,3 +61,38 @@ def test_merge_orders_by_time_and_keeps_file_order(tmp_path: Path) -> None:
     assert count == 7 and not torn
     assert [e["n"] for e in events] == ["a1", "b2", "a3", "a3", "b3", "a7", "b8"]
     assert [e["index"] for e in events] == list(range(7))
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        (b'{"process": "p", "type": "ok", "f": "x"}', "'time' is missing or null"),
+        (b'{"time": null, "process": "p", "type": "ok", "f": "x"}', "'time' is missing or null"),
+        (b'{"time": "abc", "process": "p", "type": "ok", "f": "x"}', "'time' must be an integer"),
+        (b'{"time": 1.5, "process": "p", "type": "ok", "f": "x"}', "'time' must be an integer"),
+        (b'{"time": 1, "type": "ok", "f": "x"}', "'process' is missing or null"),
+        (b'{"time": 1, "process": 7, "type": "ok", "f": "x"}', "'process' must be a string"),
+        (b'{"time": 1, "process": "p", "f": "x"}', "'type' is missing or null"),
+        (b'{"time": 1, "process": "p", "type": "done", "f": "x"}', "'type' must be one of"),
+        (b'{"time": 1, "process": "p", "type": "ok"}', "'f' is missing or null"),
+        (b"[1, 2, 3]", "a JSON list, not an object"),
+    ],
+)
+def test_events_missing_required_fields_name_file_and_line(
+    tmp_path: Path, line: bytes, message: str
+) -> None:
+    path = tmp_path / "p.1.jsonl"
+    path.write_bytes(b'{"time": 1, "process": "p", "type": "ok", "f": "start"}\n' + line + b"\n")
+    with pytest.raises(HistoryError) as caught:
+        list(HistoryReader(path))
+    assert f"{path}:2: " in str(caught.value) and message in str(caught.value)
+
+
+def test_a_long_unterminated_last_line_is_torn_not_an_event(tmp_path: Path) -> None:
+    path = tmp_path / "history.jsonl"
+    path.write_bytes(
+        b'{"time": 1, "process": "p", "type": "ok", "f": "start"}\n' + b"x" * 5_000_000
+    )
+    reader = HistoryReader(path)
+    assert len(list(reader)) == 1
+    assert len(reader.torn) == 1 and "history.jsonl:2" in reader.torn[0]

@@ -35,8 +35,11 @@ from knell.buses.contract import (
     Message,
     Wake,
 )
+from knell.errors import KnellError
+from knell.text import clean
 
 __all__ = [
+    "BUS_METHODS",
     "AckBeyondHead",
     "Bus",
     "BusError",
@@ -55,7 +58,7 @@ Factory = Callable[[str], Bus]
 _MODULE_FACTORY = re.compile(r"^(?P<module>[A-Za-z_][\w.]*):(?P<attr>[A-Za-z_]\w*)$")
 
 
-class DriverError(Exception):
+class DriverError(KnellError):
     """A driver URL names no usable bus (unknown scheme, missing module...)."""
 
 
@@ -80,6 +83,11 @@ def _import_factory(driver: str) -> Factory:
         module = importlib.import_module(module_name)
     except ImportError as exc:
         raise DriverError(f"bus driver {driver!r}: cannot import {module_name!r}: {exc}") from None
+    except Exception as exc:  # the module itself is broken: a usage error, not a knell bug
+        raise DriverError(
+            f"bus driver {driver!r}: importing {module_name!r} raised "
+            f"{type(exc).__name__}: {clean(exc)}"
+        ) from None
     factory = getattr(module, attr, None)
     if not callable(factory):
         raise DriverError(f"bus driver {driver!r}: {module_name}.{attr} is not a callable factory")
@@ -109,6 +117,31 @@ def resolve_driver(url: str, driver: str | None = None) -> Factory:
     )
 
 
+BUS_METHODS = ("post", "subscribe", "fetch", "ack", "cursor", "head", "wait", "close")
+"""What an object must have to be driven as a bus (see :class:`Bus`)."""
+
+
 def open_bus(url: str, driver: str | None = None) -> Bus:
-    """Open the bus at store ``url``, through ``driver`` when one is given."""
-    return resolve_driver(url, driver)(url)
+    """Open the bus at store ``url``, through ``driver`` when one is given.
+
+    A factory that raises, or returns something that is not a bus (it lacks
+    one of :data:`BUS_METHODS`), is a :class:`DriverError` naming the driver
+    and what went wrong: the run cannot start, and it is not the bus's
+    verdict."""
+    factory = resolve_driver(url, driver)
+    name = driver or url.split("?", 1)[0]
+    try:
+        bus = factory(url)
+    except DriverError:
+        raise
+    except Exception as exc:
+        raise DriverError(
+            f"bus driver {name!r}: opening the bus raised {type(exc).__name__}: {clean(exc)}"
+        ) from exc
+    missing = [m for m in BUS_METHODS if not callable(getattr(bus, m, None))]
+    if missing:
+        raise DriverError(
+            f"bus driver {name!r} returned a {type(bus).__name__}, which is not a bus: "
+            f"it has no {', '.join(missing)} (a bus needs {', '.join(BUS_METHODS)})"
+        )
+    return bus

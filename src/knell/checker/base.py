@@ -76,25 +76,43 @@ class CheckConfig:
     """Knobs of the checker.
 
     ``wake_bound``: seconds within which a waiter must ring after a post by
-    someone else (or after arming over unacked backlog). ``max_anomalies``:
-    anomalies stored per check (every anomaly is still counted).
+    someone else (or after arming over unacked backlog). ``op_timeout``:
+    seconds within which an operation must complete when no fault touches
+    it (a wait gets its own timeout on top). ``max_error_rate``: the share
+    of operations of one kind that may fail outside fault windows.
+    ``max_anomalies``: anomalies stored per check (every anomaly is still
+    counted).
     """
 
     wake_bound: float = 1.0
     max_anomalies: int = 50
+    op_timeout: float = 5.0
+    max_error_rate: float = 0.0
 
     def __post_init__(self) -> None:
-        if isinstance(self.wake_bound, bool) or not isinstance(self.wake_bound, (int, float)):
-            raise TypeError(f"wake_bound must be a number of seconds, got {self.wake_bound!r}")
-        if not math.isfinite(self.wake_bound) or self.wake_bound <= 0:
-            raise ValueError(f"wake_bound must be a positive finite number, got {self.wake_bound}")
+        for name in ("wake_bound", "op_timeout"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise TypeError(f"{name} must be a number of seconds, got {value!r}")
+            if not math.isfinite(value) or value <= 0:
+                raise ValueError(f"{name} must be a positive finite number, got {value}")
+        rate = self.max_error_rate
+        if isinstance(rate, bool) or not isinstance(rate, (int, float)):
+            raise TypeError(f"max_error_rate must be a number, got {rate!r}")
+        if not 0 <= rate <= 1:
+            raise ValueError(f"max_error_rate must be between 0 and 1, got {rate}")
         if isinstance(self.max_anomalies, bool) or not isinstance(self.max_anomalies, int):
             raise TypeError(f"max_anomalies must be an int, got {self.max_anomalies!r}")
         if self.max_anomalies < 0:
             raise ValueError(f"max_anomalies must be >= 0, got {self.max_anomalies}")
 
     def to_json(self) -> dict[str, Any]:
-        return {"wake_bound": self.wake_bound, "max_anomalies": self.max_anomalies}
+        return {
+            "wake_bound": self.wake_bound,
+            "max_anomalies": self.max_anomalies,
+            "op_timeout": self.op_timeout,
+            "max_error_rate": self.max_error_rate,
+        }
 
 
 @dataclass(frozen=True)

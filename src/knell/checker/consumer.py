@@ -63,33 +63,38 @@ class Handler:
     method: str
 
 
-def _mark(how: str, f: str, types: tuple[str, ...]) -> Callable[[F], F]:
+Fs = str | tuple[str, ...]
+"""One ``f``, or several that the same method handles."""
+
+
+def _mark(how: str, fs: Fs, types: tuple[str, ...]) -> Callable[[F], F]:
     def decorate(method: F) -> F:
         marks: list[tuple[str, str, tuple[str, ...]]] = list(getattr(method, "_knell_handles", ()))
-        marks.append((how, f, types))
+        for f in (fs,) if isinstance(fs, str) else fs:
+            marks.append((how, f, types))
         method._knell_handles = marks  # type: ignore[attr-defined]
         return method
 
     return decorate
 
 
-def on(f: str, *types: str) -> Callable[[F], F]:
-    """Handle single events of ``f`` (of the given types; default all)."""
+def on(fs: Fs, *types: str) -> Callable[[F], F]:
+    """Handle single events of ``fs`` (of the given types; default all)."""
     bad = set(types) - set(EVENT_TYPES)
     if bad:
-        raise ValueError(f"@on({f!r}): unknown event type(s) {sorted(bad)}")
-    return _mark("event", f, types or EVENT_TYPES)
+        raise ValueError(f"@on({fs!r}): unknown event type(s) {sorted(bad)}")
+    return _mark("event", fs, types or EVENT_TYPES)
 
 
-def on_op(f: str, *types: str) -> Callable[[F], F]:
-    """Handle completed operations of ``f`` as ``(invoke, completion)``.
+def on_op(fs: Fs, *types: str) -> Callable[[F], F]:
+    """Handle completed operations of ``fs`` as ``(invoke, completion)``.
     ``types`` narrows the completions (``ok``, ``fail``, ``info``, and
     ``lost`` for operations whose process died); default ``ok``, ``fail``
     and ``info``."""
     bad = set(types) - {*COMPLETIONS, "lost"}
     if bad:
-        raise ValueError(f"@on_op({f!r}): unknown completion type(s) {sorted(bad)}")
-    return _mark("op", f, types or COMPLETIONS)
+        raise ValueError(f"@on_op({fs!r}): unknown completion type(s) {sorted(bad)}")
+    return _mark("op", fs, types or COMPLETIONS)
 
 
 def on_delivery(method: F) -> F:
@@ -110,8 +115,18 @@ class Consumer:
         found: dict[tuple[str, str, str], Handler] = {}
         for klass in reversed(cls.__mro__):
             for attr, value in vars(klass).items():
-                for how, f, types in getattr(value, "_knell_handles", ()):
-                    found[(how, f, attr)] = Handler(how, f, types, attr)
+                marks = getattr(value, "_knell_handles", ())
+                if not marks:
+                    continue
+                # A subclass that re-declares a method replaces its handlers.
+                found = {k: h for k, h in found.items() if k[2] != attr}
+                for how, f, types in marks:
+                    key = (how, f, attr)
+                    if key in found:  # stacked decorators for one f: their types add up
+                        merged = tuple(dict.fromkeys((*found[key].types, *types)))
+                        found[key] = Handler(how, f, merged, attr)
+                    else:
+                        found[key] = Handler(how, f, types, attr)
         cls.handlers = tuple(found.values())
 
     def finish(self) -> None:

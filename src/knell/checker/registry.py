@@ -9,12 +9,16 @@ declare. To add a check, write one module with one
 from __future__ import annotations
 
 from knell.checker.ack_head import AckHeadCheck
+from knell.checker.availability import AvailabilityCheck
 from knell.checker.base import Check
 from knell.checker.cursor import CursorCheck
+from knell.checker.evidence import EvidenceCheck
 from knell.checker.idempotency import IdempotencyCheck
 from knell.checker.join import JoinCheck
+from knell.checker.liveness import LivenessCheck
 from knell.checker.loss import LossCheck
 from knell.checker.ordering import OrderingCheck
+from knell.checker.outcomes import OutcomeCheck
 from knell.checker.redelivery import RedeliveryCheck
 from knell.checker.seq import SeqCheck
 from knell.checker.unexpected import UnexpectedCheck
@@ -32,5 +36,9 @@ CHECKS: tuple[type[Check], ...] = (
     AckHeadCheck,
     OrderingCheck,
     WakeCheck,
+    LivenessCheck,
+    AvailabilityCheck,
+    OutcomeCheck,
+    EvidenceCheck,
     RedeliveryCheck,
 )

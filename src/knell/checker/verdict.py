@@ -44,6 +44,16 @@ class Verdict:
     windows: list[dict[str, Any]] = field(default_factory=list)
     first_time: int | None = None
     last_time: int | None = None
+    problems: list[str] = field(default_factory=list)
+    """Why the run as a whole cannot vouch for its history (a truncated
+    merged file, an adapter that could not serve): each makes the verdict
+    at best "unknown"."""
+
+    def undecided(self, reason: str) -> None:
+        """Record a run-level reason the history cannot prove validity."""
+        self.problems.append(reason)
+        if self.valid is True:
+            self.valid = "unknown"
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -51,6 +61,7 @@ class Verdict:
             "events": self.events,
             "seconds": self.seconds,
             "config": self.config.to_json(),
+            "problems": list(self.problems),
             "checks": {name: result.to_json() for name, result in self.checks.items()},
         }
 

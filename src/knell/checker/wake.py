@@ -25,7 +25,15 @@ top level. Anomalies, with ``B`` the configured ``wake_bound``:
   count, as may have landed), subscribed at, or read as its cursor;
 * ``missed-post``: an arm that timed out although such a post by another
   sender (above the handle's cursor) completed during the arm more than
-  ``B`` before the arm completed.
+  ``B`` before the arm completed;
+* ``spurious-ring``: a ring naming a message at or below the handle's
+  durable cursor as the waiter knew it when it armed (the arm records it):
+  the doorbell woke the agent for work it had already done. A waiter that
+  keeps waking for nothing is the resident poller the doorbell exists to
+  replace, burning a session's turns;
+* ``repeated-ring``: one waiter incarnation woken twice for the same
+  message although it acked successfully in between (a restarted waiter
+  may legitimately ring again for backlog it never acked).
 
 Arms that a fault window touched directly at any point while armed (the
 waiter was paused, its store or link was down: :mod:`knell.nemesis.windows`)
@@ -52,11 +60,13 @@ _NS = 1_000_000_000
 
 
 class _Arm:
-    __slots__ = ("backlog", "during", "handle", "invoke")
+    __slots__ = ("backlog", "cursors", "during", "handle", "invoke")
 
     def __init__(self, invoke: Event, handle: Any) -> None:
         self.invoke = invoke
         self.handle = handle
+        cursors = (invoke.get("value") or {}).get("cursors")
+        self.cursors: dict[Any, Any] = cursors if isinstance(cursors, dict) else {}
         # (channel, seq, post ok) of the highest backlog by others, per channel
         self.backlog: list[tuple[Any, int, Event]] = []
         # channel -> [(time, seq, post ok)] posts by others completed while armed
@@ -65,7 +75,13 @@ class _Arm:
 
 class WakeCheck(Check):
     name: ClassVar[str] = "wake"
-    kinds: ClassVar[tuple[str, ...]] = ("own-post-ring", "missed-backlog", "missed-post")
+    kinds: ClassVar[tuple[str, ...]] = (
+        "own-post-ring",
+        "missed-backlog",
+        "missed-post",
+        "spurious-ring",
+        "repeated-ring",
+    )
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
@@ -75,6 +91,11 @@ class WakeCheck(Check):
         self._subs: dict[Any, set[Any]] = {}
         self._cursor: dict[tuple[Any, Any], int] = {}
         self._active: dict[int, _Arm] = {}  # id(arm invoke) -> arm
+        self._armed: dict[tuple[Any, Any], _Arm] = {}  # (process, incarnation) -> its arm
+        # (process, incarnation) -> acks completed ok, and (channel, seq) -> the
+        # ack count when it rang for it
+        self._acks: dict[tuple[Any, Any], int] = {}
+        self._rung: dict[tuple[Any, Any], dict[tuple[Any, Any], int]] = {}
         self._wakes: list[Event] = []
         self._arms = 0
         self._rang = 0
@@ -86,6 +107,37 @@ class WakeCheck(Check):
     @on("wake", "ok")
     def _wake(self, event: Event) -> None:
         self._wakes.append(event)
+        key = (event["process"], event.get("incarnation"))
+        value = event.get("value") or {}
+        channel, seq = event.get("channel"), value.get("seq")
+        arm = self._armed.get(key)
+        known = arm.cursors.get(channel) if arm is not None else None
+        if isinstance(seq, int) and isinstance(known, int) and seq <= known:
+            assert arm is not None
+            self._report(
+                "spurious-ring",
+                None
+                if self.log.full
+                else f"waiter {event['process']} (handle {event.get('handle')}) was woken "
+                f"({value.get('reason')}) for seq {seq} on channel {channel}, at or below "
+                f"cursor {known} that it had already acked when it armed",
+                witness(arm.invoke, event),
+            )
+            return
+        rung = self._rung.setdefault(key, {})
+        acks = self._acks.get(key, 0)
+        before = rung.get((channel, seq))
+        rung[(channel, seq)] = acks
+        if before is not None and acks > before:
+            self._report(
+                "repeated-ring",
+                None
+                if self.log.full
+                else f"waiter {event['process']} (handle {event.get('handle')}) was woken "
+                f"again for seq {seq} on channel {channel} although it had acked "
+                f"successfully since the first ring",
+                witness(arm.invoke if arm is not None else None, event),
+            )
 
     @on("subscribe", "ok")
     def _subscribe_ok(self, event: Event) -> None:
@@ -93,6 +145,11 @@ class WakeCheck(Check):
         self._cursor_ok(event)
 
     @on("ack", "ok")
+    def _ack_ok(self, event: Event) -> None:
+        key = (event["process"], event.get("incarnation"))
+        self._acks[key] = self._acks.get(key, 0) + 1
+        self._cursor_ok(event)
+
     @on("cursor", "ok")
     def _cursor_ok(self, event: Event) -> None:
         value = (event.get("value") or {}).get("cursor")
@@ -143,15 +200,26 @@ class WakeCheck(Check):
             if top is not None:
                 arm.backlog.append((channel, top[0], top[1]))
         self._active[id(event)] = arm
+        self._armed[(event["process"], event.get("incarnation"))] = arm
+
+    def _disarm(self, inv: Event) -> _Arm | None:
+        arm = self._active.pop(id(inv), None)
+        key = (inv["process"], inv.get("incarnation"))
+        if arm is not None and self._armed.get(key) is arm:
+            del self._armed[key]
+        return arm
 
     @on_op("arm", "fail", "info", "lost")
     def _arm_failed(self, inv: Event | None, event: Event | None) -> None:
         if inv is not None:
-            self._active.pop(id(inv), None)
+            self._disarm(inv)
+            if event is None:  # the waiter died: its rings are forgotten with it
+                self._rung.pop((inv["process"], inv.get("incarnation")), None)
+                self._acks.pop((inv["process"], inv.get("incarnation")), None)
 
     @on_op("arm", "ok")
     def _arm_ok(self, inv: Event | None, event: Event) -> None:
-        arm = self._active.pop(id(inv), None) if inv is not None else None
+        arm = self._disarm(inv) if inv is not None else None
         if arm is None:
             return
         if (event.get("value") or {}).get("rang"):

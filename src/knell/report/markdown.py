@@ -15,6 +15,7 @@ from typing import Any
 from knell.checker import Verdict
 from knell.history import Event
 from knell.report.stats import RunStats
+from knell.text import clean
 
 __all__ = ["render_markdown", "verdict_word"]
 
@@ -87,6 +88,9 @@ def render_markdown(
             word += f" ({result.unknown_reason})"
         out.append(f"| {check_name} | {word} | {found} | {counts} |")
     out.append("")
+    if verdict.problems:
+        out += ["## Why the run cannot vouch for its history", ""]
+        out += [f"- {clean(problem)}" for problem in verdict.problems] + [""]
     invalid = [(n, r) for n, r in verdict.checks.items() if r.valid is False]
     if invalid:
         out += ["## Anomalies, with the events that prove them", ""]
@@ -124,9 +128,15 @@ def render_markdown(
         f" max {_fmt(stats.spawn_ms.get('max'), ' ms')}",
         "",
     ]
+    if stats.crashes:
+        out += ["## Workers that exited on their own", ""]
+        for crash in stats.crashes:
+            error = clean(crash.get("error") or "no exception in its log", 300)
+            out.append(f"- {clean(crash['process'])} (exit {crash.get('exit')}): {error}")
+        out.append("")
     if torn:
-        out += ["## Torn lines (a process killed mid-write; skipped)", ""]
-        out += [f"- {line}" for line in torn] + [""]
+        out += [f"## Torn lines: {len(torn)} (a writer stopped mid-line; skipped)", ""]
+        out += [f"- {clean(line)}" for line in torn] + [""]
     out += [
         "## Files",
         "",

@@ -37,6 +37,7 @@ class _Figures:
     ready_seconds: float | None = None
     restart_ms: dict[str, float | None] = field(default_factory=dict)
     spawn_ms: dict[str, float | None] = field(default_factory=dict)
+    crashes: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _summary(values: list[float]) -> dict[str, float | None]:
@@ -88,6 +89,11 @@ class RunStats(_Figures, Consumer):
         target = str(event.get("value", {}).get("target"))
         if f in ("kill", "crash"):
             self._killed_at[target] = t
+        if f == "crash":
+            value = event.get("value") or {}
+            self.crashes.append(
+                {"process": target, "exit": value.get("exit"), "error": value.get("error")}
+            )
         elif f == "restart":
             self._restarted_at[target] = t
 
@@ -157,4 +163,5 @@ class RunStats(_Figures, Consumer):
             "ready_seconds": self.ready_seconds,
             "restart_ms": self.restart_ms,
             "spawn_ms": self.spawn_ms,
+            "crashes": self.crashes,
         }

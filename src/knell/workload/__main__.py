@@ -6,6 +6,7 @@ possible: restart latency after a kill is part of what knell measures.
 
 from __future__ import annotations
 
+import errno
 import sys
 from pathlib import Path
 
@@ -40,13 +41,13 @@ def play(worker: Worker) -> None:
         raise TypeError(f"no role for {type(params).__name__}")
 
 
-def main(argv: list[str]) -> int:
-    if len(argv) != 3:
-        print("usage: python -m knell.workload SPEC.json INCARNATION PARENT_PID", file=sys.stderr)
-        return 2
-    spec = WorkerSpec.load(Path(argv[0]))
-    parent = int(argv[2])
-    worker = Worker(spec, int(argv[1]), parent if parent > 0 else None)
+_ENVIRONMENT = {errno.ENOSPC, errno.EDQUOT, errno.EROFS}
+ENVIRONMENT_EXIT = 75
+"""Tells the runner its environment failed (see knell.runner.ENVIRONMENT_EXIT)."""
+
+
+def _work(spec: WorkerSpec, incarnation: int, parent: int | None) -> int:
+    worker = Worker(spec, incarnation, parent)
     try:
         play(worker)
     except OpFailed as failed:
@@ -55,6 +56,21 @@ def main(argv: list[str]) -> int:
     finally:
         worker.close()
     return 0
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 3:
+        print("usage: python -m knell.workload SPEC.json INCARNATION PARENT_PID", file=sys.stderr)
+        return 2
+    spec = WorkerSpec.load(Path(argv[0]))
+    parent = int(argv[2])
+    try:
+        return _work(spec, int(argv[1]), parent if parent > 0 else None)
+    except OSError as exc:
+        if exc.errno in _ENVIRONMENT:
+            print(f"{spec.name}: cannot write its history: {exc}", file=sys.stderr)
+            return ENVIRONMENT_EXIT
+        raise
 
 
 if __name__ == "__main__":

@@ -89,7 +89,7 @@ def read_cursor(worker: Worker, handle: str, channel: str) -> int:
         "cursor",
         {},
         lambda: worker.bus.cursor(handle, channel),
-        lambda c: {"cursor": c},
+        lambda c: {"cursor": worker.saw_cursor(handle, channel, c)},
         handle=handle,
         channel=channel,
     )

@@ -14,7 +14,9 @@ still not ring on backlog the handle wrote itself.
 The history records ``arm`` (invoke with the timeout, ok with whether it
 rang) around the wait call and, when it rang, a single ``wake`` event with
 the ring's channel, seq, sender and reason, logged the moment the call
-returned so the checker can measure post-to-ring latency.
+returned so the checker can measure post-to-ring latency. The arm also
+records the handle's durable cursor per channel as this process last saw
+it: a ring naming a message at or below it is a spurious wake-up.
 """
 
 from __future__ import annotations
@@ -49,7 +51,8 @@ def run_waiter(worker: Worker, params: WaiterParams) -> None:
             msg_id, reply = reply, None
             with suppress(OpFailed):
                 worker.post(channel, msg_id, handle, None)
-        worker.history.write("invoke", "arm", {"timeout": timeout}, handle=handle)
+        armed = {ch: c for (h, ch), c in worker.cursors.items() if h == handle}
+        worker.history.write("invoke", "arm", {"timeout": timeout, "cursors": armed}, handle=handle)
         try:
             wake: Wake | None = worker.bus.wait(handle, timeout)
         except Exception as exc:

@@ -90,6 +90,9 @@ class Worker:
             Path(spec.history_dir) / f"{spec.name}.{incarnation}.jsonl", spec.name, incarnation
         )
         self.bus: Bus = open_bus(spec.bus_url, spec.driver)
+        self.cursors: dict[tuple[str, str], int] = {}
+        """The durable cursor of each (handle, channel) as this process last
+        saw it (subscribe, ack and cursor results): never ahead of the bus."""
         self.history.write("ok", "start", {"role": spec.role})
 
     def stopping(self) -> bool:
@@ -128,7 +131,18 @@ class Worker:
             error = f"{type(exc).__name__}: {exc}"
             self.history.write("info", f, {**value, "error": error}, handle=handle, channel=channel)
             raise OpFailed(False, error) from exc
-        self.history.write("ok", f, ok(result), handle=handle, channel=channel)
+        try:
+            seen = ok(result)
+        except Exception as exc:
+            # The bus answered with something that is not what the contract
+            # returns: the operation's outcome is unknown.
+            error = (
+                f"the bus returned {type(result).__name__} {repr(result)[:200]}, not what "
+                f"{f} returns ({type(exc).__name__}: {exc})"
+            )
+            self.history.write("info", f, {**value, "error": error}, handle=handle, channel=channel)
+            raise OpFailed(False, error) from exc
+        self.history.write("ok", f, seen, handle=handle, channel=channel)
         return result
 
     # -- the operations every role uses --------------------------------------
@@ -144,12 +158,18 @@ class Worker:
                     raise
                 self.sleep(0.05)
 
+    def saw_cursor(self, handle: str, channel: str, cursor: int) -> int:
+        key = (handle, channel)
+        if isinstance(cursor, int) and cursor > self.cursors.get(key, -1):
+            self.cursors[key] = cursor
+        return cursor
+
     def _subscribe(self, handle: str, channel: str, at: str) -> int:
         return self.op(
             "subscribe",
             {"at": at},
             lambda: self.bus.subscribe(handle, channel, at),  # type: ignore[arg-type]
-            lambda c: {"cursor": c},
+            lambda c: {"cursor": self.saw_cursor(handle, channel, c)},
             handle=handle,
             channel=channel,
         )
@@ -159,7 +179,7 @@ class Worker:
             "ack",
             {"up_to": up_to},
             lambda: self.bus.ack(handle, channel, up_to),
-            lambda c: {"cursor": c},
+            lambda c: {"cursor": self.saw_cursor(handle, channel, c)},
             handle=handle,
             channel=channel,
         )

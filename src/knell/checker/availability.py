@@ -1,0 +1,120 @@
+"""availability: errors outside faults are findings, not noise.
+
+Judging only operations that succeeded is half a check: a bus that answers
+a third of all posts with "database is locked" would pass, because what
+did succeed was consistent. Agent sessions do not retry forever, so an
+error is a turn that failed. Every operation a worker invoked is counted
+by kind (post, fetch, ack...), inside and outside fault windows (from
+:mod:`knell.nemesis.windows`: what a fault touched directly or not, plus
+its grace period), and its errors (``fail`` and ``info`` completions) the
+same way. Errors inside a fault window are expected and only reported as
+rates; outside them, the share of errors of any kind must not exceed the
+scenario's ``max_error_rate`` (0 for the embedded store: nothing should
+fail when nothing is being broken).
+
+Refusals the contract requires are not errors: an ack above anything ever
+posted must be refused (the consumers' ack probe), and that refusal is
+its success. The history bounds the head without trusting the bus (seqs
+are dense: the head cannot exceed the number of posts invoked so far), as
+the ``ack-beyond-head`` check does.
+
+Anomaly: ``errors-outside-faults``, one per operation kind over the limit,
+with the first few failed operations (invoke and completion) as witness.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from knell.checker.base import Check, CheckResult, witness
+from knell.checker.consumer import on, on_op
+from knell.history import OPERATIONS, Event
+
+__all__ = ["AvailabilityCheck"]
+
+WITNESSES = 3
+"""Failed operations shown per operation kind over the limit."""
+
+
+class _Tally:
+    __slots__ = ("errors_in", "errors_out", "first_out", "ops_in", "ops_out")
+
+    def __init__(self) -> None:
+        self.ops_in = 0
+        self.ops_out = 0
+        self.errors_in = 0
+        self.errors_out = 0
+        self.first_out: list[tuple[Event | None, Event]] = []
+
+
+class AvailabilityCheck(Check):
+    name: ClassVar[str] = "availability"
+    kinds: ClassVar[tuple[str, ...]] = ("errors-outside-faults",)
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self._tallies: dict[str, _Tally] = {}
+        self._posts: dict[Any, int] = {}
+        self._required_refusals = 0
+
+    @on("post", "invoke")
+    def _post_invoke(self, event: Event) -> None:
+        channel = event.get("channel")
+        self._posts[channel] = self._posts.get(channel, 0) + 1
+
+    def _required(self, invoke: Event | None, done: Event) -> bool:
+        """An ack refused because it named a seq no post could have reached."""
+        if done["f"] != "ack" or done["type"] != "fail" or invoke is None:
+            return False
+        up_to = (invoke.get("value") or {}).get("up_to")
+        bound = self._posts.get(done.get("channel"), 0)
+        return isinstance(up_to, int) and not isinstance(up_to, bool) and up_to > bound
+
+    @on_op(OPERATIONS)
+    def _completed(self, invoke: Event | None, done: Event) -> None:
+        if done["process"] == "nemesis":
+            return
+        tally = self._tallies.get(done["f"])
+        if tally is None:
+            tally = self._tallies[done["f"]] = _Tally()
+        error = done["type"] != "ok"
+        if error and self._required(invoke, done):
+            self._required_refusals += 1
+            error = False
+        start = invoke["time"] if invoke is not None else done["time"]
+        inside = self.windows.touching(done["process"], start, done["time"]) is not None
+        if inside:
+            tally.ops_in += 1
+            tally.errors_in += error
+            return
+        tally.ops_out += 1
+        if error:
+            tally.errors_out += 1
+            if len(tally.first_out) < WITNESSES:
+                tally.first_out.append((invoke, done))
+
+    def result(self) -> CheckResult:
+        limit = self.config.max_error_rate
+        counts: dict[str, int] = {"required-refusals": self._required_refusals}
+        metrics: dict[str, float | int | None] = {"max-error-rate": limit}
+        for f in sorted(self._tallies):
+            tally = self._tallies[f]
+            counts[f"{f}-ops-outside"] = tally.ops_out
+            counts[f"{f}-errors-outside"] = tally.errors_out
+            counts[f"{f}-ops-inside"] = tally.ops_in
+            counts[f"{f}-errors-inside"] = tally.errors_in
+            rate_out = tally.errors_out / tally.ops_out if tally.ops_out else 0.0
+            rate_in = tally.errors_in / tally.ops_in if tally.ops_in else None
+            metrics[f"{f}-error-rate-outside"] = round(rate_out, 6)
+            metrics[f"{f}-error-rate-inside"] = None if rate_in is None else round(rate_in, 6)
+            if tally.errors_out and rate_out > limit:
+                first = tally.first_out[0][1]
+                error = (first.get("value") or {}).get("error", "no error text")
+                self._report(
+                    "errors-outside-faults",
+                    f"{tally.errors_out} of {tally.ops_out} {f} operations outside any fault "
+                    f"window failed ({rate_out:.2%}, above the allowed {limit:.2%}); the first, "
+                    f"by {first['process']}: {first['type']}: {error}",
+                    witness(*(e for pair in tally.first_out for e in pair)),
+                )
+        return self._result(counts, metrics)

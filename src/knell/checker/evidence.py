@@ -1,0 +1,58 @@
+"""evidence: a history must prove something before it can pass.
+
+A check that finds nothing wrong in an empty history has proven nothing,
+and "nothing found" must never be read as "the bus works". This check
+answers "unknown", with the reason, when the history cannot carry a
+verdict at all: no post ever completed (nothing was written, so nothing
+could be lost, duplicated or reordered), or no final drain completed
+(loss is decidable only once every handle has read to the true head).
+It never reports an anomaly: it only keeps the merged verdict from being
+VALID on a history that proves nothing (an empty file, a run whose bus
+never answered, a half-written run directory).
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from knell.checker.base import Check, CheckResult
+from knell.checker.consumer import on
+from knell.history import Event
+
+__all__ = ["EvidenceCheck"]
+
+
+class EvidenceCheck(Check):
+    name: ClassVar[str] = "evidence"
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self._posts = 0
+        self._drains = 0
+        self._drain_invokes = 0
+
+    @on("post", "ok")
+    def _post_ok(self, event: Event) -> None:
+        if event["process"] != "nemesis":
+            self._posts += 1
+
+    @on("drain", "invoke", "ok")
+    def _drain(self, event: Event) -> None:
+        if event["type"] == "ok":
+            self._drains += 1
+        else:
+            self._drain_invokes += 1
+
+    def result(self) -> CheckResult:
+        reasons = []
+        if not self._posts:
+            reasons.append("no post completed ok: the history shows nothing written to check")
+        if not self._drains:
+            reasons.append(
+                "no final drain completed: loss is undecidable until every handle has read "
+                "to the true head (a run that did not finish, or a bus that could not serve)"
+            )
+        return self._result(
+            {"posts-ok": self._posts, "drains-ok": self._drains, "drains": self._drain_invokes},
+            unknown_reason="; ".join(reasons) or None,
+        )

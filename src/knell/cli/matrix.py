@@ -1,0 +1,194 @@
+"""``knell matrix``: every mutant bus against the scenarios that should catch it."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+from knell.buses.mutants import all_mutants
+from knell.cli.common import (
+    REPORTS,
+    SCENARIOS_DIR,
+    UsageProblem,
+    console,
+    duration_flag,
+    err,
+    load_scenarios,
+    scenario_files,
+)
+from knell.cli.run import SEEDS
+from knell.errors import ExitCode
+from knell.matrix import REFERENCE, SHORT_DURATION, Cell, Matrix, run_matrix
+
+__all__ = ["matrix"]
+
+
+def _print_matrix(matrix: Matrix) -> None:
+    from rich.table import Table
+
+    median, worst = matrix.detect_summary()
+    table = Table(title="failure-mode matrix", show_lines=False)
+    for column in ("failure mode", "bus", "caught by", "checks fired", "detect", "status"):
+        table.add_column(column, overflow="fold")
+    colours = {
+        "caught": "green",
+        "weak": "yellow",
+        "valid": "green",
+        "wrong-check": "red",
+        "missed": "red",
+        "false-positive": "red",
+        "unknown": "yellow",
+    }
+    for row in matrix.rows:
+        mode = row.mutant.failure_mode if row.mutant else "(reference: must stay VALID)"
+        if row.mutant is None:
+            bad = [f"{c.scenario}: {c.word}" for c in row.cells if c.valid is not True]
+            caught_by = ", ".join(bad) or f"valid on all {len(row.cells)}"
+        else:
+            caught_by = ", ".join(row.caught_by) or ("-" if row.cells else "not run")
+        checks = ", ".join(f"[bold]{c}[/]" if c not in row.other_checks else c for c in row.checks)
+        detect = "-" if row.detected is None else f"{row.detected:.1f}s"
+        n = len(row.repeats)
+        rate = "" if row.rate is None else f" {round(row.rate * n)}/{n}"
+        colour = colours[row.status]
+        table.add_row(
+            mode, row.bus, caught_by, checks or "-", detect, f"[{colour}]{row.status}{rate}[/]"
+        )
+    # Piped (CI logs): wide enough that the table does not fold every cell.
+    out = console if console.is_terminal else Console(highlight=False, width=160)
+    out.print(table)
+    mutants = matrix.mutant_rows
+    caught = matrix.caught()
+    if median is not None and worst is not None:
+        console.print(f"time to detect: median {median:.1f} s, worst {worst:.1f} s")
+    console.print(
+        f"mutants caught by their expected check: {caught}/{len(mutants)};"
+        f" {sum(len(r.cells) for r in matrix.rows)} runs in {matrix.wall / 60:.1f} min"
+    )
+    word = "[bold green]PASS[/]" if matrix.ok else "[bold red]FAIL[/]"
+    console.print(f"matrix: {word}")
+    if matrix.out_dir is not None:
+        console.print(f"report: {matrix.out_dir / 'matrix.md'}", soft_wrap=True)
+
+
+@click.command()
+@click.option(
+    "--short",
+    is_flag=True,
+    help=f"Scale every scenario to {SHORT_DURATION:g} s (the CI form; a few minutes in all).",
+)
+@click.option("--duration", help="Scale every scenario to this duration instead, e.g. 8s.")
+@click.option(
+    "-s", "--scenario", "only_scenarios", multiple=True, help="Only this scenario (repeatable)."
+)
+@click.option(
+    "-m", "--mutant", "only_mutants", multiple=True, help="Only this mutant (repeatable)."
+)
+@click.option("--no-reference", is_flag=True, help="Skip the reference bus (the control).")
+@click.option(
+    "--full",
+    is_flag=True,
+    help="Every mutant on every scenario (default: each mutant on the scenarios it declares).",
+)
+@click.option(
+    "--seeds",
+    type=click.IntRange(1, 100),
+    default=1,
+    show_default=True,
+    help="Repeat each cell with N seeds and report each mutant's detection rate.",
+)
+@click.option("--seed", type=SEEDS, help="Override every scenario's (first) seed.")
+@click.option(
+    "-j",
+    "--jobs",
+    type=click.IntRange(1, 16),
+    default=2,
+    show_default=True,
+    help="Runs in flight at once.",
+)
+@REPORTS
+@SCENARIOS_DIR
+@click.option("--list", "list_mutants", is_flag=True, help="List the mutants and exit.")
+def matrix(
+    short: bool,
+    duration: str | None,
+    only_scenarios: tuple[str, ...],
+    only_mutants: tuple[str, ...],
+    no_reference: bool,
+    full: bool,
+    seeds: int,
+    seed: int | None,
+    jobs: int,
+    reports: Path,
+    scenarios_dir: Path | None,
+    list_mutants: bool,
+) -> None:
+    """Run the reference bus and the mutants against the scenarios.
+
+    The reference runs on every scenario, each mutant on the scenarios it
+    declares (--full: on every scenario; -s: on exactly those named).
+    Passes (exit 0) when the reference bus is VALID everywhere and every
+    mutant is caught by the check that names its failure mode; exit 1
+    otherwise. Writes reports/matrix/<timestamp>/matrix.md and matrix.json.
+    """
+    if list_mutants:
+        for m in all_mutants().values():
+            console.print(
+                f"[bold]{m.name:<28}[/] {', '.join(m.killed_by):<36} {m.failure_mode}",
+                soft_wrap=True,
+            )
+        return
+    unknown = [m for m in only_mutants if m not in all_mutants()]
+    if unknown:
+        raise UsageProblem(f"--mutant: unknown {unknown}; known: {', '.join(all_mutants())}")
+    seconds = duration_flag(duration)
+    if seconds is None and short:
+        seconds = SHORT_DURATION
+    if only_scenarios:
+        loaded = load_scenarios(only_scenarios, scenarios_dir)
+    else:
+        loaded = load_scenarios([str(p) for p in scenario_files(scenarios_dir)], None)
+    command = "knell matrix " + " ".join(sys.argv[2:]) if len(sys.argv) > 2 else "knell matrix"
+
+    def progress(done: int, total: int, cell: Cell) -> None:
+        fired = ", ".join(cell.fired) or cell.error or ""
+        if cell.bus == REFERENCE:
+            colour = "green" if cell.valid is True else "red"
+        elif cell.expected_hit:
+            colour = "green"  # caught, by the check that names the failure mode
+        else:
+            colour = "yellow" if cell.valid is False else "dim"
+        console.print(
+            f"  [{done:>2}/{total}] {cell.bus:<26} {cell.scenario:<26} s{cell.seed} "
+            f"[{colour}]{cell.word}[/] {fired} ({cell.wall:.1f} s)",
+            soft_wrap=True,
+        )
+
+    console.print(
+        f"[bold]knell matrix[/]: {len(loaded)} scenario(s),"
+        f" {len(only_mutants or all_mutants()) + (0 if no_reference else 1)} bus(es),"
+        f" {seeds} seed(s), {jobs} at a time"
+    )
+    try:
+        result = run_matrix(
+            loaded,
+            mutants=list(only_mutants) or None,
+            reference=not no_reference,
+            full=full,
+            explicit=bool(only_scenarios),
+            seeds=seeds,
+            reports=reports,
+            duration=seconds,
+            seed=seed,
+            jobs=jobs,
+            command=command.strip(),
+            progress=progress,
+        )
+    except KeyboardInterrupt:
+        err.print("knell: interrupted; every worker was stopped, the matrix is incomplete")
+        sys.exit(130)
+    _print_matrix(result)
+    sys.exit(ExitCode.VALID if result.ok else ExitCode.INVALID)

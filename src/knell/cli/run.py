@@ -1,0 +1,155 @@
+"""``knell run``, ``knell check`` and ``knell list``."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from knell.cli.common import (
+    REPORTS,
+    SCENARIOS_DIR,
+    UsageProblem,
+    console,
+    duration_flag,
+    err,
+    load_scenarios,
+    scenario_files,
+    worst,
+)
+from knell.errors import ExitCode
+from knell.report import verdict_word
+from knell.runner import RunOutcome, check_run, run_scenario
+from knell.scenario import ScenarioError, load_scenario
+from knell.schedule import Schedule, ScheduleError
+from knell.text import clean
+
+__all__ = ["check", "list_", "run"]
+
+COLOURS = {0: "green", 1: "red", 2: "yellow"}
+SEEDS = click.IntRange(-(2**63), 2**63 - 1)
+
+
+def _load_schedule(path: Path) -> Schedule:
+    try:
+        return Schedule.load(path)
+    except OSError as exc:
+        raise UsageProblem(f"{path}: cannot read schedule: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise UsageProblem(f"{path}: not a knell schedule.json (not UTF-8 text)") from None
+    except (ScheduleError, ValueError) as exc:
+        raise UsageProblem(f"{path}: not a knell schedule.json: {exc}") from None
+
+
+def print_outcome(outcome: RunOutcome) -> None:
+    """The verdict, why, and where the report is."""
+    word = verdict_word(outcome.verdict.valid)
+    colour = COLOURS.get(outcome.exit_code, "red")
+    console.print(f"verdict: [bold {colour}]{word}[/]")
+    for problem in outcome.verdict.problems:
+        console.print(f"  [yellow]run[/]: {clean(problem)}", soft_wrap=True)
+    for name, result in outcome.verdict.checks.items():
+        if result.valid is False:
+            kinds = sorted({a.kind for a in result.anomalies})
+            console.print(f"  [red]{name}[/]: {', '.join(kinds)}")
+            if result.anomalies:
+                console.print(f"    e.g. {clean(result.anomalies[0].message)}", soft_wrap=True)
+        elif result.valid == "unknown":
+            console.print(
+                f"  [yellow]{name}[/]: unknown ({clean(result.unknown_reason)})", soft_wrap=True
+            )
+    for line in outcome.crashes:
+        console.print(f"  [red]crash[/]: {line}", soft_wrap=True)
+    console.print(f"report: {outcome.run_dir / 'report.md'}", soft_wrap=True)
+
+
+@click.command()
+@click.argument("scenarios", nargs=-1, required=True)
+@click.option(
+    "--bus",
+    "driver",
+    help="Bus driver 'module:factory' (default: the store's reference bus).",
+)
+@click.option("--seed", type=SEEDS, help="Override the scenario's seed.")
+@click.option("--duration", help="Override the scenario's duration, e.g. 5s.")
+@REPORTS
+@SCENARIOS_DIR
+@click.option(
+    "--schedule",
+    "schedule_file",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Replay a saved schedule.json instead of expanding the seed.",
+)
+@click.option("-q", "--quiet", is_flag=True, help="Print only the verdict and report path.")
+def run(
+    scenarios: tuple[str, ...],
+    driver: str | None,
+    seed: int | None,
+    duration: str | None,
+    reports: Path,
+    scenarios_dir: Path | None,
+    schedule_file: Path | None,
+    quiet: bool,
+) -> None:
+    """Run SCENARIOS (files, or names of scenarios) and check them.
+
+    Exit codes: 0 valid, 1 invalid (a check found an anomaly, with the
+    events that prove it), 2 unknown (the run could not decide; the reason
+    is printed), 3 bad input or environment, 4 a bug in knell.
+    """
+    schedule = _load_schedule(schedule_file) if schedule_file else None
+    loaded = load_scenarios(scenarios, scenarios_dir, seed=seed, duration=duration_flag(duration))
+    codes = []
+    for scenario in loaded:
+        console.print(f"[bold]knell run[/] {scenario.name}: {scenario.description}")
+        say = (lambda _: None) if quiet else (lambda line: console.print(f"  {line}"))
+        try:
+            outcome = run_scenario(
+                scenario, reports=reports, driver=driver, schedule=schedule, say=say
+            )
+        except KeyboardInterrupt:
+            err.print("knell: interrupted; every worker was stopped, the run is incomplete")
+            sys.exit(130)
+        print_outcome(outcome)
+        codes.append(outcome.exit_code)
+    sys.exit(worst(codes))
+
+
+@click.command()
+@click.argument("run_dir", type=click.Path(path_type=Path))
+def check(run_dir: Path) -> None:
+    """Re-check a stored run directory with today's checks.
+
+    Same exit codes as `knell run`."""
+    if not run_dir.is_dir():
+        raise UsageProblem(f"{run_dir}: not a run directory")
+    outcome = check_run(run_dir.resolve(), say=lambda line: err.print(clean(line), soft_wrap=True))
+    console.print(f"checked {outcome.verdict.events} events in {outcome.verdict.seconds:.2f} s")
+    print_outcome(outcome)
+    sys.exit(outcome.exit_code)
+
+
+@click.command(name="list")
+@click.argument("directory", type=click.Path(path_type=Path, file_okay=False), required=False)
+def list_(directory: Path | None) -> None:
+    """List the scenarios in DIRECTORY (default: ./scenarios, else the ones
+    shipped with knell) with what each does."""
+    files = scenario_files(directory)
+    bad = 0
+    for path in files:
+        try:
+            scenario = load_scenario(path)
+        except ScenarioError as exc:
+            bad += 1
+            err.print(f"[red]{path.name}[/]: {exc}", soft_wrap=True)
+            continue
+        faults = ", ".join(sorted({n.fault for n in scenario.nemesis})) or "no faults"
+        console.print(
+            f"[bold]{scenario.name:<28}[/] {scenario.duration:>5.0f}s  {faults:<12} "
+            f"{scenario.description}",
+            soft_wrap=True,
+        )
+    console.print(f"({len(files)} in {files[0].parent})", soft_wrap=True)
+    if bad:
+        sys.exit(ExitCode.USAGE)
