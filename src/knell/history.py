@@ -23,7 +23,8 @@ fetch      {"after": n | null}                  {"messages": [{"seq", "id"}, ...
 handle     (single ok event)                    {"seq", "id"}
 ack        {"up_to"}                            {"cursor"}
 cursor     {}                                   {"cursor"}
-arm        {"timeout"}                          {"rang": bool}
+head       {}                                   {"head"}
+arm        {"timeout", "cursors"}               {"rang": bool}
 wake       (single ok event)                    {"seq", "sender", "reason"}
 =========  ===================================  ==========================================
 
@@ -85,7 +86,7 @@ def _what_is_wrong(event: object) -> str:
     time_value = event["time"]
     if type(time_value) is not int:
         return f"'time' must be an integer number of nanoseconds, got {time_value!r:.40}"
-    if event["type"] not in _TYPES:
+    if not isinstance(event["type"], str) or event["type"] not in _TYPES:
         return f"'type' must be one of invoke, ok, fail, info, got {event['type']!r:.40}"
     for field_name in ("process", "f"):
         if type(event[field_name]) is not str:
@@ -179,7 +180,8 @@ class HistoryReader:
                     if (
                         type(event) is not dict
                         or type(event.get("time")) is not int
-                        or event.get("type") not in _TYPES
+                        or type(event.get("type")) is not str
+                        or event["type"] not in _TYPES
                         or type(event.get("process")) is not str
                         or type(event.get("f")) is not str
                     ):

@@ -116,6 +116,15 @@ class _ReaderBase(_ProcessBase):
         description="every N pages, try an ack beyond head (must be refused)",
     )
     idle: Duration = Field(default=ReaderParams.idle, description="sleep when caught up")
+    ack_each: bool = Field(
+        default=ReaderParams.ack_each,
+        description="ack after every message instead of every page (racing acks)",
+    )
+    read_head_every: int = Field(
+        default=ReaderParams.read_head_every,
+        ge=0,
+        description="every N rounds, read the channel's head (0 = never)",
+    )
     paging: Literal["after", "cursor"] = Field(
         default=ReaderParams.paging,
         description="how later pages of a catch-up are read: 'after' passes the last seq "
@@ -130,6 +139,11 @@ class ConsumerSpec(_ReaderBase):
     role: Literal["consumer"]
     handle: Name = ConsumerParams.handle
     at: Literal["head", "start"] = ConsumerParams.at
+    resubscribe_every: int = Field(
+        default=ConsumerParams.resubscribe_every,
+        ge=0,
+        description="every N rounds, subscribe again: it must not move the cursor (0 = never)",
+    )
 
 
 class WaiterSpec(_ReaderBase):
@@ -156,6 +170,10 @@ class JoinerSpec(_ReaderBase):
     handle: Name = Field(default=JoinerParams.handle, description="prefix of the fresh handles")
     join_after: Duration = Field(
         default=JoinerParams.join_after, description="delay before the first join"
+    )
+    at: Literal["head", "start"] = Field(
+        default=JoinerParams.at,
+        description="join at the head, or at the start (the whole history must follow)",
     )
 
 

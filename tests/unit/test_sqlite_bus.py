@@ -191,7 +191,7 @@ def test_driver_errors_are_clear(tmp_path: Path) -> None:
         open_bus("nosuch://x")
     with pytest.raises(DriverError, match="cannot import"):
         open_bus(f"sqlite:///{tmp_path}/x.db", driver="no_such_module_xyz:make")
-    with pytest.raises(DriverError, match="raised ValueError: .*unknown option"):
+    with pytest.raises(DriverError, match=r"raised ValueError: .*unknown option"):
         open_bus(f"sqlite:///{tmp_path}/x.db?bogus=1")
     with pytest.raises(DriverError, match="raised TypeError"):
         open_bus(f"sqlite:///{tmp_path}/x.db", driver="os:getcwd")

@@ -97,16 +97,22 @@ class AvailabilityCheck(Check):
         limit = self.config.max_error_rate
         counts: dict[str, int] = {"required-refusals": self._required_refusals}
         metrics: dict[str, float | int | None] = {"max-error-rate": limit}
+        for name in ("ops-outside", "errors-outside", "ops-inside", "errors-inside"):
+            counts[name] = 0
         for f in sorted(self._tallies):
             tally = self._tallies[f]
-            counts[f"{f}-ops-outside"] = tally.ops_out
-            counts[f"{f}-errors-outside"] = tally.errors_out
-            counts[f"{f}-ops-inside"] = tally.ops_in
-            counts[f"{f}-errors-inside"] = tally.errors_in
+            for name, n in (
+                ("ops-outside", tally.ops_out),
+                ("errors-outside", tally.errors_out),
+                ("ops-inside", tally.ops_in),
+                ("errors-inside", tally.errors_in),
+            ):
+                counts[name] += n
+                counts[f"{name}[{f}]"] = n
             rate_out = tally.errors_out / tally.ops_out if tally.ops_out else 0.0
             rate_in = tally.errors_in / tally.ops_in if tally.ops_in else None
-            metrics[f"{f}-error-rate-outside"] = round(rate_out, 6)
-            metrics[f"{f}-error-rate-inside"] = None if rate_in is None else round(rate_in, 6)
+            metrics[f"error-rate-outside[{f}]"] = round(rate_out, 6)
+            metrics[f"error-rate-inside[{f}]"] = None if rate_in is None else round(rate_in, 6)
             if tally.errors_out and rate_out > limit:
                 first = tally.first_out[0][1]
                 error = (first.get("value") or {}).get("error", "no error text")

@@ -10,8 +10,10 @@ never handled is **lost**.
 Which handles must handle a message: those whose first ``subscribe`` on the
 channel *completed* ``ok`` before the post was first *invoked* (a handle
 joining at the head concurrently with the post may legitimately start
-after it). Which messages count: every post that returned ``ok``, and every
-``info`` or unfinished post whose id was nevertheless observed in a fetch or
+after it), and every handle that joined asking for the whole history
+(``at = "start"``): it must be handed every message ever posted. Which
+messages count: every post that returned ``ok``, and every ``info`` or
+unfinished post whose id was nevertheless observed in a fetch or
 a handle event (it landed, so it must be delivered like any other).
 
 "Never handled" can only be decided at the end: the runner's final phase
@@ -52,6 +54,8 @@ class LossCheck(Check):
         self._handled: dict[tuple[Any, Any], set[Any]] = {}
         # channel -> handle -> (position, first subscribe ok)
         self._subs: dict[Any, dict[Any, tuple[int, Event]]] = {}
+        # (handle, channel) -> "head" | "start" of its first subscribe
+        self._join_at: dict[tuple[Any, Any], Any] = {}
         # Drains are keyed (handle, channel); channel None drains every channel.
         # -> (invoke position, invoke event)
         self._drain_invoked: dict[tuple[Any, Any], tuple[int, Event]] = {}
@@ -105,13 +109,20 @@ class LossCheck(Check):
             rec[2] = event
             rec[3] = value["seq"]
 
+    @on("subscribe", "invoke")
+    def _subscribe_invoke(self, event: Event) -> None:
+        at = (event.get("value") or {}).get("at", "head")
+        self._join_at.setdefault((event["handle"], event["channel"]), at)
+
     @on("subscribe", "ok")
     def _subscribe_ok(self, event: Event) -> None:
         self._pos += 1
         by_handle = self._subs.setdefault(event["channel"], {})
         handle = event["handle"]
         if handle not in by_handle:
-            by_handle[handle] = (self._pos, event)
+            # a join at the start owes the whole history: as if there before any post
+            start = self._join_at.get((handle, event["channel"])) == "start"
+            by_handle[handle] = (0 if start else self._pos, event)
 
     @on("drain")
     def _drain(self, event: Event) -> None:

@@ -68,13 +68,15 @@ class OutcomeCheck(Check):
             return
         lk = (invoke.get("channel"), key)
         landed = self._landed.get(lk)
+        retry = landed is not None and landed["time"] < invoke["time"]
+        self._retries += retry
         if done["type"] == "ok":
             if landed is None:
                 self._landed[lk] = done
             return
-        if landed is None or landed["time"] >= invoke["time"]:
+        if not retry:
             return
-        self._retries += 1
+        assert landed is not None
         if self.windows.touching(invoke["process"], invoke["time"], done["time"]) is not None:
             return
         self._report(

@@ -13,6 +13,7 @@ from knell.checker.availability import AvailabilityCheck
 from knell.checker.base import Check
 from knell.checker.cursor import CursorCheck
 from knell.checker.evidence import EvidenceCheck
+from knell.checker.head import HeadCheck
 from knell.checker.idempotency import IdempotencyCheck
 from knell.checker.join import JoinCheck
 from knell.checker.liveness import LivenessCheck
@@ -34,6 +35,7 @@ CHECKS: tuple[type[Check], ...] = (
     IdempotencyCheck,
     JoinCheck,
     AckHeadCheck,
+    HeadCheck,
     OrderingCheck,
     WakeCheck,
     LivenessCheck,

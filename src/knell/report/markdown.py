@@ -107,7 +107,9 @@ def render_markdown(
         out += ["## Measurements from the checks", ""]
         for check_name, values in metrics:
             shown = ", ".join(
-                f"{k} {_fmt(v, digits=2) if isinstance(v, float) else v}" for k, v in values.items()
+                f"{k} {_fmt(v, digits=2) if isinstance(v, float) else v}"
+                for k, v in values.items()
+                if "[" not in k
             )
             out.append(f"- {check_name}: {shown}")
         out.append("")

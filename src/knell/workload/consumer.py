@@ -50,8 +50,10 @@ def catch_up(
     each page (and after every ``probe_every``-th page of this process,
     probing an ack beyond head). Returns how many messages were handled."""
     batch = params.batch
-    handle_time = params.handle_time if isinstance(params, ReaderParams) else 0.0
-    from_cursor = isinstance(params, ReaderParams) and params.paging == "cursor"
+    reader = params if isinstance(params, ReaderParams) else None
+    handle_time = reader.handle_time if reader is not None else 0.0
+    from_cursor = reader is not None and reader.paging == "cursor"
+    ack_each = reader is not None and reader.ack_each
     after: int | None = None
     handled = 0
     while True:
@@ -76,8 +78,11 @@ def catch_up(
                 channel=channel,
             )
             handled += 1
+            if ack_each:
+                worker.ack(handle, channel, message.seq)
         last = messages[-1].seq
-        worker.ack(handle, channel, last)
+        if not ack_each:
+            worker.ack(handle, channel, last)
         if probe_every and next(_pages) % probe_every == 0:
             with suppress(OpFailed):  # refusal is the contract; the checker judges
                 worker.ack(handle, channel, last + PROBE_DISTANCE)
@@ -95,13 +100,37 @@ def read_cursor(worker: Worker, handle: str, channel: str) -> int:
     )
 
 
-def consume_forever(worker: Worker, handle: str, params: ReaderParams) -> None:
-    """Rounds of cursor read + catch-up until asked to stop. Failed
-    operations (locked store, refused ack) are recorded and retried next
-    round: a consumer never gives up its handle."""
+def read_head(worker: Worker, channel: str) -> int:
+    return worker.op(
+        "head",
+        {},
+        lambda: worker.bus.head(channel),
+        lambda h: {"head": int(h)},
+        channel=channel,
+    )
+
+
+def consume_forever(
+    worker: Worker,
+    handle: str,
+    params: ReaderParams,
+    *,
+    resubscribe_every: int = 0,
+    at: str = "head",
+) -> None:
+    """Rounds of cursor read + catch-up until asked to stop (now and then
+    also a head read, and a re-subscription that must not move the cursor).
+    Failed operations (locked store, refused ack) are recorded and retried
+    next round: a consumer never gives up its handle."""
     channel = params.channel
+    rounds = 0
     while not worker.stopping():
+        rounds += 1
         try:
+            if resubscribe_every and rounds % resubscribe_every == 0:
+                worker.subscribe(handle, channel, at, retry=False)
+            if params.read_head_every and rounds % params.read_head_every == 0:
+                read_head(worker, channel)
             read_cursor(worker, handle, channel)
             handled = catch_up(worker, handle, channel, params, probe_every=params.ack_probe_every)
         except OpFailed:
@@ -112,7 +141,9 @@ def consume_forever(worker: Worker, handle: str, params: ReaderParams) -> None:
 
 def run_consumer(worker: Worker, params: ConsumerParams) -> None:
     worker.subscribe(params.handle, params.channel, params.at)
-    consume_forever(worker, params.handle, params)
+    consume_forever(
+        worker, params.handle, params, resubscribe_every=params.resubscribe_every, at=params.at
+    )
 
 
 def run_drain(worker: Worker, params: DrainParams) -> None:

@@ -63,6 +63,11 @@ class ReaderParams:
     """seconds to sleep when caught up"""
     paging: Paging = "after"
     """later pages of a catch-up: after the last seq seen, or from the cursor"""
+    ack_each: bool = False
+    """ack after every message instead of after every page (more, smaller,
+    racing acks: the forward-only clamp under contention)"""
+    read_head_every: int = 0
+    """every N rounds, read the channel's head (0 = never)"""
 
 
 @dataclass(frozen=True)
@@ -71,6 +76,8 @@ class ConsumerParams(ReaderParams):
 
     handle: str = "worker"
     at: JoinAt = "head"
+    resubscribe_every: int = 0
+    """every N rounds, subscribe again (it must not move the cursor; 0 = never)"""
 
 
 @dataclass(frozen=True)
@@ -91,6 +98,8 @@ class JoinerParams(ReaderParams):
     handle: str = "joiner"
     """prefix of the fresh handles"""
     join_after: float = 1.0
+    at: JoinAt = "head"
+    """where a fresh handle joins: the head, or (asking for history) the start"""
 
 
 @dataclass(frozen=True)

@@ -44,8 +44,8 @@ def test_observed_info_post_must_be_handled() -> None:
     h = base()
     inv = h.post_invoke("producer-1", "events", "p1:1")  # 2
     h.post_info(inv)
-    # another handle saw it, so it landed
-    h.subscribe("consumer-2", "reviewer", "events", 0, at="start")
+    # another handle (joined after the post, so not owed it) saw it: it landed
+    h.subscribe("consumer-2", "reviewer", "events", 0)
     _, seen = h.fetch("consumer-2", "reviewer", "events", None, [(1, "p1:1")])
     h.drain("worker", {"events": 1})
     h.drain("reviewer", {"events": 1})
@@ -134,3 +134,15 @@ def test_post_landing_after_the_drain_head_is_not_required() -> None:
     r = run(h, LossCheck)
     assert r.valid is True
     assert r.counts["after-drain"] == 1
+
+
+def test_a_handle_that_joined_at_start_is_owed_the_whole_history() -> None:
+    h = base()
+    early = h.post("producer-1", "events", "p1:1", 1)
+    h.subscribe("joiner-1", "late", "events", 0, at="start")
+    h.drain("worker", {"events": 1})
+    drain = h.drain("late", {"events": 1})
+    r = run(h, LossCheck)
+    lost = [a for a in r.anomalies if "late" in a.message]
+    assert len(lost) == 1 and "p1:1" in lost[0].message
+    assert early[0] in lost[0].witness and drain[1] in lost[0].witness

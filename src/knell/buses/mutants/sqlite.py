@@ -25,16 +25,26 @@ from knell.buses.sqlite import SqliteBus, open_sqlite
 __all__ = [
     "AckBeyondHeadAcceptedBus",
     "BatchEndAsHeadBus",
+    "CachedCursorBus",
+    "ClampInClientBus",
     "ConsumingWaiterBus",
+    "CrossChannelCursorBus",
+    "DuplicateKeyErrorBus",
+    "ErrorAfterCommitBus",
     "FetchConsumesBus",
     "FloodOnJoinBus",
+    "NoBusyTimeoutBus",
     "NoCrossProcessPollBus",
     "NoIdempotencyBus",
     "OffByOneReadBus",
     "OwnPostRingBus",
     "ResubscribeResetsCursorBus",
+    "RetryBlocksBus",
+    "RingIgnoresCursorBus",
     "SeqOutsideLockBus",
     "StaleAckRegressesBus",
+    "StaleHeadBus",
+    "StartAsHeadBus",
 ]
 
 _B = TypeVar("_B", bound=SqliteBus)
@@ -174,7 +184,7 @@ class FloodOnJoinBus(_Mutant):
     "resubscribe-resets-cursor",
     failure_mode="Reconnect resets the cursor (silent loss of unacked messages)",
     killed_by=("no-loss",),
-    scenarios=("quickstart",),
+    scenarios=("quickstart", "contract-tour"),
     rule="Re-subscribing never moves an existing cursor",
 )
 class ResubscribeResetsCursorBus(_Mutant):
@@ -543,3 +553,303 @@ def _armed_heads(bus: SqliteBus, handle: str) -> dict[str, int]:
             "SELECT channel FROM cursors WHERE handle = ?", (handle,)
         ).fetchall()
     }
+
+
+# -- what an error, a hang or a spurious wake-up hides ----------------------------
+
+
+@mutant(
+    "retry-blocks",
+    failure_mode="A retried post waits forever for an original that already landed",
+    killed_by=("liveness",),
+    scenarios=("kill-producers-idempotent", "quickstart"),
+    rule="A repeated key returns the original at once; nothing waits on a finished post",
+)
+class RetryBlocksBus(_Mutant):
+    """Failure mode: a retried post hangs instead of returning the original.
+
+    ``post`` with a key that already landed "waits for the in-flight
+    original to be acknowledged", polling for a state that a committed post
+    never reaches: the producer's turn never ends. No error, no crash, no
+    wrong answer, just silence. Proven by ``liveness`` (the retry is still
+    outstanding when the run stops and its producer must be killed).
+    """
+
+    def post(
+        self, channel: str, body: str, sender: str, idempotency_key: str | None = None
+    ) -> Message:
+        if idempotency_key is not None:
+            with self._lock:
+                landed = self._db.execute(
+                    "SELECT 1 FROM messages WHERE channel = ? AND idem_key = ?",
+                    (channel, idempotency_key),
+                ).fetchone()
+            while landed is not None:  # the bug: waits for a state that never comes
+                time.sleep(0.05)
+        return super().post(channel, body, sender, idempotency_key)
+
+
+@mutant(
+    "no-busy-timeout",
+    failure_mode="Writers give up at once on a busy store (no busy timeout)",
+    killed_by=("availability",),
+    scenarios=("kill-consumers",),
+    rule="Writers wait for the write lock (busy_timeout) instead of failing on contention",
+)
+class NoBusyTimeoutBus(_Mutant):
+    """Failure mode: every write that meets another writer fails.
+
+    The store is opened with a busy timeout of zero, SQLite's default: a
+    write that finds the write lock held fails at once with "database is
+    locked" instead of waiting its turn. Nothing inconsistent is ever
+    returned, so checks that judge only successful operations pass; the
+    agents see a steady stream of failed turns. Proven by ``availability``
+    (errors outside any fault window).
+    """
+
+    @classmethod
+    def from_url(cls, url: str) -> SqliteBus:
+        bus = _open(cls, url)
+        bus._db.execute("PRAGMA busy_timeout = 0")
+        return bus
+
+
+@mutant(
+    "error-after-commit",
+    failure_mode="A post reports failure after it committed",
+    killed_by=("post-outcome:failed-but-applied",),
+    scenarios=("quickstart", "kill-consumers"),
+    rule="An error is definite only when the write provably did not happen",
+)
+class ErrorAfterCommitBus(_Mutant):
+    """Failure mode: a definite error for a post that landed.
+
+    Every tenth post commits and then a follow-up statement (bookkeeping
+    after the append) hits a busy lock, and the bus reports the whole post
+    as definitely failed. The producer gives up on a message every
+    subscriber then handles. Proven by ``post-outcome``
+    (``failed-but-applied``).
+    """
+
+    _posts = 0
+
+    def post(
+        self, channel: str, body: str, sender: str, idempotency_key: str | None = None
+    ) -> Message:
+        message = super().post(channel, body, sender, idempotency_key)
+        self._posts += 1
+        if self._posts % 10 == 0:
+            raise DefiniteError("sqlite write lock: database is locked (post bookkeeping)")
+        return message
+
+
+@mutant(
+    "duplicate-key-error",
+    failure_mode="A retried post is refused as a duplicate instead of answered",
+    killed_by=("post-outcome:retry-refused",),
+    scenarios=("kill-producers-idempotent", "quickstart"),
+    rule="A repeated idempotency key returns the original message, never an error",
+)
+class DuplicateKeyErrorBus(_Mutant):
+    """Failure mode: the unique constraint on the key surfaces as an error.
+
+    A repeated key does append nothing (the unique index holds), but the
+    bus reports the violation instead of looking up and returning the
+    original message. A producer whose reply was lost retries and is told
+    "no", with no seq: it cannot tell whether its message exists. Proven by
+    ``post-outcome`` (``retry-refused``).
+    """
+
+    def post(
+        self, channel: str, body: str, sender: str, idempotency_key: str | None = None
+    ) -> Message:
+        if idempotency_key is not None:
+            with self._lock:
+                row = self._db.execute(
+                    "SELECT 1 FROM messages WHERE channel = ? AND idem_key = ?",
+                    (channel, idempotency_key),
+                ).fetchone()
+            if row is not None:
+                raise DefiniteError("UNIQUE constraint failed: messages.channel, messages.idem_key")
+        return super().post(channel, body, sender, idempotency_key)
+
+
+@mutant(
+    "ring-ignores-cursor",
+    failure_mode="The doorbell rings for backlog the handle already acked",
+    killed_by=("wake:spurious-ring",),
+    scenarios=("pause-waiters", "quickstart"),
+    rule="Backlog is what lies above the handle's durable cursor",
+)
+class RingIgnoresCursorBus(_Mutant):
+    """Failure mode: a resident poller in disguise.
+
+    ``wait`` looks for backlog by others from the start of the channel
+    instead of above the handle's cursor, so once anything has been posted
+    every arm rings at once, for a message the agent handled long ago. The
+    session spins, waking again and again with nothing to do. Proven by
+    ``wake`` (``spurious-ring``).
+    """
+
+    def wait(self, handle: str, timeout: float) -> Wake | None:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT m.channel, m.seq, m.sender FROM cursors c JOIN messages m"
+                " ON m.channel = c.channel AND m.seq > 0"  # the bug: not c.acked
+                " WHERE c.handle = ? AND m.sender != ? ORDER BY m.channel, m.seq LIMIT 1",
+                (handle, handle),
+            ).fetchone()
+        if row is not None:
+            return Wake(row[0], int(row[1]), row[2], "backlog")
+        return super().wait(handle, timeout)
+
+
+# -- promises only some scenarios exercise ----------------------------------------
+
+
+@mutant(
+    "cross-channel-cursor",
+    failure_mode="One cursor per handle instead of per (handle, channel)",
+    killed_by=("no-loss",),
+    scenarios=("contract-tour",),
+    rule="Cursors are keyed by handle and channel",
+)
+class CrossChannelCursorBus(_Mutant):
+    """Failure mode: an ack on one channel moves the handle on every channel.
+
+    ``ack`` updates every cursor of the handle, not just the one of the
+    channel acked, as a bus that keeps "the agent's position" rather than a
+    position per channel would. A role that reads two channels skips, on
+    the quieter one, everything below the busier one's seq. Proven by
+    ``no-loss``.
+    """
+
+    def ack(self, handle: str, channel: str, up_to: int) -> int:
+        with self._lock, self._write() as db:
+            head = self._head(channel)
+            if up_to > head:
+                raise AckBeyondHead(f"ack {up_to} is beyond head {head} of {channel!r}")
+            updated = db.execute(
+                "UPDATE cursors SET acked = MAX(acked, ?) WHERE handle = ?",  # the bug
+                (up_to, handle),
+            ).rowcount
+            if updated == 0:
+                raise DefiniteError(f"{handle!r} is not subscribed to {channel!r}")
+            return _durable_cursor(self, handle, channel)
+
+
+@mutant(
+    "start-as-head",
+    failure_mode='A join that asks for the history (at="start") starts at the head',
+    killed_by=("no-loss",),
+    scenarios=("contract-tour",),
+    rule='at="start" joins before seq 1; only a join at head skips the history',
+)
+class StartAsHeadBus(_Mutant):
+    """Failure mode: the history a new subscriber asked for is never delivered.
+
+    ``subscribe`` ignores ``at="start"``: every new handle joins at the
+    head. An agent that joins to review everything so far sees only what
+    comes next. Proven by ``no-loss`` (a start join is owed the whole
+    history).
+    """
+
+    def subscribe(self, handle: str, channel: str, at: JoinAt = "head") -> int:
+        return super().subscribe(handle, channel, "head")
+
+
+@mutant(
+    "cached-cursor",
+    failure_mode="Cursor reads answer from a per-connection cache",
+    killed_by=("no-cursor-regression",),
+    scenarios=("contract-tour", "kill-consumers"),
+    rule="cursor() reads the durable cursor from the store, every time",
+)
+class CachedCursorBus(_Mutant):
+    """Failure mode: a cursor read that shows what this process last knew.
+
+    ``cursor`` answers from a cache of the last value this connection read
+    or wrote, so a process whose twin has since acked further is shown an
+    older position, and a session resuming from it re-reads (or, with a
+    stale value written back, regresses). Proven by
+    ``no-cursor-regression`` (a read invoked after an ack completed shows
+    less).
+    """
+
+    def _remember(self, handle: str, channel: str, cursor: int) -> int:
+        cache: dict[tuple[str, str], int] = self.__dict__.setdefault("_cache", {})
+        cache[(handle, channel)] = cursor
+        return cursor
+
+    def subscribe(self, handle: str, channel: str, at: JoinAt = "head") -> int:
+        return self._remember(handle, channel, super().subscribe(handle, channel, at))
+
+    def ack(self, handle: str, channel: str, up_to: int) -> int:
+        return self._remember(handle, channel, super().ack(handle, channel, up_to))
+
+    def cursor(self, handle: str, channel: str) -> int:
+        cache: dict[tuple[str, str], int] = self.__dict__.setdefault("_cache", {})
+        if (handle, channel) in cache:
+            return cache[(handle, channel)]  # the bug
+        return self._remember(handle, channel, super().cursor(handle, channel))
+
+
+@mutant(
+    "clamp-in-client",
+    failure_mode="The forward-only clamp is computed by the client, between two transactions",
+    killed_by=("no-cursor-regression",),
+    scenarios=("contract-tour",),
+    rule="MAX(acked, up_to) is computed inside the write transaction, under the lock",
+)
+class ClampInClientBus(_Mutant):
+    """Failure mode: two acks race and the slower one moves the cursor back.
+
+    ``ack`` reads the cursor, computes ``max(cursor, up_to)`` in the client
+    (a round trip of a couple of milliseconds), then writes the result in a
+    second transaction. Two processes of one handle acking different seqs
+    at once both read the old value and the one that writes last wins, even
+    when it is the lower. The window is small: only racing acks from
+    several processes find it. Proven by ``no-cursor-regression``.
+    """
+
+    def ack(self, handle: str, channel: str, up_to: int) -> int:
+        with self._lock:
+            head = self._head(channel)
+            if up_to > head:
+                raise AckBeyondHead(f"ack {up_to} is beyond head {head} of {channel!r}")
+            current = _durable_cursor(self, handle, channel)
+        time.sleep(0.002)  # the client's round trip between the read and the write
+        value = max(current, up_to)
+        with self._lock, self._write() as db:
+            db.execute(
+                "UPDATE cursors SET acked = ? WHERE handle = ? AND channel = ?",
+                (value, handle, channel),
+            )
+        return value
+
+
+@mutant(
+    "stale-head",
+    failure_mode="The head is served from a cache that lags the log",
+    killed_by=("head",),
+    scenarios=("contract-tour",),
+    rule="head() reads the highest seq from the store",
+)
+class StaleHeadBus(_Mutant):
+    """Failure mode: a head that is behind what has been posted.
+
+    ``head`` answers from a per-connection cache refreshed once a second,
+    a common "optimisation". A reader that pages to "the head" stops
+    short, and a drain that trusted it would stop short too. Proven by
+    ``head`` (``stale-head``).
+    """
+
+    def head(self, channel: str) -> int:
+        cache: dict[str, tuple[float, int]] = self.__dict__.setdefault("_heads_cache", {})
+        now = time.monotonic()
+        cached = cache.get(channel)
+        if cached is not None and now - cached[0] < 1.0:
+            return cached[1]  # the bug
+        value = super().head(channel)
+        cache[channel] = (now, value)
+        return value
