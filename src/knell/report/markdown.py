@@ -55,6 +55,31 @@ def _witness_table(witness: list[Event], t0: int | None) -> list[str]:
     return rows
 
 
+def _availability(verdict: Verdict) -> list[str]:
+    """Errors per operation kind, inside and outside fault windows."""
+    result = verdict.checks.get("availability")
+    if result is None:
+        return []
+    kinds = sorted(
+        {k[len("ops-outside[") : -1] for k in result.counts if k.startswith("ops-outside[")}
+    )
+    if not kinds:
+        return []
+    rows = [
+        "## Errors by operation, inside and outside fault windows",
+        "",
+        "| operation | outside: errors / ops | inside: errors / ops |",
+        "|---|---|---|",
+    ]
+    for f in kinds:
+        c = result.counts
+        rows.append(
+            f"| {f} | {c.get(f'errors-outside[{f}]', 0)} / {c.get(f'ops-outside[{f}]', 0)} | "
+            f"{c.get(f'errors-inside[{f}]', 0)} / {c.get(f'ops-inside[{f}]', 0)} |"
+        )
+    return [*rows, ""]
+
+
 def render_markdown(
     scenario: dict[str, Any],
     verdict: Verdict,
@@ -102,6 +127,7 @@ def render_markdown(
             hidden = len(result.anomalies) - MAX_ANOMALIES_SHOWN
             if hidden > 0:
                 out += [f"...and {hidden} more in results.json.", ""]
+    out += _availability(verdict)
     metrics = [(n, r.metrics) for n, r in verdict.checks.items() if r.metrics]
     if metrics:
         out += ["## Measurements from the checks", ""]

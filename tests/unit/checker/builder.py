@@ -206,8 +206,18 @@ class History:
     def nemesis(self, f: str, target: str) -> Event:
         return self.info("nemesis", f, {"target": target, "pid": 1000 + len(target)})
 
-    def arm_invoke(self, process: str, handle: str, timeout: float) -> Event:
-        return self.invoke(process, "arm", {"timeout": timeout}, handle=handle)
+    def arm_invoke(
+        self,
+        process: str,
+        handle: str,
+        timeout: float,
+        cursors: dict[str, int] | None = None,
+        incarnation: int = 1,
+    ) -> Event:
+        value: dict[str, Any] = {"timeout": timeout}
+        if cursors is not None:
+            value["cursors"] = cursors
+        return self.invoke(process, "arm", value, handle=handle, incarnation=incarnation)
 
     def arm_ok(self, invoke: Event, rang: bool) -> Event:
         return self.ok(invoke["process"], "arm", {"rang": rang}, handle=invoke["handle"])

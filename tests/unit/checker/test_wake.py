@@ -200,3 +200,51 @@ def test_killed_arm_stops_collecting_and_new_incarnation_is_judged() -> None:
     assert arm
     assert v.valid is True
     assert v.checks["wake"].counts["timed-out"] == 1
+
+
+def test_a_ring_for_what_was_acked_before_arming_is_spurious() -> None:
+    h = waiting()
+    h.post("p1", "events", "a", 1, sender="producer")
+    h.ack("waiter-1", "reviewer", "events", 1)
+    arm = h.arm_invoke("waiter-1", "reviewer", 2.0, cursors={"events": 1})
+    ring = h.wake("waiter-1", "reviewer", "events", 1, "producer", reason="backlog")
+    h.arm_ok(arm, True)
+    r = run(h, WakeCheck, CONFIG)
+    assert only(r, "spurious-ring") == [arm["index"], ring["index"]]
+
+
+def test_a_ring_above_the_armed_cursor_is_not_spurious() -> None:
+    h = waiting()
+    h.post("p1", "events", "a", 1, sender="producer")
+    arm = h.arm_invoke("waiter-1", "reviewer", 2.0, cursors={"events": 0})
+    h.wake("waiter-1", "reviewer", "events", 1, "producer", reason="backlog")
+    h.arm_ok(arm, True)
+    assert run(h, WakeCheck, CONFIG).valid is True
+
+
+def test_ringing_twice_for_one_message_after_a_successful_ack() -> None:
+    h = waiting()
+    h.post("p1", "events", "a", 1, sender="producer")
+    arm = h.arm_invoke("waiter-1", "reviewer", 2.0)
+    h.wake("waiter-1", "reviewer", "events", 1, "producer", reason="backlog")
+    h.arm_ok(arm, True)
+    h.ack("waiter-1", "reviewer", "events", 1)
+    arm2 = h.arm_invoke("waiter-1", "reviewer", 2.0)  # an old waiter: no cursors recorded
+    again = h.wake("waiter-1", "reviewer", "events", 1, "producer", reason="backlog")
+    h.arm_ok(arm2, True)
+    r = run(h, WakeCheck, CONFIG)
+    assert only(r, "repeated-ring") == [arm2["index"], again["index"]]
+
+
+def test_a_restarted_waiter_may_ring_again_for_unacked_backlog() -> None:
+    h = waiting()
+    h.post("p1", "events", "a", 1, sender="producer")
+    arm = h.arm_invoke("waiter-1", "reviewer", 2.0)
+    h.wake("waiter-1", "reviewer", "events", 1, "producer", reason="backlog")
+    h.arm_ok(arm, True)
+    h.nemesis("kill", "waiter-1")
+    arm2 = h.arm_invoke("waiter-1", "reviewer", 2.0, incarnation=2)
+    h.event("waiter-1", "ok", "wake", {"seq": 1, "sender": "producer", "reason": "backlog"},
+            handle="reviewer", channel="events", incarnation=2)  # fmt: skip
+    h.event("waiter-1", "ok", "arm", {"rang": True}, handle="reviewer", incarnation=2)
+    assert arm2 and run(h, WakeCheck, CONFIG).valid is True

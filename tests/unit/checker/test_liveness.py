@@ -1,0 +1,70 @@
+"""liveness: operations return, unless a fault explains why they did not."""
+
+from __future__ import annotations
+
+from knell.checker import CheckConfig
+from knell.checker.liveness import LivenessCheck
+
+from .builder import History, only, run
+
+CONFIG = CheckConfig(op_timeout=2.0)
+
+
+def test_prompt_operations_and_a_long_wait_within_its_timeout_pass() -> None:
+    h = History()
+    h.post("p1", "events", "m1", 1)
+    arm = h.arm_invoke("w1", "w1", 3.0)
+    h.sleep(4.0)  # under timeout + op_timeout
+    h.arm_ok(arm, False)
+    r = run(h, LivenessCheck, CONFIG)
+    assert r.valid is True and r.counts["operations"] == 2
+
+
+def test_a_slow_operation_nobody_touched_is_hung() -> None:
+    h = History()
+    inv = h.post_invoke("p1", "events", "m1")
+    h.sleep(3.0)
+    ok = h.post_ok(inv, 1)
+    r = run(h, LivenessCheck, CONFIG)
+    assert only(r, "hung") == [inv["index"], ok["index"]]
+
+
+def test_an_operation_still_outstanding_at_the_end_is_hung() -> None:
+    h = History()
+    inv = h.post_invoke("p1", "events", "m1")
+    h.sleep(3.0)
+    last = h.drain("worker", {"events": 0})[1]
+    r = run(h, LivenessCheck, CONFIG)
+    assert only(r, "hung") == [inv["index"]]
+    assert "still outstanding" in r.anomalies[0].message
+    assert last["index"] > inv["index"]
+
+
+def test_a_paused_process_is_excused() -> None:
+    h = History()
+    inv = h.post_invoke("p1", "events", "m1")
+    h.nemesis("pause", "p1")
+    h.sleep(3.0)
+    h.nemesis("resume", "p1")
+    h.post_ok(inv, 1)
+    r = run(h, LivenessCheck, CONFIG)
+    assert r.valid is True and r.counts["slow-inside-faults"] == 1
+
+
+def test_a_process_stuck_in_a_call_at_shutdown() -> None:
+    h = History()
+    inv = h.post_invoke("p1", "events", "m1")
+    h.sleep(1.0)
+    kill = h.info("nemesis", "kill", {"target": "p1", "pid": 1, "reason": "did not stop in time"})
+    r = run(h, LivenessCheck, CONFIG)
+    assert only(r, "stuck-at-shutdown") == [inv["index"], kill["index"]]
+
+
+def test_a_nemesis_kill_mid_operation_is_not_a_finding() -> None:
+    h = History()
+    h.post_invoke("p1", "events", "m1")
+    h.nemesis("kill", "p1")
+    h.sleep(3.0)
+    h.ok("p1", "start", {"role": "producer"}, incarnation=2)
+    r = run(h, LivenessCheck, CONFIG)
+    assert r.valid is True
