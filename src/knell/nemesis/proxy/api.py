@@ -244,9 +244,7 @@ def build_app(registry: Registry) -> ASGIApp:
     async def crash(request: Request, exc: Exception) -> Response:
         return _error(ApiError(f"{type(exc).__name__}: {exc}", 500))
 
-    app = Starlette(
-        routes=routes, exception_handlers={HTTPException: http_error, Exception: crash}
-    )
+    app = Starlette(routes=routes, exception_handlers={HTTPException: http_error, Exception: crash})
     return _NoBrowsers(app)
 
 

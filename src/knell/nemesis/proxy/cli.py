@@ -12,7 +12,6 @@ from pathlib import Path
 
 import click
 
-
 __all__ = ["proxy"]
 
 

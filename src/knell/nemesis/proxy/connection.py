@@ -15,6 +15,7 @@ RST on both (linger 0, then close) for ``reset_peer``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import socket
 import struct
@@ -94,10 +95,8 @@ class Side(asyncio.Protocol):
         if reset:
             sock = transport.get_extra_info("socket")
             if sock is not None:
-                try:
+                with contextlib.suppress(OSError):
                     sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_ZERO)
-                except OSError:
-                    pass
             transport.abort()
             return
         transport.close()
@@ -135,9 +134,10 @@ class Connection:
     async def _open(self) -> None:
         try:
             host, port = split_hostport(self.proxy.upstream)
-            _, side = await self.loop.create_connection(lambda: Side(self), host or None, port)
+            _, side = await self.loop.create_connection(lambda: Side(self), host or "127.0.0.1", port)
         except (OSError, AddressError) as exc:
-            log.info("proxy %s: upstream %s unreachable: %s", self.proxy.name, self.proxy.upstream, exc)
+            proxy = self.proxy
+            log.info("proxy %s: upstream %s unreachable: %s", proxy.name, proxy.upstream, exc)
             self._opening = None
             self.close()
             return

@@ -118,7 +118,8 @@ class Proxy:
             )
         except OSError as exc:
             reason = os.strerror(exc.errno).lower() if exc.errno else str(exc)
-            raise server_error(f"listen tcp {format_hostport(host, port)}: bind: {reason}") from None
+            where = format_hostport(host, port)
+            raise server_error(f"listen tcp {where}: bind: {reason}") from None
         bound = server.sockets[0].getsockname()
         self._server = server
         self.listen = format_hostport(bound[0], bound[1])

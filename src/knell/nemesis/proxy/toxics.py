@@ -105,7 +105,7 @@ class LinkControl(Protocol):
 class Stage:
     """One toxic on one link: the dice roll and the per-connection state."""
 
-    __slots__ = ("active", "link", "removed", "state", "timer", "toxic", "_waiter")
+    __slots__ = ("_waiter", "active", "link", "removed", "state", "timer", "toxic")
 
     def __init__(self, toxic: Toxic, link: LinkControl) -> None:
         self.toxic = toxic
@@ -175,7 +175,9 @@ class Kind:
     def validate(self, attrs: dict[str, int]) -> None:
         for key in self.attributes:
             if attrs[key] < 0:
-                raise bad_body(f"attribute {key} of a {self.name} toxic must be >= 0, got {attrs[key]}")
+                raise bad_body(
+                    f"attribute {key} of a {self.name} toxic must be >= 0, got {attrs[key]}"
+                )
 
     def start(self, stage: Stage) -> None:
         """The toxic starts acting on a link (new link, added, updated)."""
@@ -312,7 +314,10 @@ class Slicer(Kind):
     def validate(self, attrs: dict[str, int]) -> None:
         super().validate(attrs)
         if attrs["average_size"] < 1:
-            raise bad_body(f"attribute average_size of a slicer toxic must be >= 1, got {attrs['average_size']}")
+            raise bad_body(
+                "attribute average_size of a slicer toxic must be >= 1, "
+                f"got {attrs['average_size']}"
+            )
         if attrs["size_variation"] >= attrs["average_size"]:
             raise bad_body(
                 "attribute size_variation of a slicer toxic must be smaller than average_size, "
@@ -431,7 +436,8 @@ def _go_kind(value: Any) -> str:
 
 
 def _unmarshal(value: Any, where: str, want: str) -> ApiError:
-    return bad_body(f"json: cannot unmarshal {_go_kind(value)} into Go struct field {where} of type {want}")
+    kind = _go_kind(value)
+    return bad_body(f"json: cannot unmarshal {kind} into Go struct field {where} of type {want}")
 
 
 def _string(body: dict[str, Any], key: str, where: str) -> str | None:
@@ -493,7 +499,8 @@ class ToxicHeader:
 
 def parse_header(body: Any) -> ToxicHeader:
     if not isinstance(body, dict):
-        raise bad_body(f"json: cannot unmarshal {_go_kind(body)} into Go value of type toxics.ToxicWrapper")
+        got = _go_kind(body)
+        raise bad_body(f"json: cannot unmarshal {got} into Go value of type toxics.ToxicWrapper")
     name = _string(body, "name", "ToxicWrapper") or ""
     type_name = _string(body, "type", "ToxicWrapper") or ""
     stream = _string(body, "stream", "ToxicWrapper")
