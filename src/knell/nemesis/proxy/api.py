@@ -24,7 +24,8 @@ route                                 ok      body
 
 Errors are ``{"error": ..., "status": ...}`` (see :mod:`.errors`); a failed
 populate answers with the error's status and the proxies it did create
-beside the error. Like Toxiproxy, a browser's ``User-Agent`` (``Mozilla/``)
+beside the error. Like Toxiproxy, every answer carries an
+``X-Toxiproxy-Request-Id``, and a browser's ``User-Agent`` (``Mozilla/``)
 gets a 403, so a web page cannot drive the API from a developer's browser.
 
 Why Starlette: routing with path parameters, request bodies and responses
@@ -37,6 +38,7 @@ and the data path.
 from __future__ import annotations
 
 import json
+import secrets
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -46,7 +48,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from knell.nemesis.proxy.errors import ApiError, bad_body, toxic_exists
 from knell.nemesis.proxy.registry import ProxySpec, Registry
@@ -245,22 +247,35 @@ def build_app(registry: Registry) -> ASGIApp:
         return _error(ApiError(f"{type(exc).__name__}: {exc}", 500))
 
     app = Starlette(routes=routes, exception_handlers={HTTPException: http_error, Exception: crash})
-    return _NoBrowsers(app)
+    return _Toxiproxy(app)
 
 
-class _NoBrowsers:
-    """Toxiproxy's ``stopBrowsersMiddleware``: no API calls from web pages."""
+class _Toxiproxy:
+    """Toxiproxy's middleware: a request id on every answer
+    (``X-Toxiproxy-Request-Id``) and no API calls from web pages
+    (``stopBrowsersMiddleware``)."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            for key, value in scope["headers"]:
-                if key == b"user-agent" and value.startswith(b"Mozilla/"):
-                    response = Response(
-                        b"User agent not allowed\n", 403, media_type="text/plain; charset=utf-8"
-                    )
-                    await response(scope, receive, send)
-                    return
-        await self.app(scope, receive, send)
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request_id = secrets.token_hex(10).encode()
+
+        async def send_with_id(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", []))
+                headers.append((b"x-toxiproxy-request-id", request_id))
+                message = {**message, "headers": headers}
+            await send(message)
+
+        for key, value in scope["headers"]:
+            if key == b"user-agent" and value.startswith(b"Mozilla/"):
+                response = Response(
+                    b"User agent not allowed\n", 403, media_type="text/plain; charset=utf-8"
+                )
+                await response(scope, receive, send_with_id)
+                return
+        await self.app(scope, receive, send_with_id)
