@@ -111,9 +111,7 @@ def package(proxy_server: ServerHandle) -> Iterator[toxiproxy.Toxiproxy]:
     server.update_api_consumer(*saved)
 
 
-def test_toxiproxy_python_drives_the_server(
-    package: toxiproxy.Toxiproxy, echo: EchoServer
-) -> None:
+def test_toxiproxy_python_drives_the_server(package: toxiproxy.Toxiproxy, echo: EchoServer) -> None:
     assert package.running()
     assert json.loads(package.version())["version"]
     proxy = package.create(upstream=echo.address, name="pkg")
@@ -136,9 +134,8 @@ def test_toxiproxy_python_drives_the_server(
     with pytest.raises(NotFound):
         proxy.destroy_toxic("latency_downstream")
 
-    with proxy.down():
-        with pytest.raises(ConnectionRefusedError):
-            connect(proxy.listen)
+    with proxy.down(), pytest.raises(ConnectionRefusedError):
+        connect(proxy.listen)
     with connect(proxy.listen) as sock:
         assert roundtrip(sock) < 0.1
 

@@ -119,9 +119,7 @@ def test_bandwidth_caps_a_bulk_transfer_within_20_percent(
     assert abs(measured - rate) <= 0.2 * rate, measured
 
 
-def test_limit_data_closes_after_exactly_n_bytes(
-    client: ToxiproxyClient, echo: EchoServer
-) -> None:
+def test_limit_data_closes_after_exactly_n_bytes(client: ToxiproxyClient, echo: EchoServer) -> None:
     listen = _proxy(client, echo)
     client.apply_toxic("link", ToxicSpec("limit_data", attributes={"bytes": 1000}))
     with connect(listen) as sock:
@@ -135,10 +133,8 @@ def test_limit_data_closes_after_exactly_n_bytes(
 
 def test_slicer_delivers_in_slices(client: ToxiproxyClient, echo: EchoServer) -> None:
     listen = _proxy(client, echo)
-    client.apply_toxic(
-        "link",
-        ToxicSpec("slicer", attributes={"average_size": 100, "size_variation": 20, "delay": 20_000}),
-    )
+    attrs = {"average_size": 100, "size_variation": 20, "delay": 20_000}
+    client.apply_toxic("link", ToxicSpec("slicer", attributes=attrs))
     with connect(listen) as sock:
         start = time.perf_counter()
         sock.sendall(b"s" * 1000)
@@ -185,9 +181,7 @@ def test_toxicity_zero_never_applies_one_always(
     client: ToxiproxyClient, echo: EchoServer, toxicity: float, slow: bool
 ) -> None:
     listen = _proxy(client, echo)
-    client.apply_toxic(
-        "link", ToxicSpec("latency", attributes={"latency": 80}, toxicity=toxicity)
-    )
+    client.apply_toxic("link", ToxicSpec("latency", attributes={"latency": 80}, toxicity=toxicity))
     for _ in range(8):
         with connect(listen) as sock:
             took = roundtrip(sock)

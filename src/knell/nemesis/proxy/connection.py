@@ -134,7 +134,8 @@ class Connection:
     async def _open(self) -> None:
         try:
             host, port = split_hostport(self.proxy.upstream)
-            _, side = await self.loop.create_connection(lambda: Side(self), host or "127.0.0.1", port)
+            host = host or "127.0.0.1"
+            _, side = await self.loop.create_connection(lambda: Side(self), host, port)
         except (OSError, AddressError) as exc:
             proxy = self.proxy
             log.info("proxy %s: upstream %s unreachable: %s", proxy.name, proxy.upstream, exc)

@@ -17,6 +17,7 @@ import logging
 import os
 import socket
 from pathlib import Path
+from types import FrameType
 
 import uvicorn
 
@@ -27,6 +28,18 @@ from knell.nemesis.proxy.registry import Registry
 __all__ = ["ListenError", "bind_api", "run", "serve"]
 
 log = logging.getLogger("knell.proxy")
+
+
+class _Server(uvicorn.Server):
+    """uvicorn re-raises SIGTERM / SIGINT after its graceful shutdown, which
+    would end the process before the proxies are closed; here a stop
+    request just ends :func:`serve`, and the process exits 0."""
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        super().handle_exit(sig, frame)
+        captured = getattr(self, "_captured_signals", None)
+        if isinstance(captured, list):
+            captured.clear()
 
 
 class ListenError(Exception):
@@ -72,7 +85,7 @@ async def serve(sock: socket.socket, *, ready_file: Path | None = None) -> None:
         date_header=False,
         timeout_graceful_shutdown=1,
     )
-    server = uvicorn.Server(config)
+    server = _Server(config)
     host, port = sock.getsockname()[:2]
     api = f"http://{format_hostport(host, port)}"
     task = asyncio.create_task(server.serve(sockets=[sock]))
