@@ -32,7 +32,7 @@ __all__ = ["ClientSide", "Connection", "Side"]
 
 log = logging.getLogger("knell.proxy")
 
-WRITE_HIGH = 1 << 18
+WRITE_HIGH = 1 << 20
 CLOSE_GRACE = 5.0
 _LINGER_ZERO = struct.pack("HH" if sys.platform == "win32" else "ii", 1, 0)
 
