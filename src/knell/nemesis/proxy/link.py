@@ -26,6 +26,7 @@ connection closes when both directions have ended.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import deque
 from typing import TYPE_CHECKING
 
@@ -35,6 +36,8 @@ if TYPE_CHECKING:
     from knell.nemesis.proxy.connection import Connection, Side
 
 __all__ = ["Link"]
+
+log = logging.getLogger("knell.proxy")
 
 PAUSE_QUEUED = 1 << 20
 RESUME_QUEUED = 1 << 18
@@ -148,6 +151,8 @@ class Link:
         except asyncio.CancelledError:
             raise
         except Exception:  # a toxic failed: the connection cannot be trusted
+            name = self.conn.proxy.name
+            log.exception("proxy %s: %s link failed; resetting", name, self.direction)
             self._task = None
             self.conn.close(reset=True)
 
