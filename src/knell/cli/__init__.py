@@ -26,6 +26,7 @@ from knell.cli.common import err
 from knell.cli.matrix import matrix
 from knell.cli.run import check, list_, run
 from knell.errors import ExitCode, KnellError
+from knell.nemesis.proxy.cli import proxy
 from knell.rundir import stamp
 from knell.text import clean
 
@@ -49,7 +50,7 @@ def cli() -> None:
     """knell: chaos testing for durable agent message buses."""
 
 
-for _command in (run, check, list_, matrix, bench, reap):
+for _command in (run, check, list_, matrix, bench, reap, proxy):
     cli.add_command(_command)
 
 

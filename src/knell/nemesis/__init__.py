@@ -9,7 +9,12 @@ on real processes and records what it did; the history's fault windows
 * :mod:`~knell.nemesis.kind`: what a fault kind is (the one interface);
 * :mod:`~knell.nemesis.registry`: the kinds by name, and how to add one;
 * :mod:`~knell.nemesis.kill`, :mod:`~knell.nemesis.pause`: process faults;
-* :mod:`~knell.nemesis.windows`: fault windows, read back from a history.
+* :mod:`~knell.nemesis.windows`: fault windows, read back from a history;
+* :mod:`~knell.nemesis.toxiproxy`: the one client adapter for the Toxiproxy
+  HTTP API that network faults go through, :mod:`~knell.nemesis.probe`
+  (proof on a real connection that a fault took effect), and
+  :mod:`~knell.nemesis.proxy`, knell's own Toxiproxy-compatible server for
+  machines without ``toxiproxy-server``.
 """
 
 from __future__ import annotations
