@@ -33,6 +33,7 @@ __all__ = [
     "interrupt_on_terminate",
     "kill_group",
     "kill_tree",
+    "leash_child",
     "parent_alive",
     "pid_alive",
     "process_started",
@@ -89,6 +90,13 @@ def die_with_parent(parent: int, *, watchdog: bool = True) -> None:
                 os._exit(70)
 
     threading.Thread(target=watch, name="parent-watchdog", daemon=True).start()
+
+
+def leash_child() -> dict[str, Any]:
+    """Windows has no parent-death signal: a child program is leashed by
+    the caller killing its tree and by its stdin closing when the parent
+    dies. Nothing to add to ``Popen``."""
+    return {}
 
 
 def run_as(user: str | None) -> dict[str, Any]:
