@@ -26,7 +26,9 @@ run: ``KNELL_ADAPTER_TIMEOUT`` (seconds to wait for a reply, default 30),
 ``KNELL_ADAPTER_START_TIMEOUT`` (for ``hello``, default 30),
 ``KNELL_ADAPTER_STDERR`` (a file for the adapters' stderr; default: the
 worker's own stderr, which is its log in the run directory) and
-``KNELL_ADAPTER_STDERR_CAP`` (bytes, default 1 MiB per bus).
+``KNELL_ADAPTER_STDERR_CAP`` (bytes, default 1 MiB per bus), and
+``KNELL_ADAPTER_TRACE`` (a folder: each adapter's traffic, both ways, goes
+to ``adapter-PID.log`` there; for a bus author debugging an adapter).
 
 The modules: :mod:`.wire` (lines and reply shapes), :mod:`.child` (the
 adapter process and its leash), :mod:`.bus` (:class:`StdioBus`, the
@@ -90,6 +92,8 @@ def options_from_env() -> dict[str, Any]:
     }
     if os.environ.get("KNELL_ADAPTER_STDERR"):
         options["stderr"] = os.environ["KNELL_ADAPTER_STDERR"]
+    if os.environ.get("KNELL_ADAPTER_TRACE"):
+        options["trace"] = os.environ["KNELL_ADAPTER_TRACE"]
     cap = os.environ.get("KNELL_ADAPTER_STDERR_CAP")
     if cap:
         if not cap.isdigit():

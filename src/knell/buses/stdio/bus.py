@@ -91,6 +91,7 @@ class StdioBus:
         stderr: str | Path | None = None,
         stderr_cap: int = DEFAULT_STDERR_CAP,
         env: Mapping[str, str] | None = None,
+        trace: str | Path | None = None,
         owner: Any = None,
         contracts: Sequence[str] = ("broadcast",),
     ) -> None:
@@ -108,6 +109,7 @@ class StdioBus:
         self.hello: dict[str, Any] = {}
         self._env = adapter_env({**os.environ, **(env or {})}, store, PROTOCOL_VERSION)
         self._sink = StderrSink(stderr, stderr_cap)
+        self._trace = trace
         self._owner = owner
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
@@ -124,11 +126,13 @@ class StdioBus:
 
     @property
     def label(self) -> str:
-        """The adapter, for messages: its command and current pid."""
+        """The adapter, for messages: its command (paths shortened to their
+        file names) and current pid."""
         pid = f", pid {self._child.pid}" if self._child is not None else ""
-        command = shlex.join(self.argv)
-        if len(command) > 80:
-            command = command[:77] + "..."
+        words = [Path(word).name if os.sep in word else word for word in self.argv]
+        command = shlex.join(words)
+        if len(command) > 100:
+            command = command[:97] + "..."
         return f"{command}{pid}"
 
     # -- life cycle -------------------------------------------------------------
@@ -137,7 +141,9 @@ class StdioBus:
         """Start an adapter and greet it; on any problem kill it and raise
         :class:`AdapterStartError`."""
         try:
-            child = AdapterProcess(self.argv, cwd=self.cwd, env=self._env, sink=self._sink)
+            child = AdapterProcess(
+                self.argv, cwd=self.cwd, env=self._env, sink=self._sink, trace=self._trace
+            )
         except OSError as exc:
             raise AdapterStartError(
                 "exited", f"cannot start {shlex.join(self.argv)!r}: {exc.strerror or exc}"

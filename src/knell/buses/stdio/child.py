@@ -113,6 +113,7 @@ class AdapterProcess:
         cwd: str | None,
         env: Mapping[str, str],
         sink: StderrSink,
+        trace: str | Path | None = None,
     ) -> None:
         self.popen = subprocess.Popen(
             list(argv),
@@ -127,6 +128,11 @@ class AdapterProcess:
         self.lines: queue.Queue[bytes | str] = queue.Queue()
         self.tail: deque[str] = deque(maxlen=TAIL_LINES)
         self._sink = sink
+        self._trace: IO[bytes] | None = None
+        self._trace_lock = threading.Lock()
+        if trace is not None:
+            Path(trace).mkdir(parents=True, exist_ok=True)
+            self._trace = open(Path(trace) / f"adapter-{self.pid}.log", "ab")  # noqa: SIM115
         assert self.popen.stdout is not None and self.popen.stderr is not None
         self._reader = threading.Thread(
             target=self._read, args=(self.popen.stdout,), daemon=True, name=f"adapter-{self.pid}"
@@ -148,6 +154,7 @@ class AdapterProcess:
                 line = stdout.readline(MAX_LINE + 1)
                 if not line:
                     break
+                self._traced(b"< ", line)
                 self.lines.put(line)
         self.lines.put(EOF)
 
@@ -164,8 +171,19 @@ class AdapterProcess:
         stdin = self.popen.stdin
         if stdin is None:
             raise BrokenPipeError("stdin already closed")
+        self._traced(b"> ", data)
         stdin.write(data)
         stdin.flush()
+
+    def _traced(self, direction: bytes, line: bytes) -> None:
+        """Append a line to the trace (``> `` knell to adapter, ``< `` back)."""
+        if self._trace is None:
+            return
+        with self._trace_lock, contextlib.suppress(OSError, ValueError):
+            self._trace.write(
+                direction + line if line.endswith(b"\n") else direction + line + b"\n"
+            )
+            self._trace.flush()
 
     def next_line(self, timeout: float) -> bytes | str:
         """The next stdout line, :data:`EOF`, or :data:`TIMEOUT`."""
@@ -247,6 +265,10 @@ class AdapterProcess:
             if pipe is not None and (thread is None or not thread.is_alive()):
                 with contextlib.suppress(OSError, ValueError):
                     pipe.close()
+        if self._trace is not None and not self._reader.is_alive():
+            with self._trace_lock:
+                self._trace.close()
+                self._trace = None
 
     def alive(self) -> bool:
         return self.popen.poll() is None
