@@ -106,8 +106,13 @@ async function main() {
     }
     if (request.op === 'close') break;
   }
+  // End of input (or close): release the store and let Node exit once
+  // stdout is flushed; the timer only guards against a stuck handle.
   if (bus !== null) bus.close();
-  process.exit(0);
+  bus = null;
+  process.exitCode = 0;
+  setTimeout(() => process.exit(0), 1000).unref();
+  process.stdin.destroy();
 }
 
 main();

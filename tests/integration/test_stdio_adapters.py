@@ -263,3 +263,22 @@ def test_a_run_whose_adapter_could_not_serve_is_never_valid(tmp_path: Path) -> N
     proc = knell("run", "quickstart", "--duration", "3s", "--reports", str(tmp_path), "--bus", bus)
     assert "AdapterError" in (results(proc.stdout)[0] / "history.jsonl").read_text()
     assert proc.returncode != 0 and "verdict: VALID" not in proc.stdout
+
+
+@pytest.mark.parametrize("which", ["python", "node"])
+def test_example_adapters_exit_when_stdin_closes(which: str, tmp_path: Path) -> None:
+    from knell.buses.stdio import StdioBus
+
+    if which == "node":
+        need_node()
+    driver = NODE if which == "node" else PYTHON
+    argv = driver.removeprefix("exec:").split()
+    bus = StdioBus(argv, f"sqlite:///{tmp_path.as_posix().lstrip('/')}/bus.db", cwd=REPO)
+    assert bus.subscribe("w", "events") == 0
+    child = bus._child
+    assert child is not None
+    started = time.monotonic()
+    assert child.stop(grace=5.0) == 0  # stdin closed, no close request: exit 0 by itself
+    assert time.monotonic() - started < 3
+    bus._child = None
+    bus.close()

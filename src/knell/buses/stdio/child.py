@@ -131,8 +131,13 @@ class AdapterProcess:
         self._trace: IO[bytes] | None = None
         self._trace_lock = threading.Lock()
         if trace is not None:
-            Path(trace).mkdir(parents=True, exist_ok=True)
-            self._trace = open(Path(trace) / f"adapter-{self.pid}.log", "ab")  # noqa: SIM115
+            try:
+                Path(trace).mkdir(parents=True, exist_ok=True)
+                self._trace = open(Path(trace) / f"adapter-{self.pid}.log", "ab")  # noqa: SIM115
+            except OSError:
+                kill_tree(self.pid)
+                self.popen.wait()
+                raise
         assert self.popen.stdout is not None and self.popen.stderr is not None
         self._reader = threading.Thread(
             target=self._read, args=(self.popen.stdout,), daemon=True, name=f"adapter-{self.pid}"
