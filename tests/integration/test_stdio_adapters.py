@@ -32,9 +32,9 @@ SCENARIOS = sorted(p.stem for p in (REPO / "scenarios").glob("*.toml"))
 
 def need_node() -> None:
     require_server(
-        "node (with examples/node-adapter/node_modules)",
+        "node",
         shutil.which("node") is not None and (NODE_DIR / "node_modules/better-sqlite3").is_dir(),
-        "install Node.js 18+, then: make node-adapter",
+        "install Node.js 18+, then `make node-adapter` (examples/node-adapter/node_modules)",
     )
 
 
