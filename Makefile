@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-unit test-integration lint format matrix bench clean
+.PHONY: run test test-unit test-integration lint format matrix bench clean node-adapter
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -47,4 +47,12 @@ format: $(STAMP)
 	$(BIN)/ruff check --fix src tests tools
 
 clean:
-	rm -rf $(VENV) reports/*/ .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) reports/*/ .pytest_cache .mypy_cache .ruff_cache $(NODE_ADAPTER)/node_modules
+
+## node-adapter: the example Node.js bus's dependencies (npm ci from the committed lock file)
+NODE_ADAPTER := examples/node-adapter
+node-adapter: $(NODE_ADAPTER)/node_modules/.installed
+
+$(NODE_ADAPTER)/node_modules/.installed: $(NODE_ADAPTER)/package.json $(NODE_ADAPTER)/package-lock.json
+	cd $(NODE_ADAPTER) && npm ci --no-audit --no-fund
+	touch $@

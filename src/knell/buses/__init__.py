@@ -7,6 +7,9 @@ mutant and a user's own bus all run the same scenarios and checks.
 Driver URLs:
 
 * ``sqlite:///abs/path/file.db?poll_interval=0.1`` -- the reference bus.
+* ``exec:COMMAND ARGS`` -- a bus in any language behind a stdio adapter
+  (:mod:`knell.buses.stdio`, ``docs/stdio-protocol.md``); as a URL the
+  adapter brings its own store, as a *driver* it gets the run's.
 * Schemes registered under the ``knell.buses`` entry-point group: the
   entry point's name is the URL scheme, its object a ``factory(url)``.
 
@@ -67,6 +70,10 @@ def _builtin(scheme: str) -> Factory | None:
         from knell.buses.sqlite import open_sqlite
 
         return open_sqlite
+    if scheme == "exec":
+        from knell.buses.stdio import open_exec
+
+        return open_exec
     return None
 
 
@@ -98,8 +105,14 @@ def resolve_driver(url: str, driver: str | None = None) -> Factory:
     """Find the factory for ``url`` (or the explicit ``driver``) without
     calling it, so a scenario is validated before any process starts."""
     if driver is not None:
+        if driver.startswith("exec:"):
+            from knell.buses.stdio import exec_driver
+
+            return exec_driver(driver)
         return _import_factory(driver)
     scheme = url.split("://", 1)[0] if "://" in url else ""
+    if url.startswith("exec:"):
+        scheme = "exec"  # exec:COMMAND, no "//"
     builtin = _builtin(scheme)
     if builtin is not None:
         return builtin
@@ -113,7 +126,8 @@ def resolve_driver(url: str, driver: str | None = None) -> Factory:
             return loaded  # type: ignore[no-any-return]
     raise DriverError(
         f"bus driver {url!r}: unknown scheme {scheme!r} "
-        "(built in: sqlite://; or give module:factory, or register a knell.buses entry point)"
+        "(built in: sqlite://, exec:COMMAND; or give module:factory,"
+        " or register a knell.buses entry point)"
     )
 
 

@@ -17,7 +17,7 @@ import ctypes
 import os
 import signal
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, Literal
 
@@ -32,6 +32,7 @@ __all__ = [
     "interrupt_on_terminate",
     "kill_group",
     "kill_tree",
+    "leash_child",
     "parent_alive",
     "peak_rss",
     "pid_alive",
@@ -109,6 +110,42 @@ def peak_rss() -> int | None:
 
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return int(peak if sys.platform == "darwin" else peak * 1024)  # KiB on Linux
+
+
+def _pdeathsig_preexec(parent: int) -> Callable[[], None]:
+    """The function a forked child runs before ``exec``: ask the kernel for
+    SIGKILL when the parent goes, then make sure it has not already gone
+    (the parent may have died between the fork and the ``prctl``). libc is
+    resolved here, in the parent, so the child only makes two system calls."""
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+
+    def leash() -> None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent:
+            os._exit(70)
+
+    return leash
+
+
+def leash_child() -> dict[str, Any]:
+    """``Popen`` keyword arguments that leash a child program of *any*
+    language to the calling process, for programs that cannot call
+    :func:`die_with_parent` themselves (a bus adapter written in Node, say).
+
+    On Linux the parent-death signal is requested in the child between
+    ``fork`` and ``exec`` and survives the ``exec`` (it is kept unless the
+    program is set-user-id). Note the kernel's rule: the signal follows the
+    *thread* that started the child, so start leashed children from a
+    thread that lives as long as they should. Elsewhere this is empty: the
+    caller's other leashes (a killed tree, the child's stdin closing when
+    its parent dies) must do.
+    """
+    if not sys.platform.startswith("linux"):
+        return {}
+    try:
+        return {"preexec_fn": _pdeathsig_preexec(os.getpid())}
+    except (OSError, AttributeError):
+        return {}
 
 
 def run_as(user: str | None) -> dict[str, Any]:

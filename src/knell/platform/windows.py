@@ -30,6 +30,7 @@ __all__ = [
     "interrupt_on_terminate",
     "kill_group",
     "kill_tree",
+    "leash_child",
     "parent_alive",
     "peak_rss",
     "pid_alive",
@@ -85,6 +86,13 @@ def peak_rss() -> int | None:
     info = psutil.Process().memory_info()
     peak = getattr(info, "peak_wset", None)
     return int(peak) if peak is not None else None
+
+
+def leash_child() -> dict[str, Any]:
+    """Windows has no parent-death signal: a child program is leashed by
+    the caller killing its tree and by its stdin closing when the parent
+    dies. Nothing to add to ``Popen``."""
+    return {}
 
 
 def run_as(user: str | None) -> dict[str, Any]:
