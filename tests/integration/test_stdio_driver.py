@@ -217,7 +217,7 @@ def test_handshake_failures_stop_before_anything_runs(
 ) -> None:
     with pytest.raises(AdapterStartError) as caught:
         adapter(mode, tmp_path)
-    assert isinstance(caught.value, DriverError)  # knell run: a usage error, exit 2
+    assert isinstance(caught.value, DriverError)  # knell run: a usage error, exit 3
     assert caught.value.kind == kind
     assert words in one_line(caught.value)
 
@@ -297,7 +297,7 @@ def test_bad_adapter_stops_knell_run_with_a_usage_error(tmp_path: Path) -> None:
         f"exec:{sys.executable} {MISBEHAVING} die-at-hello",
         timeout=60,
     )
-    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.returncode == 3, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr + proc.stdout
     assert "stdio adapter exited: the adapter exited with code 4 during hello" in proc.stderr
     assert "cannot open the store: permission denied" in proc.stderr

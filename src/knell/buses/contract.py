@@ -26,6 +26,9 @@ Errors form a small tree so workers can log the right completion type::
     ├── DefiniteError             it certainly did not happen  -> history "fail"
     │   └── AckBeyondHead         ack above head refused
     └── IndeterminateError        it may or may not have happened -> "info"
+        └── DriverFault           the way to the bus failed, not the bus (an
+                                  adapter that broke its protocol): "info",
+                                  marked knell-side; the run is then never VALID
 
 Any other exception escaping a bus is treated as indeterminate too: a
 worker cannot know whether a write it was in the middle of landed.
@@ -41,6 +44,7 @@ __all__ = [
     "Bus",
     "BusError",
     "DefiniteError",
+    "DriverFault",
     "IndeterminateError",
     "JoinAt",
     "Message",
@@ -64,6 +68,14 @@ class AckBeyondHead(DefiniteError):
 
 class IndeterminateError(BusError):
     """The outcome is unknown: timeout, lost connection (history type ``info``)."""
+
+
+class DriverFault(IndeterminateError):
+    """The driver between knell and the bus failed (an adapter that answered
+    with malformed JSON, exited or hung), so the outcome is unknown *and* the
+    failure says nothing about the bus. Recorded ``info`` with ``"knell_side":
+    true``; a run with such operations is at best "unknown", never VALID and
+    never INVALID because of them."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,11 @@ rates; outside them, the share of errors of any kind must not exceed the
 scenario's ``max_error_rate`` (0 for the embedded store: nothing should
 fail when nothing is being broken).
 
+Failures of the driver between knell and the bus (an adapter that broke
+its protocol: ``info`` marked ``knell_side``) are not the bus's errors and
+are not counted as such; they make the answer "unknown" instead, since the
+bus was never really asked.
+
 Refusals the contract requires are not errors: an ack above anything ever
 posted must be refused (the consumers' ack probe), and that refusal is
 its success. The history bounds the head without trusting the bus (seqs
@@ -56,6 +61,8 @@ class AvailabilityCheck(Check):
         self._tallies: dict[str, _Tally] = {}
         self._posts: dict[Any, int] = {}
         self._required_refusals = 0
+        self._driver_faults: dict[str, int] = {}
+        self._first_fault: Event | None = None
 
     @on("post", "invoke")
     def _post_invoke(self, event: Event) -> None:
@@ -78,6 +85,10 @@ class AvailabilityCheck(Check):
         if tally is None:
             tally = self._tallies[done["f"]] = _Tally()
         error = done["type"] != "ok"
+        if error and (done.get("value") or {}).get("knell_side"):
+            self._driver_faults[done["f"]] = self._driver_faults.get(done["f"], 0) + 1
+            self._first_fault = self._first_fault or done
+            return
         if error and self._required(invoke, done):
             self._required_refusals += 1
             error = False
@@ -123,4 +134,14 @@ class AvailabilityCheck(Check):
                     f"by {first['process']}: {first['type']}: {error}",
                     witness(*(e for pair in tally.first_out for e in pair)),
                 )
-        return self._result(counts, metrics)
+        reason = None
+        if self._driver_faults:
+            total = sum(self._driver_faults.values())
+            first = self._first_fault or {}
+            counts["driver-faults"] = total
+            reason = (
+                f"the driver could not serve {total} operation(s) "
+                f"({', '.join(f'{f}: {n}' for f, n in sorted(self._driver_faults.items()))}); "
+                f"the first: {(first.get('value') or {}).get('error', '?')}"
+            )
+        return self._result(counts, metrics, unknown_reason=reason)

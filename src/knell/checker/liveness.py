@@ -66,6 +66,8 @@ class LivenessCheck(Check):
         if done is not None:
             self._ops += 1
             self._last = max(self._last, end)
+            if (done.get("value") or {}).get("knell_side"):
+                return  # the driver failed, not the bus (see availability)
         elapsed = end - invoke["time"]
         self._longest = max(self._longest, elapsed)
         if elapsed <= self._allowed(invoke):

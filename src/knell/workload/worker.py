@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 
 import orjson
 
-from knell.buses import Bus, DefiniteError, Message, open_bus
+from knell.buses import Bus, DefiniteError, DriverFault, Message, open_bus
 from knell.history import HistoryWriter
 from knell.platform import die_with_parent
 from knell.workload.params import WorkerParams, params_from_json, params_to_json
@@ -129,7 +129,10 @@ class Worker:
             raise OpFailed(True, str(exc)) from exc
         except Exception as exc:
             error = f"{type(exc).__name__}: {exc}"
-            self.history.write("info", f, {**value, "error": error}, handle=handle, channel=channel)
+            outcome = {**value, "error": error}
+            if isinstance(exc, DriverFault):
+                outcome["knell_side"] = True
+            self.history.write("info", f, outcome, handle=handle, channel=channel)
             raise OpFailed(False, error) from exc
         try:
             seen = ok(result)

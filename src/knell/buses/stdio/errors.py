@@ -32,7 +32,7 @@ from __future__ import annotations
 from typing import Literal
 
 from knell.buses import DriverError
-from knell.buses.contract import IndeterminateError
+from knell.buses.contract import DriverFault
 
 __all__ = ["MARKER", "AdapterError", "AdapterStartError", "ProblemKind"]
 
@@ -42,7 +42,7 @@ MARKER = "stdio adapter "
 """How every :class:`AdapterError` message begins."""
 
 
-class AdapterError(IndeterminateError):
+class AdapterError(DriverFault):
     """The adapter broke the stdio protocol; the operation's outcome is unknown."""
 
     def __init__(self, kind: ProblemKind, detail: str, *, adapter: str = "") -> None:
