@@ -15,6 +15,7 @@ from pathlib import Path
 import click
 from rich.console import Console
 
+from knell.bridge import cli as bridge_cli
 from knell.buses.mutants import all_mutants
 from knell.history import HistoryError
 from knell.matrix import REFERENCE, SHORT_DURATION, Cell, Matrix, run_matrix
@@ -401,6 +402,9 @@ def bench(short: bool, reports: Path, sections: tuple[str, ...]) -> None:
     console.print(f"report: {out / 'bench.md'}", soft_wrap=True)
     data = json.loads((out / "bench.json").read_text(encoding="utf-8"))
     sys.exit(1 if data["errors"] else 0)
+
+
+cli.add_command(bridge_cli.bridge)
 
 
 def main() -> None:

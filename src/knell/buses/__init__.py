@@ -7,6 +7,9 @@ mutant and a user's own bus all run the same scenarios and checks.
 Driver URLs:
 
 * ``sqlite:///abs/path/file.db?poll_interval=0.1`` -- the reference bus.
+* ``http://HOST:PORT?token=..&timeout=..`` (or ``https://``) -- a bus over
+  HTTP: a knell bridge (``knell bridge``) in front of any bus, or a server
+  of the user's that speaks the same protocol (:mod:`knell.buses.http`).
 * Schemes registered under the ``knell.buses`` entry-point group: the
   entry point's name is the URL scheme, its object a ``factory(url)``.
 
@@ -33,6 +36,7 @@ from knell.buses.contract import (
     IndeterminateError,
     JoinAt,
     Message,
+    NotSubscribed,
     Wake,
 )
 
@@ -45,6 +49,7 @@ __all__ = [
     "IndeterminateError",
     "JoinAt",
     "Message",
+    "NotSubscribed",
     "Wake",
     "open_bus",
     "resolve_driver",
@@ -64,6 +69,11 @@ def _builtin(scheme: str) -> Factory | None:
         from knell.buses.sqlite import open_sqlite
 
         return open_sqlite
+    if scheme in ("http", "https"):
+        # Imported only here: a SQLite-only run never loads httpx.
+        from knell.buses.http import open_http
+
+        return open_http
     return None
 
 
@@ -105,7 +115,8 @@ def resolve_driver(url: str, driver: str | None = None) -> Factory:
             return loaded  # type: ignore[no-any-return]
     raise DriverError(
         f"bus driver {url!r}: unknown scheme {scheme!r} "
-        "(built in: sqlite://; or give module:factory, or register a knell.buses entry point)"
+        "(built in: sqlite://, http://, https://; or give module:factory, "
+        "or register a knell.buses entry point)"
     )
 
 
