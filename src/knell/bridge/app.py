@@ -42,6 +42,7 @@ not.
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import math
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
@@ -64,7 +65,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from knell.bridge.errors import JsonResponse, Problem, bus_problem, envelope
 from knell.bridge.models import AckRequest, PostRequest, SubscribeRequest
 from knell.bridge.protocol import MAX_LIMIT, ROUTES, name_problem
-from knell.buses.contract import Bus, Message
+from knell.buses.contract import Bus, Message, Wake
 
 __all__ = ["BridgeConfig", "create_app"]
 
@@ -100,24 +101,53 @@ class _Bridge:
         self.waiting = 0
         self._ops: anyio.CapacityLimiter | None = None
         self._waits: anyio.CapacityLimiter | None = None
+        self._stopping = asyncio.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     @asynccontextmanager
     async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
         self._ops = anyio.CapacityLimiter(self.config.threads)
         self._waits = anyio.CapacityLimiter(self.config.max_waits)
+        self._loop = asyncio.get_running_loop()
         try:
             yield
         finally:
             await anyio.to_thread.run_sync(self.bus.close)
 
-    async def call(self, fn: Callable[..., T], *args: Any, wait: bool = False) -> T:
+    async def call(self, fn: Callable[..., T], *args: Any) -> T:
         """Run one blocking bus call in a worker thread, mapping its
         exceptions onto the envelope."""
-        limiter = self._waits if wait else self._ops
         try:
-            return await anyio.to_thread.run_sync(fn, *args, limiter=limiter)
+            return await anyio.to_thread.run_sync(fn, *args, limiter=self._ops)
         except Exception as exc:
             raise bus_problem(exc) from exc
+
+    async def _wait(self, handle: str, timeout: float) -> Wake | None:
+        """The long poll, given up (503, definite) when the bridge is told
+        to stop: a stopping server must not hold a connection for a whole
+        wait timeout, and a wait has no effect to lose. The abandoned
+        thread ends with its bus call (the bus is closed right after)."""
+        call = asyncio.ensure_future(
+            anyio.to_thread.run_sync(
+                self.bus.wait, handle, timeout, limiter=self._waits, abandon_on_cancel=True
+            )
+        )
+        stop = asyncio.ensure_future(self._stopping.wait())
+        await asyncio.wait({call, stop}, return_when=asyncio.FIRST_COMPLETED)
+        if not call.done():
+            call.cancel()
+            raise Problem("shutting-down", "the bridge is stopping; the wait was given up")
+        stop.cancel()
+        try:
+            return call.result()
+        except Exception as exc:
+            raise bus_problem(exc) from exc
+
+    def stop(self) -> None:
+        """Tell the long polls the server is stopping (from any thread,
+        signal handlers included)."""
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._stopping.set)
 
     # -- the routes -----------------------------------------------------------
 
@@ -172,7 +202,7 @@ class _Bridge:
             )
         self.waiting += 1
         try:
-            wake = await self.call(self.bus.wait, handle, timeout, wait=True)
+            wake = await self._wait(handle, timeout)
         finally:
             self.waiting -= 1
         if wake is None:
@@ -396,9 +426,11 @@ def create_app(bus: Bus, config: BridgeConfig | None = None) -> Starlette:
         HTTPException: _http_error,
         Exception: _crash,
     }
-    return Starlette(
+    app = Starlette(
         routes=bridge.routes(),
         middleware=[Middleware(_Guard, token=config.token, hosts=config.allowed_hosts)],
         exception_handlers=handlers,
         lifespan=bridge.lifespan,
     )
+    app.state.stop = bridge.stop
+    return app

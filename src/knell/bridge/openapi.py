@@ -91,7 +91,7 @@ _OPERATIONS: dict[str, dict[str, Any]] = {
                 "Seconds to wait for a ring (at most the bridge's --max-wait).",
             ),
         },
-        "errors": ["invalid-request", "invalid-name", "too-many-waits"],
+        "errors": ["invalid-request", "invalid-name", "too-many-waits", "shutting-down"],
     },
     "health": {
         "summary": "health: the bridge is serving",

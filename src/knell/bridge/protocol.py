@@ -94,6 +94,7 @@ CODES: Final[dict[str, tuple[int, Outcome, str]]] = {
     "internal": (500, "indeterminate", "the bridge failed; the operation may have happened"),
     "bus-error": (502, "indeterminate", "the bus behind the bridge failed mid-operation"),
     "too-many-waits": (503, "definite", "every long-poll slot is taken; nothing was done"),
+    "shutting-down": (503, "definite", "the bridge is stopping; the wait was given up"),
 }
 """Every error code the bridge answers with, its status and its outcome."""
 

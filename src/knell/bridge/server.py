@@ -29,6 +29,7 @@ import os
 import socket
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
 
 import uvicorn
 
@@ -110,6 +111,12 @@ class _Server(uvicorn.Server):
         super().__init__(config)
         self._ready = ready
         self._data = data
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        super().handle_exit(sig, frame)
+        stop = getattr(getattr(self.config.app, "state", None), "stop", None)
+        if callable(stop):
+            stop()  # give up the long polls now, not after the graceful timeout
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets=sockets)
