@@ -37,7 +37,7 @@ Seq = Annotated[int, Field(ge=0, description="A sequence number (0: before the f
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(strict=True, extra="forbid", regex_engine="python-re")
+    model_config = ConfigDict(strict=True, extra="forbid")
 
 
 # -- requests ------------------------------------------------------------------

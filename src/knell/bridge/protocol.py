@@ -40,11 +40,17 @@ Outcome = Literal["definite", "indeterminate"]
 
 MAX_NAME: Final = 128
 
-NAME_PATTERN: Final = r"^(?!\.\.?$)[A-Za-z0-9._-]{1,128}$"
+NAME_PATTERN: Final = (
+    r"^(?:[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}"
+    r"|\.[A-Za-z0-9_-][A-Za-z0-9._-]{0,126}"
+    r"|\.\.[A-Za-z0-9._-]{1,126})$"
+)
 """Channel, handle and sender names: letters, digits, ``.``, ``_``, ``-``,
 1 to 128 of them (every name knell's own roles use, ``joiner-1.3``
 included). ``.`` and ``..`` alone are refused because HTTP clients collapse
-them as path segments, so they could never reach the route they name."""
+them as path segments, so they could never reach the route they name.
+(Written without look-ahead, so that JSON Schema, Python and pydantic's
+Rust regex engine all read it the same way.)"""
 
 NAME_RULE: Final = (
     "letters, digits, '.', '_' and '-' only, 1 to 128 characters, and not '.' or '..'"
@@ -103,7 +109,7 @@ def name_problem(what: str, value: object) -> str | None:
     """Why ``value`` is not a valid name (``None`` when it is)."""
     if not isinstance(value, str):
         return f"{what} must be a string, got {type(value).__name__}"
-    if _NAME.match(value) is None:
+    if _NAME.fullmatch(value) is None:
         shown = value if len(value) <= 40 else value[:37] + "..."
         return f"{what} {shown!r} is not a valid name: {NAME_RULE}"
     return None
