@@ -240,14 +240,15 @@ class BridgeStaleHeadBus(_Wrapper):
 
     A caching bridge that believes it is the only door to the store: it
     counts each channel's head itself (one more per new message it
-    appends), serves ``head`` from that count and clips every fetched page
-    to it (nothing above the head "exists"), and checkpoints the counts
+    appends), clips every fetched page to that count (nothing above the
+    head "exists", so pages can be cached), and checkpoints the counts
     every :data:`FLUSH_INTERVAL` seconds so that a restart is warm. After a
     hard kill it restarts from the last checkpoint: the messages appended
     since are in the store, but above the remembered head, so no page ever
     shows them, and the final drain ends short. (Any other writer to the
-    store, a second bridge or a direct client, has the same effect.)
-    Proven by ``no-loss``.
+    store, a second bridge or a direct client, has the same effect.) Its
+    ``head`` route still asks the store, so the drain knows the true head
+    and the gap is provable. Proven by ``no-loss``.
     """
 
     def __init__(self, inner: Bus, state: Path) -> None:
@@ -294,9 +295,6 @@ class BridgeStaleHeadBus(_Wrapper):
             if message.seq > head:  # a new message, not a replayed key: count it
                 self._heads[channel] = head + 1
         return message
-
-    def head(self, channel: str) -> int:
-        return self._head(channel)
 
     def fetch(
         self, handle: str, channel: str, after: int | None = None, limit: int = 100
