@@ -261,6 +261,7 @@ def test_startup_errors_are_one_line_and_exit_3(tmp_path: Path) -> None:
         "no such bridge mutant": ("--bus", url, "--mutant", "no-such-mutant"),
         "expected HOST:PORT": ("--bus", url, "--listen", "nonsense"),
         "the port must be": ("--bus", url, "--listen", "127.0.0.1:99999"),
+        "is not this process's parent": ("--bus", url, "--parent-pid", "1"),
     }
     try:
         for expected, args in cases.items():

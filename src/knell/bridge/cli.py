@@ -124,8 +124,12 @@ def bridge(
     knell run SCENARIO with bus URL http://127.0.0.1:PORT.
     """
     if parent_pid is not None:
-        from knell.platform import die_with_parent
+        from knell.platform import die_with_parent, parent_alive
 
+        if not parent_alive(parent_pid):
+            raise _StartupProblem(
+                f"--parent-pid {parent_pid} is not this process's parent (or it is gone)"
+            )
         die_with_parent(parent_pid)
     from knell.bridge.app import BridgeConfig
     from knell.bridge.server import StartupError, parse_listen, serve

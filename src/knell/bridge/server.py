@@ -176,6 +176,7 @@ def serve(
         timeout_keep_alive=30,
         timeout_graceful_shutdown=int(GRACEFUL_SHUTDOWN),
         server_header=False,
+        proxy_headers=False,  # no proxy in front: X-Forwarded-* would be a lie
     )
     data: dict[str, object] = {"url": url, "pid": os.getpid(), "listen": f"{listen.host}:{port}"}
     if callable(say):
