@@ -21,6 +21,10 @@ at once; the reference SQLite bus is (one connection opened with
 ``check_same_thread=False`` behind an ``RLock``, and its ``wait`` takes
 that lock only for each short poll query, never for the whole wait).
 
+A stopping bridge (SIGTERM, Ctrl-C) answers its long polls at once with
+``503 shutting-down`` (definite: a wait has no effect to lose) instead of
+holding them for the graceful-shutdown window.
+
 Safety by default, for a server that can write to a store:
 
 * a bearer token, when one is configured, guards every route;

@@ -33,7 +33,6 @@ __all__ = [
     "TOKEN_ENV",
     "Outcome",
     "name_problem",
-    "path",
 ]
 
 Outcome = Literal["definite", "indeterminate"]
@@ -113,9 +112,3 @@ def name_problem(what: str, value: object) -> str | None:
         shown = value if len(value) <= 40 else value[:37] + "..."
         return f"{what} {shown!r} is not a valid name: {NAME_RULE}"
     return None
-
-
-def path(route: str, **names: str) -> str:
-    """A route template with its names filled in (they are already valid
-    names, so no percent-encoding is ever needed)."""
-    return route.format(**names)

@@ -27,6 +27,7 @@ import ipaddress
 import json
 import os
 import socket
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
@@ -133,7 +134,7 @@ def serve(
     ready_file: Path | None = None,
     config: BridgeConfig | None = None,
     access_log: bool = False,
-    say: object = None,
+    say: Callable[[str], None] | None = None,
 ) -> None:
     """Open the bus, listen, and serve until told to stop (SIGINT/SIGTERM).
 
@@ -179,7 +180,7 @@ def serve(
         proxy_headers=False,  # no proxy in front: X-Forwarded-* would be a lie
     )
     data: dict[str, object] = {"url": url, "pid": os.getpid(), "listen": f"{listen.host}:{port}"}
-    if callable(say):
+    if say is not None:
         say(f"knell bridge: serving {bus_url} at {url} (pid {os.getpid()})")
     try:
         _Server(uv, ready_file, data).run(sockets=[sock])
