@@ -31,3 +31,15 @@ def knell(
 @pytest.fixture
 def run_knell():
     return knell
+
+
+@pytest.fixture
+def bridges(tmp_path: Path):
+    """Start real bridge processes; all are killed, reaped and checked gone at the end."""
+    from tests.integration.bridges import Bridges
+
+    keeper = Bridges(tmp_path)
+    try:
+        yield keeper
+    finally:
+        keeper.close()

@@ -10,6 +10,9 @@ Driver URLs:
 * ``exec:COMMAND ARGS`` -- a bus in any language behind a stdio adapter
   (:mod:`knell.buses.stdio`, ``docs/stdio-protocol.md``); as a URL the
   adapter brings its own store, as a *driver* it gets the run's.
+* ``http://HOST:PORT?token=..&timeout=..`` (or ``https://``) -- a bus over
+  HTTP: a knell bridge (``knell bridge``) in front of any bus, or a server
+  of the user's that speaks the same protocol (:mod:`knell.buses.http`).
 * Schemes registered under the ``knell.buses`` entry-point group: the
   entry point's name is the URL scheme, its object a ``factory(url)``.
 
@@ -37,6 +40,7 @@ from knell.buses.contract import (
     IndeterminateError,
     JoinAt,
     Message,
+    NotSubscribed,
     Wake,
 )
 from knell.errors import KnellError
@@ -53,6 +57,7 @@ __all__ = [
     "IndeterminateError",
     "JoinAt",
     "Message",
+    "NotSubscribed",
     "Wake",
     "open_bus",
     "resolve_driver",
@@ -76,6 +81,11 @@ def _builtin(scheme: str) -> Factory | None:
         from knell.buses.stdio import open_exec
 
         return open_exec
+    if scheme in ("http", "https"):
+        # Imported only here: a SQLite-only run never loads httpx.
+        from knell.buses.http import open_http
+
+        return open_http
     return None
 
 
@@ -128,8 +138,8 @@ def resolve_driver(url: str, driver: str | None = None) -> Factory:
             return loaded  # type: ignore[no-any-return]
     raise DriverError(
         f"bus driver {url!r}: unknown scheme {scheme!r} "
-        "(built in: sqlite://, exec:COMMAND; or give module:factory,"
-        " or register a knell.buses entry point)"
+        "(built in: sqlite://, http://, https://, exec:COMMAND; or give module:factory, "
+        "or register a knell.buses entry point)"
     )
 
 

@@ -24,7 +24,8 @@ Errors form a small tree so workers can log the right completion type::
 
     BusError                      base: the call failed
     ├── DefiniteError             it certainly did not happen  -> history "fail"
-    │   └── AckBeyondHead         ack above head refused
+    │   ├── AckBeyondHead         ack above head refused
+    │   └── NotSubscribed         the handle has no cursor on the channel
     └── IndeterminateError        it may or may not have happened -> "info"
         └── DriverFault           the way to the bus failed, not the bus (an
                                   adapter that broke its protocol): "info",
@@ -48,6 +49,7 @@ __all__ = [
     "IndeterminateError",
     "JoinAt",
     "Message",
+    "NotSubscribed",
     "Wake",
 ]
 
@@ -64,6 +66,12 @@ class DefiniteError(BusError):
 
 class AckBeyondHead(DefiniteError):
     """An ack named a seq above the channel's head; the bus refused it."""
+
+
+class NotSubscribed(DefiniteError):
+    """The handle has no cursor on the channel (fetch from the cursor, ack,
+    cursor); nothing was done. A bus may raise plain :class:`DefiniteError`
+    instead: the history records ``fail`` either way."""
 
 
 class IndeterminateError(BusError):

@@ -42,6 +42,7 @@ from knell.buses.contract import (
     IndeterminateError,
     JoinAt,
     Message,
+    NotSubscribed,
     Wake,
 )
 
@@ -306,7 +307,7 @@ class SqliteBus:
             if after is None:
                 cursor = self._cursor(handle, channel)
                 if cursor is None:
-                    raise DefiniteError(f"{handle!r} is not subscribed to {channel!r}")
+                    raise NotSubscribed(f"{handle!r} is not subscribed to {channel!r}")
                 after = cursor
             rows = self._db.execute(
                 "SELECT seq, body, sender, idem_key FROM messages"
@@ -325,14 +326,14 @@ class SqliteBus:
                 (up_to, handle, channel),
             ).rowcount
             if updated == 0:
-                raise DefiniteError(f"{handle!r} is not subscribed to {channel!r}")
+                raise NotSubscribed(f"{handle!r} is not subscribed to {channel!r}")
             return self._cursor(handle, channel) or 0
 
     def cursor(self, handle: str, channel: str) -> int:
         with self._lock:
             value = self._cursor(handle, channel)
         if value is None:
-            raise DefiniteError(f"{handle!r} is not subscribed to {channel!r}")
+            raise NotSubscribed(f"{handle!r} is not subscribed to {channel!r}")
         return value
 
     def head(self, channel: str) -> int:

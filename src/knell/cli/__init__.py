@@ -20,6 +20,7 @@ from pathlib import Path
 
 import click
 
+from knell.bridge.cli import bridge
 from knell.cli.admin import reap
 from knell.cli.bench import bench
 from knell.cli.common import err
@@ -50,7 +51,7 @@ def cli() -> None:
     """knell: chaos testing for durable agent message buses."""
 
 
-for _command in (run, check, list_, matrix, bench, reap, proxy):
+for _command in (run, check, list_, matrix, bench, reap, proxy, bridge):
     cli.add_command(_command)
 
 

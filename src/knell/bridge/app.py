@@ -1,0 +1,440 @@
+"""The bridge as an ASGI app: the broadcast contract over HTTP + JSON.
+
+Each route is one operation of :class:`~knell.buses.contract.Bus` on the
+bus the bridge was given; the route table is
+:data:`knell.bridge.protocol.ROUTES` and the bodies are
+:mod:`knell.bridge.models`. Everything a request can get wrong is refused
+*before* the bus is called (bad JSON, a missing or mistyped field, a bad
+name, a negative ``up_to``, an oversized body, a missing token), so a
+refused request never writes to the store; what the bus itself refuses
+(an ack beyond head) comes back through :func:`~knell.bridge.errors.bus_problem`.
+
+Bus calls block (a SQLite statement, a network round trip), so each runs
+in a worker thread, never on the event loop. Two separate thread budgets
+keep long polls from starving everything else: ``threads`` for ordinary
+operations, which are short and queue for a thread, and ``max_waits``
+for the doorbell's long polls, which hold their thread for up to their
+whole timeout and are refused with ``503 too-many-waits`` (definite:
+nothing happened) when every slot is taken, rather than queued past their
+own timeout. The bus must therefore be safe to call from several threads
+at once; the reference SQLite bus is (one connection opened with
+``check_same_thread=False`` behind an ``RLock``, and its ``wait`` takes
+that lock only for each short poll query, never for the whole wait).
+
+A stopping bridge (SIGTERM, Ctrl-C) answers its long polls at once with
+``503 shutting-down`` (definite: a wait has no effect to lose) instead of
+holding them for the graceful-shutdown window.
+
+Safety by default, for a server that can write to a store:
+
+* a bearer token, when one is configured, guards every route;
+* without a token the bridge only listens on loopback (enforced by
+  :mod:`knell.bridge.server`) and only answers requests whose ``Host``
+  names a loopback address, so a web page cannot reach it through DNS
+  rebinding;
+* a body must be ``application/json``, which a browser cannot send
+  cross-origin without a CORS preflight this bridge never grants.
+
+Why Starlette with a hand-written route table and not FastAPI: FastAPI
+would derive the OpenAPI document by itself, but its validation errors,
+its 404s and its 405s have their own shape, and every one of them would
+have to be overridden to answer with the one envelope the protocol
+promises; here the same table drives both the routes and the document
+(:mod:`knell.bridge.openapi`), so neither can list a route the other does
+not.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import math
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import anyio
+import anyio.to_thread
+import orjson
+from pydantic import BaseModel, ValidationError
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from knell.bridge.errors import JsonResponse, Problem, bus_problem, envelope
+from knell.bridge.models import AckRequest, PostRequest, SubscribeRequest
+from knell.bridge.protocol import MAX_LIMIT, ROUTES, name_problem
+from knell.buses.contract import Bus, Message, Wake
+
+__all__ = ["BridgeConfig", "create_app"]
+
+T = TypeVar("T")
+
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+
+
+@dataclass(frozen=True)
+class BridgeConfig:
+    """How one bridge serves its bus."""
+
+    token: str | None = None
+    """Bearer token every request must carry (``None``: no token)."""
+    max_body: int = 1 << 20
+    """Largest request body in bytes; a larger one is refused with 413."""
+    threads: int = 16
+    """Worker threads for ordinary bus calls."""
+    max_waits: int = 64
+    """Long polls (``wait``) served at once; one more is refused with 503."""
+    max_wait: float = 300.0
+    """Longest ``wait`` timeout a client may ask for, in seconds."""
+    allowed_hosts: frozenset[str] | None = LOOPBACK_HOSTS
+    """Host names a request's ``Host`` header may name (``None``: any)."""
+
+
+class _Bridge:
+    """The bus, its thread budgets and the handlers of every route."""
+
+    def __init__(self, bus: Bus, config: BridgeConfig) -> None:
+        self.bus = bus
+        self.config = config
+        self.waiting = 0
+        self._ops: anyio.CapacityLimiter | None = None
+        self._waits: anyio.CapacityLimiter | None = None
+        self._stopping = asyncio.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    @asynccontextmanager
+    async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
+        self._ops = anyio.CapacityLimiter(self.config.threads)
+        self._waits = anyio.CapacityLimiter(self.config.max_waits)
+        self._loop = asyncio.get_running_loop()
+        try:
+            yield
+        finally:
+            await anyio.to_thread.run_sync(self.bus.close)
+
+    async def call(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run one blocking bus call in a worker thread, mapping its
+        exceptions onto the envelope."""
+        try:
+            return await anyio.to_thread.run_sync(fn, *args, limiter=self._ops)
+        except Exception as exc:
+            raise bus_problem(exc) from exc
+
+    async def _wait(self, handle: str, timeout: float) -> Wake | None:
+        """The long poll, given up (503, definite) when the bridge is told
+        to stop: a stopping server must not hold a connection for a whole
+        wait timeout, and a wait has no effect to lose. The abandoned
+        thread ends with its bus call (the bus is closed right after)."""
+        call = asyncio.ensure_future(
+            anyio.to_thread.run_sync(
+                self.bus.wait, handle, timeout, limiter=self._waits, abandon_on_cancel=True
+            )
+        )
+        stop = asyncio.ensure_future(self._stopping.wait())
+        await asyncio.wait({call, stop}, return_when=asyncio.FIRST_COMPLETED)
+        if not call.done():
+            call.cancel()
+            raise Problem("shutting-down", "the bridge is stopping; the wait was given up")
+        stop.cancel()
+        try:
+            return call.result()
+        except Exception as exc:
+            raise bus_problem(exc) from exc
+
+    def stop(self) -> None:
+        """Tell the long polls the server is stopping (from any thread,
+        signal handlers included)."""
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._stopping.set)
+
+    # -- the routes -----------------------------------------------------------
+
+    async def post(self, request: Request) -> Response:
+        channel = _name(request, "channel")
+        body = await _body(request, PostRequest, self.config.max_body)
+        message = await self.call(
+            self.bus.post, channel, body.body, body.sender, body.idempotency_key
+        )
+        return JsonResponse(_message(message))
+
+    async def head(self, request: Request) -> Response:
+        channel = _name(request, "channel")
+        _query(request, ())
+        return JsonResponse({"head": await self.call(self.bus.head, channel)})
+
+    async def subscribe(self, request: Request) -> Response:
+        channel, handle = _name(request, "channel"), _name(request, "handle")
+        body = await _body(request, SubscribeRequest, self.config.max_body)
+        cursor = await self.call(self.bus.subscribe, handle, channel, body.at)
+        return JsonResponse({"cursor": cursor})
+
+    async def fetch(self, request: Request) -> Response:
+        channel, handle = _name(request, "channel"), _name(request, "handle")
+        query = _query(request, ("after", "limit"))
+        after = _int_param(query, "after", low=0, high=None)
+        limit = _int_param(query, "limit", low=1, high=MAX_LIMIT)
+        messages = await self.call(
+            self.bus.fetch, handle, channel, after, 100 if limit is None else limit
+        )
+        return JsonResponse({"messages": [_message(m) for m in messages]})
+
+    async def ack(self, request: Request) -> Response:
+        channel, handle = _name(request, "channel"), _name(request, "handle")
+        body = await _body(request, AckRequest, self.config.max_body)
+        return JsonResponse({"cursor": await self.call(self.bus.ack, handle, channel, body.up_to)})
+
+    async def cursor(self, request: Request) -> Response:
+        channel, handle = _name(request, "channel"), _name(request, "handle")
+        _query(request, ())
+        return JsonResponse({"cursor": await self.call(self.bus.cursor, handle, channel)})
+
+    async def wait(self, request: Request) -> Response:
+        handle = _name(request, "handle")
+        query = _query(request, ("timeout",))
+        timeout = _timeout_param(query, self.config.max_wait)
+        if self.waiting >= self.config.max_waits:
+            raise Problem(
+                "too-many-waits",
+                f"all {self.config.max_waits} long-poll slots are taken; retry later",
+                headers={"Retry-After": "1"},
+            )
+        self.waiting += 1
+        try:
+            wake = await self._wait(handle, timeout)
+        finally:
+            self.waiting -= 1
+        if wake is None:
+            return JsonResponse({"wake": None})
+        ring = {"channel": wake.channel, "seq": wake.seq, "sender": wake.sender}
+        return JsonResponse({"wake": {**ring, "reason": wake.reason}})
+
+    async def health(self, request: Request) -> Response:
+        _query(request, ())
+        return JsonResponse({"ok": True, "bus": type(self.bus).__name__})
+
+    async def openapi(self, request: Request) -> Response:
+        from knell.bridge.openapi import openapi_document
+
+        _query(request, ())
+        return JsonResponse(openapi_document())
+
+    def routes(self) -> list[Route]:
+        return [
+            Route(path, getattr(self, op), methods=[method], name=op)
+            for op, (method, path) in ROUTES.items()
+        ]
+
+
+# -- reading a request -----------------------------------------------------------
+
+
+def _name(request: Request, param: str) -> str:
+    value = request.path_params[param]
+    problem = name_problem(param, value)
+    if problem is not None:
+        raise Problem("invalid-name", problem)
+    return str(value)
+
+
+def _query(request: Request, allowed: Iterable[str]) -> dict[str, str]:
+    known = set(allowed)
+    query: dict[str, str] = {}
+    for key, value in request.query_params.multi_items():
+        if key not in known:
+            expected = ", ".join(sorted(known)) or "none"
+            raise Problem(
+                "invalid-request", f"unknown query parameter {key!r} (expected: {expected})"
+            )
+        if key in query:
+            raise Problem("invalid-request", f"query parameter {key!r} is given twice")
+        query[key] = value
+    return query
+
+
+def _int_param(query: dict[str, str], key: str, *, low: int, high: int | None) -> int | None:
+    raw = query.get(key)
+    if raw is None:
+        return None
+    if not raw.isascii() or not raw.isdigit() or len(raw) > 18:
+        raise Problem(
+            "invalid-request",
+            f"query parameter {key!r} must be a non-negative integer, got {raw!r}",
+        )
+    value = int(raw)
+    if value < low or (high is not None and value > high):
+        bound = f"at least {low}" if high is None else f"between {low} and {high}"
+        raise Problem("invalid-request", f"query parameter {key!r} must be {bound}, got {value}")
+    return value
+
+
+def _timeout_param(query: dict[str, str], max_wait: float) -> float:
+    raw = query.get("timeout")
+    if raw is None:
+        raise Problem("invalid-request", "query parameter 'timeout' (seconds) is required")
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0 or value > max_wait:
+        raise Problem(
+            "invalid-request",
+            f"query parameter 'timeout' must be a number of seconds from 0 to {max_wait:g},"
+            f" got {raw!r}",
+        )
+    return value
+
+
+_M = TypeVar("_M", bound=BaseModel)
+
+
+async def _body(request: Request, model: type[_M], limit: int) -> _M:
+    """Read, parse and validate a JSON body, refusing it before the bus is
+    ever called: wrong media type (415), over ``limit`` bytes (413), not a
+    JSON object (400), a field missing, extra or of the wrong type (422)."""
+    media = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if media != "application/json":
+        raise Problem(
+            "unsupported-media-type",
+            f"the body must be sent as application/json, got {media or 'no content type'!r}",
+        )
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise Problem("body-too-large", f"the body is {declared} bytes; the limit is {limit}")
+    raw = bytearray()
+    async for chunk in request.stream():
+        raw += chunk
+        if len(raw) > limit:
+            raise Problem("body-too-large", f"the body is over the limit of {limit} bytes")
+    try:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise Problem("malformed-json", f"the body is not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise Problem("malformed-json", f"the body must be a JSON object, got {_kind(data)}")
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise _invalid(exc) from None
+
+
+def _kind(value: Any) -> str:
+    return {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(
+        type(value), "a number"
+    )
+
+
+def _invalid(exc: ValidationError) -> Problem:
+    errors = exc.errors(include_url=False)
+    first = errors[0]
+    field = ".".join(str(part) for part in first["loc"]) or "body"
+    more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
+    if first["type"] == "string_pattern_mismatch":
+        return Problem("invalid-name", f"{name_problem(field, first['input'])}{more}")
+    detail = f"field {field!r}: {first['msg']}"
+    if first["type"] != "missing":
+        shown = repr(first.get("input"))
+        detail += f", got {shown if len(shown) <= 60 else shown[:57] + '...'}"
+    return Problem("invalid-request", detail + more)
+
+
+def _message(m: Message) -> dict[str, Any]:
+    return {
+        "channel": m.channel,
+        "seq": m.seq,
+        "body": m.body,
+        "sender": m.sender,
+        "idempotency_key": m.idempotency_key,
+    }
+
+
+# -- guards and error pages --------------------------------------------------------
+
+
+class _Guard:
+    """Checks the ``Host`` header and the bearer token of every request
+    before any route (or 404) sees it. Plain ASGI rather than Starlette's
+    ``BaseHTTPMiddleware``, which costs a task per request."""
+
+    def __init__(self, app: ASGIApp, *, token: str | None, hosts: frozenset[str] | None) -> None:
+        self.app = app
+        self.expected = None if token is None else f"Bearer {token}".encode()
+        self.hosts = hosts
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            refusal = self._refusal(scope)
+            if refusal is not None:
+                await refusal(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+    def _refusal(self, scope: Scope) -> Response | None:
+        headers = dict(scope["headers"])
+        if self.hosts is not None:
+            host = _hostname(headers.get(b"host", b"").decode("latin-1"))
+            if host not in self.hosts:
+                return envelope(
+                    "bad-host", f"Host {host!r} is not an address of this bridge (loopback only)"
+                )
+        if self.expected is not None:
+            given = headers.get(b"authorization")
+            if given is None or not hmac.compare_digest(given, self.expected):
+                detail = "a bearer token is required" if given is None else "wrong bearer token"
+                return envelope("unauthorized", detail, headers={"WWW-Authenticate": "Bearer"})
+        return None
+
+
+def _hostname(host: str) -> str:
+    """``127.0.0.1:8080`` -> ``127.0.0.1``; ``[::1]:8080`` -> ``::1``."""
+    if host.startswith("["):
+        return host[1 : host.find("]")] if "]" in host else host
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+
+async def _problem(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, Problem)
+    return exc.response()
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    if exc.status_code == 404:
+        return envelope("not-found", f"no route {request.method} {request.url.path}")
+    if exc.status_code == 405:
+        allowed = (exc.headers or {}).get("Allow", "")
+        return envelope(
+            "method-not-allowed",
+            f"{request.url.path} does not take {request.method} (allowed: {allowed})",
+            headers={"Allow": allowed} if allowed else None,
+        )
+    code = "invalid-request" if exc.status_code < 500 else "internal"
+    return envelope(code, str(exc.detail), status=exc.status_code)
+
+
+async def _crash(request: Request, exc: Exception) -> Response:
+    return envelope("internal", f"{type(exc).__name__}: {exc}")
+
+
+def create_app(bus: Bus, config: BridgeConfig | None = None) -> Starlette:
+    """The bridge's ASGI app serving ``bus``."""
+    config = config or BridgeConfig()
+    bridge = _Bridge(bus, config)
+    handlers: dict[Any, Callable[[Request, Exception], Awaitable[Response]]] = {
+        Problem: _problem,
+        HTTPException: _http_error,
+        Exception: _crash,
+    }
+    app = Starlette(
+        routes=bridge.routes(),
+        middleware=[Middleware(_Guard, token=config.token, hosts=config.allowed_hosts)],
+        exception_handlers=handlers,
+        lifespan=bridge.lifespan,
+    )
+    app.state.stop = bridge.stop
+    return app

@@ -1,0 +1,217 @@
+"""The bridge's OpenAPI 3.1 description, built from the route table and the models.
+
+Anyone who wants knell to test their own bus over HTTP implements this
+document: serve these routes with these bodies and this error envelope,
+and every worker role and every check runs against it unchanged through
+the ``http://`` driver. The document is generated, never written by hand,
+from :data:`knell.bridge.protocol.ROUTES` (the same table the app routes
+from), :data:`knell.bridge.protocol.CODES` and the pydantic models, so it
+lists exactly the routes the bridge serves.
+
+``python -m knell.bridge.openapi [FILE]`` prints it (or writes ``FILE``);
+the shipped copy is ``docs/bridge-openapi.json``, and a test fails when
+that copy is stale.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from pydantic.json_schema import models_json_schema
+
+from knell.bridge.models import models
+from knell.bridge.protocol import CODES, MAX_LIMIT, NAME_PATTERN, NAME_RULE, ROUTES
+
+__all__ = ["openapi_document", "openapi_text"]
+
+_OPERATIONS: dict[str, dict[str, Any]] = {
+    "post": {
+        "summary": "post: append a message (a repeated idempotency key returns the original)",
+        "request": "PostRequest",
+        "response": "MessageResponse",
+        "errors": ["invalid-request", "invalid-name", "malformed-json", "body-too-large"],
+    },
+    "head": {
+        "summary": "head: the channel's highest seq (0 when empty)",
+        "response": "HeadResponse",
+        "errors": ["invalid-name"],
+    },
+    "subscribe": {
+        "summary": "subscribe: join at head (or start); re-subscribing never moves a cursor",
+        "request": "SubscribeRequest",
+        "response": "CursorResponse",
+        "errors": ["invalid-request", "invalid-name", "malformed-json", "body-too-large"],
+    },
+    "fetch": {
+        "summary": "fetch: a peek at the messages after the handle's cursor (or after `after`)",
+        "response": "FetchResponse",
+        "query": {
+            "after": (
+                False,
+                {"type": "integer", "minimum": 0},
+                "Read after this seq; omitted: after the handle's durable cursor.",
+            ),
+            "limit": (
+                False,
+                {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": 100},
+                "Page size; a short page is the end of a batch, not the head.",
+            ),
+        },
+        "errors": ["invalid-request", "invalid-name", "not-subscribed"],
+    },
+    "ack": {
+        "summary": "ack: move the cursor forward to up_to (never back, never beyond head)",
+        "request": "AckRequest",
+        "response": "CursorResponse",
+        "errors": [
+            "invalid-request",
+            "invalid-name",
+            "malformed-json",
+            "body-too-large",
+            "not-subscribed",
+            "ack-beyond-head",
+        ],
+    },
+    "cursor": {
+        "summary": "cursor: the handle's durable cursor on the channel",
+        "response": "CursorResponse",
+        "errors": ["invalid-name", "not-subscribed"],
+    },
+    "wait": {
+        "summary": "wait: the doorbell long poll (names channel, seq, sender, reason; no body)",
+        "response": "WaitResponse",
+        "query": {
+            "timeout": (
+                True,
+                {"type": "number", "minimum": 0},
+                "Seconds to wait for a ring (at most the bridge's --max-wait).",
+            ),
+        },
+        "errors": ["invalid-request", "invalid-name", "too-many-waits", "shutting-down"],
+    },
+    "health": {
+        "summary": "health: the bridge is serving",
+        "response": "HealthResponse",
+        "errors": [],
+    },
+    "openapi": {
+        "summary": "this document",
+        "response": None,
+        "errors": [],
+    },
+}
+
+_COMMON_ERRORS = ["bad-host", "unauthorized", "internal"]
+_BUS_ERRORS = ["refused", "bus-error"]
+
+
+def _ref(model: str) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{model}"}
+
+
+def _json(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"application/json": {"schema": schema}}
+
+
+def _operation(op: str, method: str, path: str) -> dict[str, Any]:
+    spec = _OPERATIONS[op]
+    parameters: list[dict[str, Any]] = [
+        {
+            "name": name,
+            "in": "path",
+            "required": True,
+            "description": f"A {name} name: {NAME_RULE}.",
+            "schema": {"type": "string", "pattern": NAME_PATTERN, "maxLength": 128},
+        }
+        for name in ("channel", "handle")
+        if "{" + name + "}" in path
+    ]
+    for name, (required, schema, text) in spec.get("query", {}).items():
+        parameters.append(
+            {
+                "name": name,
+                "in": "query",
+                "required": required,
+                "description": text,
+                "schema": schema,
+            }
+        )
+    response = spec["response"]
+    ok_schema = _ref(response) if response else {"type": "object"}
+    codes = list(spec["errors"]) + _COMMON_ERRORS
+    if op not in ("health", "openapi"):
+        codes += _BUS_ERRORS
+    if spec.get("request"):
+        codes.append("unsupported-media-type")
+    responses: dict[str, Any] = {"200": {"description": "OK", "content": _json(ok_schema)}}
+    by_status: dict[int, list[str]] = {}
+    for code in codes:
+        by_status.setdefault(CODES[code][0], []).append(code)
+    for status in sorted(by_status):
+        names = sorted(set(by_status[status]))
+        text = "; ".join(f"`{c}` ({CODES[c][1]}): {CODES[c][2]}" for c in names)
+        responses[str(status)] = {"description": text, "content": _json(_ref("ErrorResponse"))}
+    operation: dict[str, Any] = {
+        "operationId": op,
+        "summary": spec["summary"],
+        "parameters": parameters,
+        "responses": responses,
+    }
+    if not parameters:
+        del operation["parameters"]
+    if spec.get("request"):
+        operation["requestBody"] = {"required": True, "content": _json(_ref(spec["request"]))}
+    return operation
+
+
+@lru_cache(maxsize=1)
+def openapi_document() -> dict[str, Any]:
+    """The whole OpenAPI 3.1 document (built once per process)."""
+    _, defs = models_json_schema(
+        [(m, "validation") for m in models()], ref_template="#/components/schemas/{model}"
+    )
+    paths: dict[str, dict[str, Any]] = {}
+    for op, (method, path) in ROUTES.items():
+        paths.setdefault(path, {})[method.lower()] = _operation(op, method, path)
+    codes = "\n".join(
+        f"| `{code}` | {status} | {outcome} | {text} |"
+        for code, (status, outcome, text) in CODES.items()
+    )
+    description = (
+        "The broadcast contract of a knell bus over HTTP + JSON, served by `knell bridge`"
+        " in front of any bus, and spoken by knell's `http://` driver. Every 4xx and 5xx"
+        " answers with one envelope, `{error, detail, outcome}`: `definite` means the"
+        " operation did not happen (a client records `fail`), `indeterminate` that it may"
+        " have (`info`).\n\n| error | status | outcome | meaning |\n|---|---|---|---|\n" + codes
+    )
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "knell bridge", "version": "1", "description": description},
+        "paths": paths,
+        "components": {
+            "schemas": defs["$defs"],
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        },
+        "security": [{}, {"bearer": []}],
+    }
+
+
+def openapi_text() -> str:
+    """The document as the shipped file holds it (stable key order, indented)."""
+    return json.dumps(openapi_document(), indent=2, sort_keys=True) + "\n"
+
+
+def main(argv: list[str]) -> int:
+    if argv:
+        Path(argv[0]).write_text(openapi_text(), encoding="utf-8")
+    else:
+        sys.stdout.write(openapi_text())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

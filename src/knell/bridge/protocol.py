@@ -1,0 +1,114 @@
+"""The bridge's wire protocol: paths, names, error codes and outcomes.
+
+The HTTP bridge (:mod:`knell.bridge.app`) and the HTTP driver
+(:mod:`knell.buses.http`) are two ends of one protocol, and any other
+server that speaks it is a bus knell can test. What both ends must agree
+on lives here, in plain Python with no web framework behind it, so a
+worker that only *talks* HTTP never imports the server's dependencies.
+
+The protocol maps the broadcast contract one operation to one route, and
+the contract's error tree to one error envelope::
+
+    {"error": CODE, "detail": TEXT, "outcome": "definite" | "indeterminate"}
+
+Every 4xx is ``definite`` (the request was refused before the bus did
+anything), and a 5xx says in ``outcome`` whether the bus may have acted.
+A client therefore records ``fail`` or ``info`` exactly as it would for a
+direct call: ``definite`` is :class:`~knell.buses.contract.DefiniteError`,
+``indeterminate`` is :class:`~knell.buses.contract.IndeterminateError`.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final, Literal
+
+__all__ = [
+    "CODES",
+    "MAX_LIMIT",
+    "MAX_NAME",
+    "NAME_PATTERN",
+    "NAME_RULE",
+    "ROUTES",
+    "TOKEN_ENV",
+    "Outcome",
+    "name_problem",
+]
+
+Outcome = Literal["definite", "indeterminate"]
+
+MAX_NAME: Final = 128
+
+NAME_PATTERN: Final = (
+    r"^(?:[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}"
+    r"|\.[A-Za-z0-9_-][A-Za-z0-9._-]{0,126}"
+    r"|\.\.[A-Za-z0-9._-]{1,126})$"
+)
+"""Channel, handle and sender names: letters, digits, ``.``, ``_``, ``-``,
+1 to 128 of them (every name knell's own roles use, ``joiner-1.3``
+included). ``.`` and ``..`` alone are refused because HTTP clients collapse
+them as path segments, so they could never reach the route they name.
+(Written without look-ahead, so that JSON Schema, Python and pydantic's
+Rust regex engine all read it the same way.)"""
+
+NAME_RULE: Final = (
+    "letters, digits, '.', '_' and '-' only, 1 to 128 characters, and not '.' or '..'"
+)
+
+_NAME = re.compile(NAME_PATTERN)
+
+MAX_LIMIT: Final = 10_000
+"""The largest page a fetch may ask for."""
+
+TOKEN_ENV: Final = "KNELL_BRIDGE_TOKEN"
+"""The environment variable both ends read a bearer token from when none
+is given on the command line (bridge) or in the URL (driver)."""
+
+ROUTES: Final[dict[str, tuple[str, str]]] = {
+    # operation: (method, path template)
+    "post": ("POST", "/channels/{channel}/messages"),
+    "head": ("GET", "/channels/{channel}/head"),
+    "subscribe": ("PUT", "/channels/{channel}/subscribers/{handle}"),
+    "fetch": ("GET", "/channels/{channel}/subscribers/{handle}/messages"),
+    "ack": ("POST", "/channels/{channel}/subscribers/{handle}/ack"),
+    "cursor": ("GET", "/channels/{channel}/subscribers/{handle}/cursor"),
+    "wait": ("GET", "/handles/{handle}/wait"),
+    "health": ("GET", "/health"),
+    "openapi": ("GET", "/openapi.json"),
+}
+"""One route per operation of the contract, plus the bridge's own two."""
+
+CODES: Final[dict[str, tuple[int, Outcome, str]]] = {
+    # code: (HTTP status, outcome, meaning)
+    "malformed-json": (400, "definite", "the request body is not a JSON object"),
+    "bad-host": (400, "definite", "the Host header names no address this bridge serves"),
+    "unauthorized": (401, "definite", "a bearer token is required and was missing or wrong"),
+    "not-found": (404, "definite", "no such route"),
+    "not-subscribed": (404, "definite", "the handle is not subscribed to the channel"),
+    "method-not-allowed": (405, "definite", "the route does not take this method"),
+    "ack-beyond-head": (409, "definite", "the ack names a seq above the channel's head"),
+    "refused": (409, "definite", "the bus refused the operation; it did not happen"),
+    "body-too-large": (413, "definite", "the request body is over the bridge's size limit"),
+    "unsupported-media-type": (415, "definite", "a request body must be application/json"),
+    "invalid-request": (422, "definite", "a field is missing, extra, of the wrong type or range"),
+    "invalid-name": (
+        422,
+        "definite",
+        f"a channel, handle or sender name breaks the rule: {NAME_RULE}",
+    ),
+    "internal": (500, "indeterminate", "the bridge failed; the operation may have happened"),
+    "bus-error": (502, "indeterminate", "the bus behind the bridge failed mid-operation"),
+    "too-many-waits": (503, "definite", "every long-poll slot is taken; nothing was done"),
+    "shutting-down": (503, "definite", "the bridge is stopping; the wait was given up"),
+}
+"""Every error code the bridge answers with, its status and its outcome."""
+
+
+def name_problem(what: str, value: object) -> str | None:
+    """Why ``value`` is not a valid name (``None`` when it is)."""
+    if not isinstance(value, str):
+        return f"{what} must be a string, got {type(value).__name__}"
+    if _NAME.fullmatch(value) is None:
+        shown = value if len(value) <= 40 else value[:37] + "..."
+        return f"{what} {shown!r} is not a valid name: {NAME_RULE}"
+    return None
