@@ -403,6 +403,9 @@ def bench(short: bool, reports: Path, sections: tuple[str, ...]) -> None:
     sys.exit(1 if data["errors"] else 0)
 
 
+cli.add_command(__import__("knell.stores.compose.cli", fromlist=["compose"]).compose)
+
+
 def main() -> None:
     cli(prog_name="knell")
 
