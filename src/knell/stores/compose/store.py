@@ -11,10 +11,12 @@ and its Toxiproxy, and adds what only containers have (``disconnect`` /
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
 from knell.owners import Owner
+from knell.stores.compose.images import ImageSpec
 from knell.stores.compose.options import ComposeOptions
 from knell.stores.compose.stack import ComposeStack
 
@@ -31,9 +33,12 @@ class ComposeStore:
         options: ComposeOptions | None = None,
         owner: Owner | None = None,
         log_dir: Path | None = None,
+        images: Mapping[str, ImageSpec] | None = None,
     ) -> None:
         self.kind = kind
-        self.stack = ComposeStack((kind,), options=options, owner=owner, log_dir=log_dir)
+        self.stack = ComposeStack(
+            (kind,), options=options, owner=owner, log_dir=log_dir, images=images
+        )
 
     def start(self) -> None:
         """Bring the stack up; returns once the store answers through its link."""
