@@ -100,7 +100,7 @@ def test_the_compose_file_carries_every_owner_label() -> None:
     ]:
         assert f'{label}: "${{{variable}:-}}"' in BASE
     # every service, the network and every volume use the one label block
-    assert BASE.count("labels: *knell-labels") == 4 + 1 + 3
+    assert BASE.count("labels: *knell-labels") == 4 + 1 + 2
 
 
 # -- files, ports and images ----------------------------------------------------
@@ -218,6 +218,7 @@ def server() -> Iterator[tuple[socket.socket, list[bytes]]]:
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
     yield listener, replies
+    listener.shutdown(socket.SHUT_RDWR)  # wakes the blocked accept()
     listener.close()
     thread.join(timeout=5)
 

@@ -5,7 +5,8 @@ its own containers, its own network, its own volumes, and ports published
 on ephemeral 127.0.0.1 ports, so any number of runs share one engine
 without colliding. Its life:
 
-1. **up**: choose the image set (official, or the air-gapped override when
+1. **up**: remove what dead runners left (:func:`.reaper.reap_labelled`),
+   choose the image set (official, or the air-gapped override when
    no registry answers), build what is missing, record the project with the
    run's :class:`~knell.owners.Owner` *before* anything exists (so a runner
    killed during ``up`` still leaves a record to reap), ``compose up -d``,
@@ -26,6 +27,7 @@ and needs no parsing of compose's output, which differs between v1 and v2.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 import time
@@ -57,6 +59,8 @@ STORES = tuple(LINKS)
 """The store services a stack can run: ``postgres``, ``redis``."""
 PROXY = "toxiproxy"
 POLL = 0.2
+UP_TIMEOUT = 900.0
+"""``compose up`` may pull the official images first."""
 _AIRGAP_DECIDED: dict[tuple[str, ...], bool] = {}
 
 Say = Callable[[str], None]
@@ -124,8 +128,11 @@ class ComposeStack:
     def up(self) -> None:
         """Bring the stack up and wait until every store answers through
         its link. On failure everything created is removed again."""
+        from knell.stores.compose.reaper import reap_labelled
+
         start = time.monotonic()
         self.compose = ComposeCommand.detect()
+        reap_labelled(say=self.say)  # what runners that died before us left
         if self.owner is not None:
             self.owner.resource("compose-project", self.project, engine=_engine_name())
         self._started = True
@@ -133,7 +140,7 @@ class ComposeStack:
             self.airgap = self._decide_airgap()
             self._prepare_images()
             begun = time.monotonic()
-            self._compose(["up", "-d", "--no-build", *self.services, PROXY])
+            self._compose(["up", "-d", "--no-build", *self.services, PROXY], timeout=UP_TIMEOUT)
             self._record_resources()
             self.wait_healthy()
             for service in self.services:
@@ -141,7 +148,8 @@ class ComposeStack:
             self.wait_ready()
             self.timings["up"] = time.monotonic() - begun
         except BaseException:
-            self.down()
+            with contextlib.suppress(ComposeError):
+                self.down()  # the first failure is the one to report
             raise
         self.timings["total_up"] = time.monotonic() - start
 
@@ -169,7 +177,7 @@ class ComposeStack:
     def _keep_log(self) -> bool:
         return self.log.parent != Path(tempfile.gettempdir())
 
-    def _compose(self, args: list[str], *, timeout: float | None = None) -> str:
+    def _compose(self, args: list[str], *, timeout: float) -> str:
         assert self.compose is not None
         env = {**os.environ, **self.tag.env(), **self.options.redis_env()}
         for service, image in self.images.items():
@@ -179,7 +187,7 @@ class ComposeStack:
             self.files,
             args,
             env=env,
-            timeout=timeout or max(self.options.health_timeout, 120),
+            timeout=timeout,
             log=self.log,
         )
 
