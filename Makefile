@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-unit test-integration lint format matrix bench clean node-adapter
+.PHONY: run test test-unit test-integration compose-test compose-images lint format matrix bench clean node-adapter
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -16,15 +16,25 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(BIN)/knell run scenarios/quickstart.toml
 
-## test: every test (unit on handcrafted histories, integration with real processes)
+## test: every test (unit on handcrafted histories, integration with real processes);
+## the container tests are `make compose-test`
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -m "not compose"
 
 test-unit: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not integration"
 
 test-integration: $(STAMP)
-	$(BIN)/python -m pytest -q -m integration
+	$(BIN)/python -m pytest -q -m "integration and not compose"
+
+## compose-images: the stack's images (base image by debootstrap if no registry gives it)
+compose-images: $(STAMP)
+	compose/build-base.sh
+	$(BIN)/knell compose build
+
+## compose-test: needs a running Docker engine (compose/ensure-docker.sh installs and starts one)
+compose-test: compose-images
+	$(BIN)/python -m pytest -q -m compose
 
 ## matrix: every mutant bus against every scenario, short runs (a few minutes); fails on a miss
 matrix: $(STAMP)

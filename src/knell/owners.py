@@ -45,10 +45,17 @@ from knell.platform import kill_group, kill_tree, pid_alive, process_started
 
 __all__ = ["REAPERS", "Owner", "reap", "state_dir"]
 
-REAPERS: dict[str, str] = {}
+REAPERS: dict[str, str] = {
+    # Built in, so that a fresh ``knell reap`` process knows them without
+    # importing the module that created the resources.
+    "compose-project": "knell.stores.compose.reaper:remove_project",
+    "container": "knell.stores.compose.reaper:remove_container",
+    "network": "knell.stores.compose.reaper:remove_network",
+    "volume": "knell.stores.compose.reaper:remove_volume",
+}
 """Resource kind -> ``"module:function"`` that removes one record's
-resource (called with the record's dict). Registered by the modules that
-create such resources."""
+resource (called with the record's dict, returns whether it removed
+anything). Other modules that create such resources register theirs."""
 
 
 def state_dir() -> Path:
@@ -72,7 +79,9 @@ class Owner:
         self._lock = threading.Lock()
         folder = states or state_dir()
         folder.mkdir(parents=True, exist_ok=True)
-        self.path = folder / f"runner-{self.pid}-{uuid.uuid4().hex[:12]}.jsonl"
+        self.token = uuid.uuid4().hex[:12]
+        """With the pid, names this runner everywhere (its file, container labels)."""
+        self.path = folder / f"runner-{self.pid}-{self.token}.jsonl"
         self._write(
             {"kind": "runner", "pid": self.pid, "started": self.started, "run_dir": str(run_dir)}
         )

@@ -29,6 +29,7 @@ from knell.cli.run import check, list_, run
 from knell.errors import ExitCode, KnellError
 from knell.nemesis.proxy.cli import proxy
 from knell.rundir import stamp
+from knell.stores.compose.cli import compose
 from knell.text import clean
 
 __all__ = ["cli", "main"]
@@ -51,7 +52,7 @@ def cli() -> None:
     """knell: chaos testing for durable agent message buses."""
 
 
-for _command in (run, check, list_, matrix, bench, reap, proxy, bridge):
+for _command in (run, check, list_, matrix, bench, reap, proxy, bridge, compose):
     cli.add_command(_command)
 
 

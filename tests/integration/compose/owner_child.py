@@ -1,0 +1,26 @@
+"""A runner stand-in for the reap tests: records itself as an owner, brings
+a Redis stack up, prints the project name, and waits to be SIGKILLed.
+
+python owner_child.py STATES_DIR PARENT_PID
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+from knell.owners import Owner
+from knell.platform import die_with_parent
+from knell.stores.compose import ComposeStack
+from tests.integration.compose.support import toxiproxy_images
+
+if __name__ == "__main__":
+    die_with_parent(int(sys.argv[2]))
+    owner = Owner(states=Path(sys.argv[1]))
+    stack = ComposeStack(
+        ("redis",), owner=owner, images=toxiproxy_images(), log_dir=Path(sys.argv[1])
+    )
+    stack.up()
+    print(stack.project, owner.path, flush=True)
+    time.sleep(600)
