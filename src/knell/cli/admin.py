@@ -15,6 +15,9 @@ def reap() -> None:
     containers), and nothing that a live run owns."""
     from knell.owners import reap as reap_owned
     from knell.owners import state_dir
+    from knell.stores.compose.reaper import reap_labelled
 
-    removed = reap_owned(say=lambda line: console.print(line, soft_wrap=True))
+    say = lambda line: console.print(line, soft_wrap=True)  # noqa: E731
+    removed = reap_owned(say=say)
+    removed += reap_labelled(say=say)  # containers labelled with a runner that is gone
     console.print(f"reaped {len(removed)} resource(s) (registry: {state_dir()})", soft_wrap=True)
