@@ -42,6 +42,7 @@ else:  # pragma: no cover
 
 __all__ = [
     "ConsumerSpec",
+    "Expectation",
     "JoinerSpec",
     "ProcessSpec",
     "ProducerSpec",
@@ -197,6 +198,39 @@ else:
     NemesisSpec = _nemesis_union()
 
 
+class Expectation(_Strict):
+    """A finding a scenario exists to make: ``expect = { verdict = "invalid",
+    checks = ["no-loss"] }``. ``knell run`` still exits 1 for it (the bus
+    did break a promise); the matrix, the pytest plugin and CI count a run
+    that makes the expected finding as a pass, and a VALID one as a
+    failure (knell would have missed what it is there to show)."""
+
+    verdict: Literal["invalid", "unknown"] = "invalid"
+    checks: list[str] = Field(
+        default_factory=list,
+        description="checks (or check:kind) of which at least one must fire",
+    )
+
+    def met_by(self, valid: object, fired: dict[str, list[str]]) -> bool:
+        """Whether a run with verdict ``valid`` and checks ``fired`` (check
+        -> anomaly kinds) made the expected finding."""
+        if self.verdict == "unknown":
+            return valid == "unknown"
+        if valid is not False:
+            return False
+        if not self.checks:
+            return True
+        for entry in self.checks:
+            check, _, kind = entry.partition(":")
+            if check in fired and (not kind or kind in fired[check]):
+                return True
+        return False
+
+    def describe(self) -> str:
+        what = ", ".join(self.checks) or "any check"
+        return f"expects {self.verdict.upper()} ({what})"
+
+
 class Scenario(_Strict):
     name: Name
     description: str = Field(min_length=1, max_length=200)
@@ -220,6 +254,9 @@ class Scenario(_Strict):
         description="share of operations of one kind that may fail outside fault windows",
     )
     drain_timeout: Duration = Field(default=60.0, gt=0)
+    expect: Expectation | None = Field(
+        default=None, description="a finding this scenario exists to make (see Expectation)"
+    )
     process: list[ProcessSpec] = Field(min_length=1)
     nemesis: list[NemesisSpec] = Field(default_factory=list)
 

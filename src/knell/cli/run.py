@@ -145,9 +145,10 @@ def list_(directory: Path | None) -> None:
             err.print(f"[red]{path.name}[/]: {exc}", soft_wrap=True)
             continue
         faults = ", ".join(sorted({n.fault for n in scenario.nemesis})) or "no faults"
+        expected = f" [yellow]({scenario.expect.describe()})[/]" if scenario.expect else ""
         console.print(
             f"[bold]{scenario.name:<28}[/] {scenario.duration:>5.0f}s  {faults:<12} "
-            f"{scenario.description}",
+            f"{scenario.description}{expected}",
             soft_wrap=True,
         )
     console.print(f"({len(files)} in {files[0].parent})", soft_wrap=True)

@@ -35,6 +35,7 @@ def write_reports(run_dir: Path, verdict: Verdict, stats: RunStats, torn: list[s
         "verdict": verdict_word(verdict.valid).lower(),
         "checks": verdict.to_json(),
         "stats": stats.to_json(),
+        "windows": verdict.windows,
         "torn": torn,
     }
     atomic_write(run_dir / "results.json", json.dumps(results, indent=2, default=str) + "\n")
