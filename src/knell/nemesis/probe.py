@@ -108,6 +108,7 @@ EXCHANGES: dict[str, Exchange] = {
     "postgres": Exchange("postgres", _SSL_REQUEST, (b"N", b"S")),
     "redis": Exchange("redis", b"PING\r\n", (b"+PONG\r\n", b"-NOAUTH", b"-ERR")),
     "echo": Exchange("echo", b"knell-probe\n", (), echo=True),
+    "http": Exchange("http", b"GET /health HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n", (b"HTTP/",)),
     "connect": Exchange("connect", b""),
 }
 

@@ -12,9 +12,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from knell.nemesis.bandwidth import Bandwidth
 from knell.nemesis.kill import Kill
 from knell.nemesis.kind import FaultKind
+from knell.nemesis.latency import Latency
+from knell.nemesis.limit_data import LimitData
+from knell.nemesis.partition import Partition
 from knell.nemesis.pause import Pause
+from knell.nemesis.refuse import Refuse
+from knell.nemesis.reset_peer import ResetPeer
+from knell.nemesis.slicer import Slicer
+from knell.nemesis.slow_close import SlowClose
 
 __all__ = ["KINDS", "kinds", "on_register", "register_kind"]
 
@@ -57,5 +65,16 @@ def kinds() -> dict[str, FaultKind]:
     return KINDS
 
 
-for _builtin in (Kill, Pause):
+for _builtin in (
+    Kill,
+    Pause,
+    Partition,
+    Refuse,
+    Latency,
+    Bandwidth,
+    ResetPeer,
+    SlowClose,
+    Slicer,
+    LimitData,
+):
     register_kind(_builtin)

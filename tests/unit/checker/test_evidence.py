@@ -31,3 +31,12 @@ def test_a_drain_that_failed_is_no_drain() -> None:
     h.post("p1", "events", "m1", 1)
     h.drain_info("w")
     assert run(h, EvidenceCheck).valid == "unknown"
+
+
+def test_a_fault_that_did_not_happen_makes_the_run_undecided() -> None:
+    h = History()
+    h.post("p1", "events", "m1", 1)
+    h.info("nemesis", "fault-failed", {"target": "consumer", "error": "the toxic did not take"})
+    h.drain("w", {"events": 1})
+    r = run(h, EvidenceCheck)
+    assert r.valid == "unknown" and "the toxic did not take" in (r.unknown_reason or "")
