@@ -43,6 +43,7 @@ from knell.logcap import last_error
 from knell.nemesis import Action, NemesisContext, kinds
 from knell.owners import Owner, reap
 from knell.platform import interrupt_on_terminate
+from knell.provision import Provision
 from knell.report import RunStats, write_reports
 from knell.rundir import RunDirError, atomic_write, new_dir, point_latest
 from knell.scenario import Scenario
@@ -113,9 +114,13 @@ class _SqliteFile:
     """The run's SQLite store, as fault kinds see it: a process frozen while
     it holds the write lock stalls every writer."""
 
+    url: str
     name: str = "store"
     kind: str = "sqlite"
     frozen_client_stalls: bool = True
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": self.kind}
 
 
 class _Run:
@@ -123,18 +128,19 @@ class _Run:
         self,
         scenario: Scenario,
         run_dir: Path,
-        url: str,
-        driver: str | None,
+        provision: Provision,
         schedule: Schedule,
         say: Callable[[str], None],
+        owner: Owner,
     ) -> None:
         self.scenario = scenario
         self.run_dir = run_dir
-        self.url = url
-        self.driver = driver
+        self.provision = provision
+        self.url = str(provision.store.url)
+        self.driver = provision.driver
         self.schedule = schedule
         self.say = say
-        self.owner = Owner(run_dir)
+        self.owner = owner
         self.supervisor = Supervisor(run_dir, self.owner)
         self.nemesis = HistoryWriter(run_dir / "history" / "nemesis.1.jsonl", "nemesis", 1)
         self.stopping: set[str] = set()
@@ -145,19 +151,21 @@ class _Run:
             scenario=scenario,
             supervisor=self.supervisor,
             record=self.record,
-            stores={"store": _SqliteFile()},
+            stores={"store": provision.store},
             say=say,
         )
 
     # -- setup -------------------------------------------------------------
 
-    def _spec(self, name: str, role: str, params: WorkerParams) -> Path:
+    def _spec(
+        self, name: str, role: str, params: WorkerParams, url: str, driver: str | None
+    ) -> Path:
         path = self.run_dir / "workers" / f"{name}.json"
         spec = WorkerSpec(
             name=name,
             role=role,
-            bus_url=self.url,
-            driver=self.driver,
+            bus_url=url,
+            driver=driver,
             history_dir=str((self.run_dir / "history").resolve()),
             control_dir=str((self.run_dir / "control").resolve()),
             params=params,
@@ -166,10 +174,20 @@ class _Run:
         return path.resolve()
 
     def start_all(self) -> None:
+        """Provision the links and bridges, then start every worker on its
+        endpoint (the store directly, its link, or a bridge)."""
         self.nemesis.write("info", "begin", {"seed": self.schedule.seed})
-        for name, spec in self.scenario.instances().items():
-            self.supervisor.add(name, self._spec(name, spec.role, spec.params()))
-        for name in self.supervisor.workers:
+        self.provision.start(self.supervisor)
+        self.ctx.routes = self.provision.routes()
+        if self.provision.links is not None:
+            self.ctx.links["links"] = self.provision.links
+        workers = self.scenario.workers()
+        for name, spec in workers.items():
+            end = self.provision.endpoints[name]
+            self.supervisor.add(
+                name, self._spec(name, spec.role, spec.params(), end.url, end.driver)
+            )
+        for name in workers:
             self.supervisor.start(name)
         self.say(f"started {len(self.supervisor.workers)} processes")
 
@@ -180,7 +198,7 @@ class _Run:
         that is still importing tests nothing; the schedule's clock starts
         here (nemesis ``ready``), at most ``READY_TIMEOUT`` after ``begin``."""
         deadline = time.monotonic() + READY_TIMEOUT
-        pending = set(self.supervisor.workers)
+        pending = set(self.scenario.workers())
         while pending and time.monotonic() < deadline:
             pending = {n for n in pending if not self._started(n)}
             if pending:
@@ -198,7 +216,15 @@ class _Run:
 
     # -- the schedule --------------------------------------------------------
 
-    def record(self, f: str, target: str, *, action: Action | None = None, **value: Any) -> None:
+    def record(
+        self,
+        f: str,
+        target: str,
+        *,
+        action: Action | None = None,
+        type_: str = "info",
+        **value: Any,
+    ) -> None:
         """Write a nemesis event. An action's apply also records what the
         fault is and touches, so its window can be read back from the
         history alone (:mod:`knell.nemesis.windows`)."""
@@ -212,14 +238,20 @@ class _Run:
                     grace_s=kind.grace,
                     radius=kind.radius(action, self.ctx).to_json(),
                 )
-        self.nemesis.write("info", f, event)
+        self.nemesis.write(type_, f, event)
 
     def apply(self, action: Action) -> None:
+        """Hand the step to its kind. An apply is an operation of the
+        nemesis: its ``invoke`` is written before the kind acts (the fault's
+        window opens there), its completion by the kind, or ``fail`` here
+        when it did not apply."""
         kind = self.kinds[action.kind]
-        if action.step == "apply":
-            kind.apply(action, self.ctx)
-        else:
+        if action.step != "apply":
             kind.heal(action, self.ctx)
+            return
+        self.record(kind.apply_f, action.target, action=action, type_="invoke")
+        if not kind.apply(action, self.ctx):
+            self.record(kind.apply_f, action.target, action=action, type_="fail")
 
     def watch_crashes(self) -> None:
         """A worker that exits on its own is a finding: record it, restart it."""
@@ -304,7 +336,7 @@ class _Run:
         for index, (handle, channel) in enumerate(handles, start=1):
             name = f"drain-{index}"
             params = DrainParams(handle=handle, channel=channel)
-            self.supervisor.add(name, self._spec(name, "drain", params))
+            self.supervisor.add(name, self._spec(name, "drain", params, self.url, self.driver))
             self.nemesis.write(
                 "invoke", "drain", {"handle": handle}, handle=handle, channel=channel
             )
@@ -357,8 +389,14 @@ def run_scenario(
 
     ``schedule`` replays a saved fault plan instead of expanding the seed."""
     if schedule is not None:
-        known = set(scenario.instances())
-        unknown = sorted({a.target for a in schedule.actions} - known)
+        registry = kinds()
+        unknown = sorted(
+            {
+                a.target
+                for a in schedule.actions
+                if a.target not in registry[a.kind].known_targets(scenario)
+            }
+        )
         if unknown:
             raise RunError(
                 f"schedule targets {', '.join(unknown)} are not processes of {scenario.name!r}"
@@ -369,13 +407,18 @@ def run_scenario(
         run_dir = new_dir(reports / scenario.name, *RUN_SUBDIRS)
     except RunDirError as exc:
         raise RunError(f"cannot create the run directory: {exc}") from None
-    url = store_url(scenario, run_dir)
+    owner = Owner(run_dir)
     try:
-        resolve_driver(url, driver)
-        open_bus(url, driver).close()  # creates the schema before workers race to
-    except DriverError as exc:
+        store = _SqliteFile(store_url(scenario, run_dir))
+        try:
+            resolve_driver(store.url, driver)
+            open_bus(store.url, driver).close()  # creates the schema before workers race to
+        except DriverError as exc:
+            raise RunError(str(exc)) from None
+    except BaseException:
+        owner.close()
         shutil.rmtree(run_dir, ignore_errors=True)
-        raise RunError(str(exc)) from None
+        raise
     schedule = schedule or expand(scenario)
     atomic_write(run_dir / "schedule.json", json.dumps(schedule.to_json(), indent=2) + "\n")
     atomic_write(
@@ -385,7 +428,8 @@ def run_scenario(
     say(f"run directory {run_dir}")
     token = _RUN_DIR.set(run_dir)
     try:
-        run = _Run(scenario, run_dir, url, driver, schedule, say)
+        provision = Provision(scenario, run_dir, store, driver, owner)
+        run = _Run(scenario, run_dir, provision, schedule, say, owner)
         try:
             with interrupt_on_terminate():
                 run.start_all()
@@ -395,8 +439,9 @@ def run_scenario(
                 run.final_phase()
         finally:
             run.supervisor.shutdown()
+            provision.stop()
             run.nemesis.close()
-            run.owner.close()
+            owner.close()
         outcome = check_run(run_dir, say=say)
     finally:
         _RUN_DIR.reset(token)

@@ -41,6 +41,8 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 __all__ = [
+    "AnySpec",
+    "BridgeSpec",
     "ConsumerSpec",
     "Expectation",
     "JoinerSpec",
@@ -75,6 +77,14 @@ class _ProcessBase(_Strict):
     )
     count: int = Field(default=1, ge=1, le=64)
     channel: Name = ReaderParams.channel
+    via: Literal["store", "bridge"] = Field(
+        default="store",
+        description="reach the bus directly, or through the scenario's bridges (role bridge)",
+    )
+    failover: bool = Field(
+        default=False,
+        description="with via = bridge: move to another bridge while its own is down",
+    )
 
     @property
     def group(self) -> str:
@@ -178,9 +188,28 @@ class JoinerSpec(_ReaderBase):
     )
 
 
-ProcessSpec = Annotated[
-    ProducerSpec | ConsumerSpec | WaiterSpec | JoinerSpec, Field(discriminator="role")
-]
+class BridgeSpec(_Strict):
+    """An HTTP bridge in front of the bus (``knell bridge``): a server
+    process that workers with ``via = "bridge"`` reach the bus through, and
+    that faults kill, pause and partition like any other process. Worker
+    instance N uses bridge ((N - 1) mod count) + 1, unless it may fail over."""
+
+    role: Literal["bridge"]
+    name: Name | None = Field(default=None, description="group name (default: bridge)")
+    count: int = Field(default=1, ge=1, le=16)
+    bus: str | None = Field(
+        default=None, description="the driver this bridge serves (default: the run's bus)"
+    )
+
+    @property
+    def group(self) -> str:
+        return self.name or self.role
+
+
+AnySpec = ProducerSpec | ConsumerSpec | WaiterSpec | JoinerSpec | BridgeSpec
+WorkerSpecT = ProducerSpec | ConsumerSpec | WaiterSpec | JoinerSpec
+
+ProcessSpec = Annotated[AnySpec, Field(discriminator="role")]
 
 
 def _nemesis_union() -> Any:
@@ -254,6 +283,11 @@ class Scenario(_Strict):
         description="share of operations of one kind that may fail outside fault windows",
     )
     drain_timeout: Duration = Field(default=60.0, gt=0)
+    links: Literal["group", "instance"] = Field(
+        default="group",
+        description="one proxied link per process group, or per instance (network faults on "
+        "one instance or a share of a group need per-instance links; knell picks them then)",
+    )
     expect: Expectation | None = Field(
         default=None, description="a finding this scenario exists to make (see Expectation)"
     )
@@ -270,6 +304,13 @@ class Scenario(_Strict):
                     "give one of them a distinct 'name'"
                 )
             groups[spec.group] = spec.role
+        has_bridge = any(isinstance(spec, BridgeSpec) for spec in self.process)
+        for index, spec in enumerate(self.process):
+            if not isinstance(spec, BridgeSpec) and spec.via == "bridge" and not has_bridge:
+                raise ValueError(
+                    f"process[{index}].via: 'bridge', but the scenario has no bridge "
+                    '(add a [[process]] with role = "bridge")'
+                )
         registry = kinds()
         for index, fault in enumerate(self.nemesis):
             known = registry[fault.fault].known_targets(self)
@@ -280,11 +321,19 @@ class Scenario(_Strict):
                 )
         return self
 
-    def instances(self) -> dict[str, ProducerSpec | ConsumerSpec | WaiterSpec | JoinerSpec]:
+    def instances(self) -> dict[str, AnySpec]:
         """Every process instance by name (``consumer-1``, ``consumer-2``...)."""
         return {
             f"{spec.group}-{i}": spec for spec in self.process for i in range(1, spec.count + 1)
         }
+
+    def workers(self) -> dict[str, WorkerSpecT]:
+        """The instances that are workers (everything but bridges)."""
+        return {n: s for n, s in self.instances().items() if not isinstance(s, BridgeSpec)}
+
+    def bridges(self) -> list[str]:
+        """The bridge instances, in order."""
+        return [n for n, s in self.instances().items() if isinstance(s, BridgeSpec)]
 
     def targets(self, target: str) -> list[str]:
         """Instance names a nemesis target covers, in a stable order."""
@@ -314,7 +363,7 @@ on_register(_rebuild)
 
 def _tags() -> set[str]:
     """The union tags pydantic inserts in error paths (roles and faults)."""
-    return {"producer", "consumer", "waiter", "joiner", *kinds()}
+    return {"producer", "consumer", "waiter", "joiner", "bridge", *kinds()}
 
 
 def _locate(text: str, loc: tuple[int | str, ...]) -> int | None:

@@ -33,8 +33,13 @@ __all__ = ["Supervisor", "WorkerProcess"]
 
 @dataclass
 class WorkerProcess:
+    """One named process of a run: a worker, or a server-like process (a
+    bridge) started from its own ``command``; each start is an incarnation."""
+
     name: str
-    spec_path: Path
+    spec_path: Path | None
+    command: list[str] | None = None
+    """argv of a process that is not a worker (``None``: a worker)."""
     incarnation: int = 0
     popen: subprocess.Popen[bytes] | None = None
     paused: bool = False
@@ -69,9 +74,30 @@ class Supervisor:
         )
 
     def add(self, name: str, spec_path: Path) -> WorkerProcess:
+        """A worker (``python -m knell.workload SPEC``)."""
         worker = WorkerProcess(name, spec_path)
         self.workers[name] = worker
         return worker
+
+    def add_command(self, name: str, command: list[str]) -> WorkerProcess:
+        """A process started from ``command`` (run with this Python, in the
+        run directory, leashed and logged like a worker): a bridge, say.
+        Kill, pause and restart treat it like any worker."""
+        worker = WorkerProcess(name, None, list(command))
+        self.workers[name] = worker
+        return worker
+
+    def _argv(self, worker: WorkerProcess) -> list[str]:
+        if worker.command is not None:
+            return [self.python, *worker.command]
+        return [
+            self.python,
+            "-m",
+            "knell.workload",
+            str(worker.spec_path),
+            str(worker.incarnation),
+            str(os.getpid()),
+        ]
 
     def start(self, name: str) -> WorkerProcess:
         """Start the next incarnation of ``name`` (the first, or a restart)."""
@@ -82,14 +108,7 @@ class Supervisor:
         worker.incarnation += 1
         worker.paused = False
         worker.popen = subprocess.Popen(
-            [
-                self.python,
-                "-m",
-                "knell.workload",
-                str(worker.spec_path),
-                str(worker.incarnation),
-                str(os.getpid()),
-            ],
+            self._argv(worker),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,

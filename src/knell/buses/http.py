@@ -36,7 +36,11 @@ records (the producers retry posts themselves, with idempotency keys).
 URL options (query string): ``token`` (else ``$KNELL_BRIDGE_TOKEN``),
 ``timeout`` (read/write seconds, default 10), ``connect_timeout``
 (default 2), ``wait_margin`` (seconds added to a ``wait``'s own timeout
-for its read timeout, default 2). A token in the environment keeps it
+for its read timeout, default 2), ``failover`` (other bridges,
+``host:port,host:port``: a request that could not be *sent* to the
+current one, because it refuses connections, goes to the next instead,
+and after a connection that failed mid-request the next request does;
+nothing that was sent is ever sent again). A token in the environment keeps it
 off command lines, where other users of the machine can read it.
 
 Built on httpx: a thread-safe connection pool with keep-alive and an
@@ -66,7 +70,7 @@ from knell.buses.contract import (
 
 __all__ = ["HttpBus", "open_http"]
 
-_OPTIONS = {"token", "timeout", "connect_timeout", "wait_margin"}
+_OPTIONS = {"token", "timeout", "connect_timeout", "wait_margin", "failover"}
 
 
 class HttpBus:
@@ -80,6 +84,7 @@ class HttpBus:
         timeout: float = 10.0,
         connect_timeout: float = 2.0,
         wait_margin: float = 2.0,
+        failover: tuple[str, ...] = (),
     ) -> None:
         for label, value in (
             ("timeout", timeout),
@@ -99,19 +104,23 @@ class HttpBus:
         # keep-alive timeout (30 s), so a request is never written to a
         # connection the server is closing at that moment.
         self._timeout = httpx.Timeout(timeout, connect=connect_timeout, pool=connect_timeout)
-        self._client = httpx.Client(
-            base_url=self.base_url,
-            headers=headers,
-            timeout=self._timeout,
-            transport=httpx.HTTPTransport(
-                limits=httpx.Limits(keepalive_expiry=2.0),
-                # httpx writes a request's headers and body separately; with
-                # Nagle's algorithm on, the body then waits for the server's
-                # delayed ACK (40 ms on Linux) on every post.
-                socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)],
-            ),
-            trust_env=False,
-        )
+        self._clients = [
+            httpx.Client(
+                base_url=base,
+                headers=headers,
+                timeout=self._timeout,
+                transport=httpx.HTTPTransport(
+                    limits=httpx.Limits(keepalive_expiry=2.0),
+                    # httpx writes a request's headers and body separately; with
+                    # Nagle's algorithm on, the body then waits for the server's
+                    # delayed ACK (40 ms on Linux) on every post.
+                    socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)],
+                ),
+                trust_env=False,
+            )
+            for base in (self.base_url, *(b.rstrip("/") for b in failover))
+        ]
+        self._current = 0
 
     # -- one request ---------------------------------------------------------------
 
@@ -139,16 +148,14 @@ class HttpBus:
                 read=read_timeout,
             )
         try:
-            response = self._client.request(
-                method,
-                path,
-                json=body,
-                params=params,
-                timeout=timeout,
-            )
+            response = self._send(method, path, body, params, timeout)
         except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
             raise DefiniteError(f"{op} not sent: {type(exc).__name__}: {exc}") from exc
         except httpx.TransportError as exc:
+            # Sent, then the connection failed: never resent, but the next
+            # request tries the next bridge (a proxy in front of a dead
+            # bridge accepts and then closes rather than refusing).
+            self._current = (self._current + 1) % len(self._clients)
             raise IndeterminateError(
                 f"{op} sent, no answer: {type(exc).__name__}: {exc or 'connection lost'}"
             ) from exc
@@ -160,6 +167,26 @@ class HttpBus:
             raise IndeterminateError(
                 f"{op}: unreadable answer (HTTP {response.status_code}): {response.text[:200]!r}"
             ) from exc
+
+    def _send(
+        self,
+        method: str,
+        path: str,
+        body: dict[str, Any] | None,
+        params: dict[str, Any] | None,
+        timeout: httpx.Timeout,
+    ) -> httpx.Response:
+        """Send through the current bridge; one that could not be reached at
+        all (nothing was sent) hands the request to the next, once round."""
+        for attempt in range(len(self._clients)):
+            client = self._clients[self._current]
+            try:
+                return client.request(method, path, json=body, params=params, timeout=timeout)
+            except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout):
+                if attempt == len(self._clients) - 1:
+                    raise
+                self._current = (self._current + 1) % len(self._clients)
+        raise AssertionError("unreachable")  # pragma: no cover
 
     @staticmethod
     def _raise(op: str, response: httpx.Response) -> NoReturn:
@@ -243,7 +270,8 @@ class HttpBus:
             raise IndeterminateError(f"wait: unexpected answer {data!r:.200}") from exc
 
     def close(self) -> None:
-        self._client.close()
+        for client in self._clients:
+            client.close()
 
     def __repr__(self) -> str:
         return f"HttpBus({self.base_url!r})"
@@ -293,4 +321,9 @@ def open_http(url: str) -> HttpBus:
                 ) from None
     token = query.get("token") or os.environ.get(TOKEN_ENV) or None
     base = urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))
-    return HttpBus(base, token=token, **numbers)
+    others = tuple(
+        urlunsplit((parts.scheme, address.strip(), parts.path, "", ""))
+        for address in query.get("failover", "").split(",")
+        if address.strip()
+    )
+    return HttpBus(base, token=token, failover=others, **numbers)

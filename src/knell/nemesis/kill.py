@@ -38,7 +38,7 @@ class Kill(FaultKind):
         return spec.restart_after
 
     def radius(self, action: Action, ctx: NemesisContext) -> Radius:
-        return Radius(processes=frozenset({action.target}))
+        return Radius(processes=ctx.behind(action.target))
 
     def apply(self, action: Action, ctx: NemesisContext) -> bool:
         pid = ctx.supervisor.kill(action.target)

@@ -156,16 +156,25 @@ class NemesisContext:
     scenario: Scenario
     supervisor: Supervisor
     record: Callable[..., None]
-    """``record(f, action, **value)``: write a nemesis event for ``action``."""
+    """``record(f, target, action=..., **value)``: write a nemesis event (the
+    runner has already written the apply's ``invoke``, before the kind acted:
+    a fault's window opens there)."""
     expected_down: set[str] = field(default_factory=set)
     """Processes that are down on purpose (not crashes to restart)."""
     stores: dict[str, StoreHandle] = field(default_factory=dict)
     links: dict[str, Any] = field(default_factory=dict)
     say: Callable[[str], None] = lambda _: None
+    routes: dict[str, frozenset[str]] = field(default_factory=dict)
+    """Process -> the processes that reach the bus only through it (the
+    workers behind a bridge). A fault on it hits them as directly."""
 
     def workers(self) -> list[str]:
         """Every worker instance of the scenario."""
         return list(self.scenario.instances())
+
+    def behind(self, process: str) -> frozenset[str]:
+        """``process`` and everything that reaches the bus through it."""
+        return frozenset({process}) | self.routes.get(process, frozenset())
 
     def stalled_by(self, process: str) -> frozenset[str]:
         """The processes a frozen ``process`` can stall through a store."""
@@ -255,7 +264,9 @@ class FaultKind(ABC):
 
     @abstractmethod
     def apply(self, action: Action, ctx: NemesisContext) -> bool:
-        """Do it, record it; False when it did not apply (target not running)."""
+        """Do it, and record it as ``apply_f`` (an ``info`` completion); return
+        False when it did not apply (the runner then records the apply as
+        ``fail``, and the window it opened closes as if it never was)."""
 
     @abstractmethod
     def heal(self, action: Action, ctx: NemesisContext) -> bool:

@@ -10,8 +10,11 @@ extends it for the system to recover. Reading windows from the history,
 not from the scenario, means a stored run is re-checked with the windows
 it actually had, and a fault that never applied opens none.
 
-The apply event records the fault's number, kind, effect, grace and blast
-radius (see :class:`~knell.nemesis.kind.Radius`), so windows of a kind
+A window opens at the apply's ``invoke``, which the runner writes before
+the kind acts (an operation can fail in the instant between the kill and
+the event that records it); a ``fail`` of the apply (the fault did not
+take) removes the window. The apply events record the fault's number,
+kind, effect, grace and blast radius (see :class:`~knell.nemesis.kind.Radius`), so windows of a kind
 this knell does not know still count. Histories written before fault
 numbers existed (schedule version 1) are paired by kind and target, with
 the target as the only process touched.
@@ -96,6 +99,14 @@ class FaultWindows(Consumer):
         target = value.get("target")
         fault = value.get("fault")
         key = fault if fault is not None else (name, target)
+        opened = self._open.get(key)
+        if event["type"] == "fail":  # it did not apply: it never was a window
+            if opened is not None and opened.end is None:
+                del self._open[key]
+                self._forget(opened)
+            return
+        if opened is not None and opened.end is None and event["type"] != "invoke":
+            return  # the completion of an apply whose invoke opened the window
         radius = Radius.from_json(value.get("radius"))
         if not radius.processes and isinstance(target, str):
             radius = Radius(processes=frozenset({target}))
@@ -114,6 +125,13 @@ class FaultWindows(Consumer):
         self._open[key] = window
         for process in radius.processes | radius.indirect:
             self._by_process.setdefault(process, []).append(window)
+
+    def _forget(self, window: Window) -> None:
+        self.windows.remove(window)
+        for process in window.radius.processes | window.radius.indirect:
+            listed = self._by_process.get(process)
+            if listed is not None and window in listed:
+                listed.remove(window)
 
     def _healed(self, event: Event) -> None:
         if event["process"] != "nemesis":

@@ -81,7 +81,7 @@ class RunStats(_Figures, Consumer):
     @on("restart")
     @on("crash")
     def _fault(self, event: Event) -> None:
-        if event.get("process") != "nemesis":
+        if event.get("process") != "nemesis" or event.get("type") in ("invoke", "fail"):
             return
         f = str(event.get("f"))
         t = event["time"]
