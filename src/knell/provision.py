@@ -101,9 +101,30 @@ class Provision:
 
     # -- starting -----------------------------------------------------------------
 
+    def check(self) -> None:
+        """Refuse, before anything starts, a network fault on a process that
+        has no link to cut (it reaches a SQLite file directly)."""
+        from knell.nemesis.network import LinkFaultSpec
+
+        workers = self.scenario.workers()
+        for index, fault in enumerate(self.scenario.nemesis):
+            if not isinstance(fault, LinkFaultSpec):
+                continue
+            for name in self.scenario.targets(fault.target):
+                spec = workers.get(name)
+                if spec is None:
+                    continue  # a bridge: its own links are to the store
+                if spec.via != "bridge" and self.store.kind not in NETWORK_STORES:
+                    raise ProvisionError(
+                        f"nemesis[{index}] ({fault.fault}) targets {name}, which reaches a "
+                        f"{self.store.kind} store directly: there is no network link to fault "
+                        "(route it through a bridge with via = \"bridge\", or use a network store)"
+                    )
+
     def start(self, supervisor: Supervisor) -> None:
         """Links (if any), then bridges (started and ready), then every
         worker's endpoint. Workers start after this returns."""
+        self.check()
         if self.needs_links():
             try:
                 self.links = LinkSet.start(os.getpid(), self.owner)

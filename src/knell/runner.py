@@ -415,6 +415,7 @@ def run_scenario(
             open_bus(store.url, driver).close()  # creates the schema before workers race to
         except DriverError as exc:
             raise RunError(str(exc)) from None
+        Provision(scenario, run_dir, store, driver, owner).check()
     except BaseException:
         owner.close()
         shutil.rmtree(run_dir, ignore_errors=True)

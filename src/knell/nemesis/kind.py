@@ -222,6 +222,13 @@ class FaultKind(ABC):
         """What an action must carry to be replayed (default nothing)."""
         return {}
 
+    def occupies(self, target: str, scenario: Scenario) -> set[str]:
+        """What a fault on ``target`` holds while it lasts: the names no other
+        fault may hit at the same time (default: the target itself). A fault
+        on a link also holds what the link leads to, so a bridge is not
+        killed while a partition in front of it is being proven or healed."""
+        return {target}
+
     def expand(
         self,
         spec: FaultSpec,
@@ -241,7 +248,11 @@ class FaultKind(ABC):
         hold = self.hold(spec)
         params = self.params(spec)
         while t < stop:
-            free = [c for c in candidates if busy_until.get(c, -1.0) <= t]
+            free = [
+                c
+                for c in candidates
+                if all(busy_until.get(r, -1.0) <= t for r in self.occupies(c, scenario))
+            ]
             if not free:
                 t += spec.every * 0.25
                 continue
@@ -251,7 +262,8 @@ class FaultKind(ABC):
                 Action(round(t, 4), self.name, "apply", target, fault, params),
                 Action(round(heal, 4), self.name, "heal", target, fault, params),
             ]
-            busy_until[target] = heal + 0.05
+            for resource in self.occupies(target, scenario):
+                busy_until[resource] = heal + 0.05
             fault += 1
             t += spec.every * rng.uniform(1 - spec.jitter, 1 + spec.jitter)
         return actions

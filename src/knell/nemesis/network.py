@@ -116,6 +116,20 @@ class LinkFault(FaultKind):
             )
         return drawn
 
+    def occupies(self, target: str, scenario: Scenario) -> set[str]:
+        """The target's processes and what their links lead to (the bridges
+        they use, or the store): see :meth:`FaultKind.occupies`."""
+        members = set(scenario.targets(target))
+        held = set(members)
+        workers = scenario.workers()
+        for name in members:
+            spec = workers.get(name)
+            if spec is not None and spec.via == "bridge":
+                held |= set(scenario.bridges())
+            else:
+                held.add("store")
+        return held
+
     def params(self, spec: FaultSpec) -> dict[str, Any]:
         assert isinstance(spec, LinkFaultSpec)
         return {
