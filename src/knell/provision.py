@@ -118,7 +118,7 @@ class Provision:
                     raise ProvisionError(
                         f"nemesis[{index}] ({fault.fault}) targets {name}, which reaches a "
                         f"{self.store.kind} store directly: there is no network link to fault "
-                        "(route it through a bridge with via = \"bridge\", or use a network store)"
+                        '(route it through a bridge with via = "bridge", or use a network store)'
                     )
 
     def start(self, supervisor: Supervisor) -> None:
