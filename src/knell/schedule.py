@@ -8,8 +8,12 @@ expanded in file order, each by its fault kind's
 yields the same plan, and the plan is saved beside the history for replay
 and for the report.
 
-Faults on one target never overlap: a target that is down or paused is not
-chosen again until it has healed, so every fault has a clean heal.
+Faults never overlap on what they hold: a process that is down or paused,
+or a bridge behind a link being partitioned, is not chosen by another
+fault until the first has healed, so every fault has a clean heal. Each
+fault kind says what it holds; held time is tracked as intervals, so a
+spec expanded later still finds the gaps the earlier ones left (before
+that, a later spec only found time after the earlier one's last fault).
 
 ``schedule.json`` carries a ``version``. Version 2 actions name their kind
 and step (``{"kind": "kill", "step": "apply"}``) and may carry parameters;
@@ -27,7 +31,7 @@ from pathlib import Path
 from typing import Any, Literal, cast
 
 from knell.errors import KnellError
-from knell.nemesis.kind import Action
+from knell.nemesis.kind import Action, Busy
 from knell.nemesis.registry import kinds
 
 __all__ = ["VERSION", "Action", "Schedule", "ScheduleError", "expand"]
@@ -141,11 +145,11 @@ def expand(scenario: Any, seed: int | None = None) -> Schedule:
     """Turn the scenario's nemesis specs into timed actions."""
     seed = scenario.seed if seed is None else seed
     rng = random.Random(seed)
-    busy_until: dict[str, float] = {}
+    busy = Busy()
     actions: list[Action] = []
     registry = kinds()
     for spec in scenario.nemesis:
         kind = registry[spec.fault]
-        actions += kind.expand(spec, scenario, rng, busy_until, len(actions) // 2)
+        actions += kind.expand(spec, scenario, rng, busy, len(actions) // 2)
     actions.sort(key=Action.sort_key)
     return Schedule(seed=seed, duration=scenario.duration, actions=tuple(actions))

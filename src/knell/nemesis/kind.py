@@ -45,6 +45,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Action",
     "Band",
+    "Busy",
     "Effect",
     "FaultKind",
     "FaultSpec",
@@ -91,6 +92,19 @@ class Action:
 
     def sort_key(self) -> tuple[float, int, int]:
         return (self.at, self.fault, 0 if self.step == "apply" else 1)
+
+
+class Busy:
+    """Per name, the intervals (seconds) faults already hold it."""
+
+    def __init__(self) -> None:
+        self._held: dict[str, list[tuple[float, float]]] = {}
+
+    def clashes(self, name: str, start: float, end: float) -> bool:
+        return any(s < end and start < e for s, e in self._held.get(name, ()))
+
+    def hold(self, name: str, start: float, end: float) -> None:
+        self._held.setdefault(name, []).append((start, end))
 
 
 @dataclass(frozen=True)
@@ -234,12 +248,14 @@ class FaultKind(ABC):
         spec: FaultSpec,
         scenario: Scenario,
         rng: random.Random,
-        busy_until: dict[str, float],
+        busy: Busy,
         first_fault: int,
     ) -> list[Action]:
-        """Seeded actions for one spec. ``busy_until`` is shared by every
-        spec of the scenario: a target still inside a fault (plus 50 ms)
-        is not chosen again, so every fault has a clean heal."""
+        """Seeded actions for one spec. ``busy`` is shared by every spec of
+        the scenario: it holds, per name, the time intervals other faults
+        occupy it (plus 50 ms), and a target is chosen only when nothing
+        it would hold is busy during the whole fault, so every fault has a
+        clean heal whatever order the specs were expanded in."""
         candidates = self.targets(spec, scenario)
         stop = scenario.duration if spec.stop is None else min(spec.stop, scenario.duration)
         actions: list[Action] = []
@@ -248,10 +264,11 @@ class FaultKind(ABC):
         hold = self.hold(spec)
         params = self.params(spec)
         while t < stop:
+            until = t + hold + 0.05
             free = [
                 c
                 for c in candidates
-                if all(busy_until.get(r, -1.0) <= t for r in self.occupies(c, scenario))
+                if not any(busy.clashes(r, t, until) for r in self.occupies(c, scenario))
             ]
             if not free:
                 t += spec.every * 0.25
@@ -263,7 +280,7 @@ class FaultKind(ABC):
                 Action(round(heal, 4), self.name, "heal", target, fault, params),
             ]
             for resource in self.occupies(target, scenario):
-                busy_until[resource] = heal + 0.05
+                busy.hold(resource, t, until)
             fault += 1
             t += spec.every * rng.uniform(1 - spec.jitter, 1 + spec.jitter)
         return actions

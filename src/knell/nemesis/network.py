@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import Field
 
 from knell.durations import Duration
-from knell.nemesis.kind import Action, FaultKind, FaultSpec, NemesisContext, Radius
+from knell.nemesis.kind import Action, Busy, FaultKind, FaultSpec, NemesisContext, Radius
 
 if TYPE_CHECKING:
     from knell.nemesis.links import Link, LinkSet
@@ -93,12 +93,12 @@ class LinkFault(FaultKind):
         spec: FaultSpec,
         scenario: Scenario,
         rng: random.Random,
-        busy_until: dict[str, float],
+        busy: Busy,
         first_fault: int,
     ) -> list[Action]:
         assert isinstance(spec, LinkFaultSpec)
         members = scenario.targets(spec.target)
-        actions = super().expand(spec, scenario, rng, busy_until, first_fault)
+        actions = super().expand(spec, scenario, rng, busy, first_fault)
         drawn: list[Action] = []
         for action in actions:
             if action.step == "apply":
