@@ -176,7 +176,7 @@ class Provision:
             driver = spec.bus or self.driver
             if driver:
                 command += ["--driver", driver]
-            supervisor.add_command(name, command)
+            supervisor.add_command(name, command, ready)
             supervisor.start(name)
             self.bridge_urls[name] = f"http://127.0.0.1:{port}"
         self._wait_bridges(supervisor, bridges)

@@ -40,6 +40,9 @@ class WorkerProcess:
     spec_path: Path | None
     command: list[str] | None = None
     """argv of a process that is not a worker (``None``: a worker)."""
+    ready_file: Path | None = None
+    """A file the process writes once it serves (a bridge): a start is
+    confirmed only then (see :meth:`Supervisor.wait_ready`)."""
     incarnation: int = 0
     popen: subprocess.Popen[bytes] | None = None
     paused: bool = False
@@ -79,13 +82,30 @@ class Supervisor:
         self.workers[name] = worker
         return worker
 
-    def add_command(self, name: str, command: list[str]) -> WorkerProcess:
+    def add_command(
+        self, name: str, command: list[str], ready_file: Path | None = None
+    ) -> WorkerProcess:
         """A process started from ``command`` (run with this Python, in the
         run directory, leashed and logged like a worker): a bridge, say.
         Kill, pause and restart treat it like any worker."""
-        worker = WorkerProcess(name, None, list(command))
+        worker = WorkerProcess(name, None, list(command), ready_file)
         self.workers[name] = worker
         return worker
+
+    def wait_ready(self, name: str, timeout: float) -> bool:
+        """Wait until ``name`` serves (its ready file exists); True at once
+        for a process without one. False if it exited or did not make it."""
+        worker = self.workers[name]
+        if worker.ready_file is None:
+            return True
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if worker.ready_file.exists():
+                return True
+            if not worker.alive():
+                return False
+            time.sleep(0.02)
+        return worker.ready_file.exists()
 
     def _argv(self, worker: WorkerProcess) -> list[str]:
         if worker.command is not None:
@@ -107,6 +127,8 @@ class Supervisor:
         self._reap(worker)
         worker.incarnation += 1
         worker.paused = False
+        if worker.ready_file is not None:
+            worker.ready_file.unlink(missing_ok=True)
         worker.popen = subprocess.Popen(
             self._argv(worker),
             stdin=subprocess.DEVNULL,

@@ -14,7 +14,10 @@ from typing import Literal
 from knell.durations import Duration
 from knell.nemesis.kind import Action, Band, FaultKind, FaultSpec, NemesisContext, Radius
 
-__all__ = ["Kill", "KillSpec"]
+__all__ = ["READY_TIMEOUT", "Kill", "KillSpec"]
+
+READY_TIMEOUT = 20.0
+"""Seconds a restarted server (a bridge) has to serve again."""
 
 
 class KillSpec(FaultSpec):
@@ -54,7 +57,24 @@ class Kill(FaultKind):
             return False
         worker = ctx.supervisor.start(name)
         ctx.expected_down.discard(name)
-        ctx.record("restart", name, action=action, pid=worker.pid, incarnation=worker.incarnation)
+        # A server (a bridge) is back only once it serves again: the window
+        # lasts until then.
+        serving = ctx.supervisor.wait_ready(name, READY_TIMEOUT)
+        ctx.record(
+            "restart",
+            name,
+            action=action,
+            pid=worker.pid,
+            incarnation=worker.incarnation,
+            **({} if serving else {"error": "not serving again"}),
+        )
+        if not serving:
+            ctx.record(
+                "fault-failed",
+                name,
+                action=action,
+                error=f"{name} did not serve again within {READY_TIMEOUT:g} s of its restart",
+            )
         return True
 
     def heal_all(self, ctx: NemesisContext) -> None:
