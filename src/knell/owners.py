@@ -22,8 +22,8 @@ start time), never a later one that reused the number.
 Kinds of resources and who removes them:
 
 * ``process``: a process tree (killed with :func:`knell.platform.kill_tree`);
-* ``group``: a process group, a server and everything it forked
-  (:func:`knell.platform.kill_group`);
+* ``group``: a server, its process group and everything it forked
+  (:func:`knell.platform.signal_server`);
 * anything else (``container``, ``network``, ``volume`` ...): a reaper
   function registered in :data:`REAPERS` as ``"module:function"``, imported
   only when such a record is reaped.
@@ -41,14 +41,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from knell.platform import kill_group, kill_tree, pid_alive, process_started
+from knell.platform import kill_tree, pid_alive, process_started, signal_server
 
 __all__ = ["REAPERS", "Owner", "reap", "state_dir"]
 
-REAPERS: dict[str, str] = {}
+REAPERS: dict[str, str] = {"directory": "knell.stores.tempdirs:remove"}
 """Resource kind -> ``"module:function"`` that removes one record's
 resource (called with the record's dict). Registered by the modules that
-create such resources."""
+create such resources; the ones a reaping process may not have imported
+yet are listed here."""
 
 
 def state_dir() -> Path:
@@ -135,8 +136,9 @@ def _remove(record: dict[str, Any]) -> str | None:
         if not pid_alive(pid, float(started)):
             return None
         if kind == "group":
-            kill_group(pid)
-        kill_tree(pid)
+            signal_server(pid, "kill")
+        else:
+            kill_tree(pid)
         return f"{kind} {record.get('name', '')} (pid {pid})"
     target = REAPERS.get(str(kind))
     if target is None:

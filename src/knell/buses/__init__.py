@@ -7,6 +7,10 @@ mutant and a user's own bus all run the same scenarios and checks.
 Driver URLs:
 
 * ``sqlite:///abs/path/file.db?poll_interval=0.1`` -- the reference bus.
+* ``postgresql://user@host:port/db?schema=knell`` (or ``postgres://``) --
+  the Postgres bus (:mod:`knell.buses.postgres`).
+* ``redis://host:port/0?prefix=knell:`` -- the Redis bus
+  (:mod:`knell.buses.redis`).
 * Schemes registered under the ``knell.buses`` entry-point group: the
   entry point's name is the URL scheme, its object a ``factory(url)``.
 
@@ -60,10 +64,20 @@ class DriverError(Exception):
 
 
 def _builtin(scheme: str) -> Factory | None:
+    """The reference bus of a URL scheme. Imported on demand: a SQLite run
+    never loads psycopg or redis-py."""
     if scheme == "sqlite":
         from knell.buses.sqlite import open_sqlite
 
         return open_sqlite
+    if scheme in ("postgresql", "postgres"):
+        from knell.buses.postgres import open_postgres
+
+        return open_postgres
+    if scheme in ("redis", "rediss"):
+        from knell.buses.redis import open_redis
+
+        return open_redis
     return None
 
 
@@ -105,7 +119,8 @@ def resolve_driver(url: str, driver: str | None = None) -> Factory:
             return loaded  # type: ignore[no-any-return]
     raise DriverError(
         f"bus driver {url!r}: unknown scheme {scheme!r} "
-        "(built in: sqlite://; or give module:factory, or register a knell.buses entry point)"
+        "(built in: sqlite://, postgresql://, redis://; or give module:factory, "
+        "or register a knell.buses entry point)"
     )
 
 
