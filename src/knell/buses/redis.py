@@ -229,6 +229,7 @@ class RedisBus:
             retry=Retry(NoBackoff(), 0),
             decode_responses=True,
             health_check_interval=0,
+            protocol=2,  # plain arrays for every reply (RESP3 turns some into maps)
         )
         try:
             self._conn: Connection = connection_class(**kwargs)
