@@ -4,31 +4,43 @@
 the bus, connects, sleeps until the wall-clock ``START_AT`` (so every racer
 starts in the same millisecond), runs its role and prints one JSON line:
 
-* ``post``: COUNT posts of ``NAME:i`` on channel ``race``: ``{"seqs": [...]}``;
+* ``post``: COUNT posts of ``NAME:i`` on channel ``race``: ``{"seqs": [...],
+  "failed": n}`` (posts refused with an error are counted, not fatal);
 * ``post-keys``: COUNT posts with the keys ``k0``... shared by every racer:
   ``{"got": [[key, seq, body], ...]}``;
 * ``ack``: COUNT acks of handle ``w`` on ``race``, ascending (seed 0) or in a
   seeded random order: ``{"acks": [[up_to, cursor], ...]}``;
+* ``watch``: COUNT reads of handle ``w``'s cursor: ``{"cursors": [...]}``;
 * ``subscribe``: subscribe handle ``NAME`` at head: ``{"cursor": n}``.
+
+``$KNELL_RACE_DRIVER`` (``module:factory``) opens a bus other than the URL's
+reference bus: a mutant, to show that the race exposes its bug.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import random
 import sys
 import time
 
-from knell.buses import open_bus
+from knell.buses import BusError, open_bus
 
 
 def main(url: str, role: str, name: str, count: int, start_at: float, seed: int) -> None:
-    bus = open_bus(url)
+    bus = open_bus(url, os.environ.get("KNELL_RACE_DRIVER") or None)
     bus.head("race")  # connected before the start
     time.sleep(max(0.0, start_at - time.time()))
     out: dict[str, object]
     if role == "post":
-        out = {"seqs": [bus.post("race", f"{name}:{i}", name).seq for i in range(count)]}
+        seqs, failed = [], 0
+        for i in range(count):
+            try:
+                seqs.append(bus.post("race", f"{name}:{i}", name).seq)
+            except BusError:  # a mutant may refuse some; the reference never does
+                failed += 1
+        out = {"seqs": seqs, "failed": failed}
     elif role == "post-keys":
         got = []
         for i in range(count):
@@ -40,6 +52,8 @@ def main(url: str, role: str, name: str, count: int, start_at: float, seed: int)
         if seed:
             random.Random(seed).shuffle(order)
         out = {"acks": [[up_to, bus.ack("w", "race", up_to)] for up_to in order]}
+    elif role == "watch":
+        out = {"cursors": [bus.cursor("w", "race") for _ in range(count)]}
     elif role == "subscribe":
         out = {"cursor": bus.subscribe(name, "race")}
     else:

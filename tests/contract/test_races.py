@@ -8,6 +8,7 @@ processes with their own connections, at the same moment.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -21,8 +22,12 @@ from tests.integration.conftest import REPO
 pytestmark = pytest.mark.integration
 
 
-def race(url: str, *racers: tuple[str, str, int, int]) -> list[dict[str, Any]]:
-    """Run racers ``(role, name, count, seed)`` at once; their JSON outputs."""
+def race(
+    url: str, *racers: tuple[str, str, int, int], driver: str | None = None
+) -> list[dict[str, Any]]:
+    """Run racers ``(role, name, count, seed)`` at once (through ``driver``
+    when given); their JSON outputs."""
+    env = {**os.environ, "KNELL_RACE_DRIVER": driver or ""}
     start_at = time.time() + 1.5
     procs = [
         subprocess.Popen(
@@ -41,6 +46,7 @@ def race(url: str, *racers: tuple[str, str, int, int]) -> list[dict[str, Any]]:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
+            env=env,
         )
         for role, name, count, seed in racers
     ]
@@ -55,6 +61,7 @@ def race(url: str, *racers: tuple[str, str, int, int]) -> list[dict[str, Any]]:
 def test_concurrent_posts_get_dense_distinct_seqs(url: str) -> None:
     n = 150
     outputs = race(url, ("post", "p1", n, 0), ("post", "p2", n, 0), ("post", "p3", n, 0))
+    assert [o["failed"] for o in outputs] == [0, 0, 0]
     seqs = [s for o in outputs for s in o["seqs"]]
     assert sorted(seqs) == list(range(1, 3 * n + 1))
     bus = open_bus(url)
@@ -91,11 +98,14 @@ def test_concurrent_acks_never_move_a_cursor_back(url: str) -> None:
         bus.subscribe("w", "race")
         for i in range(n):
             bus.post("race", f"m{i}", "p")
-        a, b = race(url, ("ack", "up", n, 0), ("ack", "shuffled", n, 7))
+        a, b, watcher = race(
+            url, ("ack", "up", n, 0), ("ack", "shuffled", n, 7), ("watch", "reader", 3 * n, 0)
+        )
         for out in (a, b):
             cursors = [cursor for _, cursor in out["acks"]]
             assert all(cursor >= up_to for up_to, cursor in out["acks"])
             assert cursors == sorted(cursors), "a cursor this process saw went back"
+        assert watcher["cursors"] == sorted(watcher["cursors"]), "a reader saw the cursor go back"
         assert bus.cursor("w", "race") == n
     finally:
         bus.close()

@@ -96,6 +96,7 @@ from knell.buses.contract import (
 __all__ = ["SCHEMA_NAME", "PostgresBus", "open_postgres", "schema_sql"]
 
 T = TypeVar("T")
+_P = TypeVar("_P", bound="PostgresBus")
 
 SCHEMA_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,47}")
 """A schema name knell accepts: a plain identifier, short enough that the
@@ -439,8 +440,12 @@ class PostgresBus:
                 conn.execute(
                     "SELECT pg_advisory_xact_lock(%s)", (_lockspace(self.schema) ^ 0x5EED,)
                 )
-                conn.execute(schema_sql(self.schema))
+                conn.execute(self._ddl())
         self._schema_ready = True
+
+    def _ddl(self) -> str:
+        """The schema this bus creates (a mutant may loosen it)."""
+        return schema_sql(self.schema)
 
     def _drop(self) -> None:
         self._listening = False
@@ -610,6 +615,11 @@ class PostgresBus:
             self._dog.close()
             self._drop()
 
+    @classmethod
+    def from_url(cls: type[_P], url: str) -> _P:
+        """Open from a ``postgresql://`` driver URL (see the module docstring)."""
+        return _from_url(cls, url)
+
 
 def _one_line(exc: BaseException) -> str:
     text = str(exc).strip() or type(exc).__name__
@@ -618,13 +628,17 @@ def _one_line(exc: BaseException) -> str:
 
 def open_postgres(url: str) -> PostgresBus:
     """Build a :class:`PostgresBus` from a ``postgresql://`` driver URL."""
+    return PostgresBus.from_url(url)
+
+
+def _from_url(cls: type[_P], url: str) -> _P:
     client, options = split_url(
         url,
         namespace_key="schema",
         namespace_check=SCHEMA_NAME,
         schemes=("postgresql", "postgres"),
     )
-    return PostgresBus(
+    return cls(
         client,
         schema=options.namespace or "knell",
         poll_interval=options.poll_interval,

@@ -58,7 +58,7 @@ import contextlib
 import re
 import threading
 import time
-from typing import Any
+from typing import Any, TypeVar
 
 from redis.backoff import NoBackoff
 from redis.connection import Connection, parse_url
@@ -82,6 +82,8 @@ from knell.buses.contract import (
 )
 
 __all__ = ["PREFIX", "RedisBus", "Script", "open_redis"]
+
+_R = TypeVar("_R", bound="RedisBus")
 
 PREFIX = re.compile(r"[A-Za-z0-9_.:{}\-]{1,64}")
 """A key prefix knell accepts (no spaces or glob characters, so a run's keys
@@ -236,6 +238,7 @@ class RedisBus:
         except TypeError as exc:
             raise ValueError(f"bad redis URL option in {redact(url)}: {exc}") from None
         self._live = False
+        self.client_url = url
         self.display = display or redact(url)
         self.prefix = prefix
         self.poll_interval = poll_interval
@@ -455,6 +458,11 @@ class RedisBus:
         with self._lock:
             self._disconnect()
 
+    @classmethod
+    def from_url(cls: type[_R], url: str) -> _R:
+        """Open from a ``redis://`` driver URL (see the module docstring)."""
+        return _from_url(cls, url)
+
 
 def _one_line(exc: BaseException) -> str:
     text = str(exc).strip() or type(exc).__name__
@@ -463,10 +471,14 @@ def _one_line(exc: BaseException) -> str:
 
 def open_redis(url: str) -> RedisBus:
     """Build a :class:`RedisBus` from a ``redis://`` driver URL."""
+    return RedisBus.from_url(url)
+
+
+def _from_url(cls: type[_R], url: str) -> _R:
     client, options = split_url(
         url, namespace_key="prefix", namespace_check=PREFIX, schemes=("redis", "rediss", "unix")
     )
-    return RedisBus(
+    return cls(
         client,
         prefix=options.namespace or "knell:",
         poll_interval=options.poll_interval,

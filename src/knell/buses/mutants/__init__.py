@@ -10,7 +10,8 @@ require that the shipped, generic scenarios catch it, with the check that
 names that promise. ``knell matrix`` runs them and prints the measured
 failure-mode matrix.
 
-One module per store (:mod:`.sqlite` today), each mutant declared once with
+One module per store (:mod:`.sqlite`, :mod:`.postgres`, :mod:`.redis`),
+each mutant declared once with
 :func:`~knell.buses.mutants.registry.mutant` on its class. A mutant is
 reached through the ordinary driver path, exactly as a user's own bus
 would be::
@@ -31,16 +32,18 @@ from knell.buses.mutants.registry import MUTANTS, Mutant, mutant
 
 __all__ = ["MUTANTS", "Mutant", "all_mutants", "mutant"]
 
-_MODULES = ("sqlite",)
+_MODULES = ("sqlite", "postgres", "redis")
 """The mutant modules, imported on first use (some need a server's client
 library, which a SQLite-only run never loads)."""
 
 
-def all_mutants() -> dict[str, Mutant]:
-    """Every mutant of every store, by name."""
+def all_mutants(store: str | None = None) -> dict[str, Mutant]:
+    """Every mutant of every store (or of one ``store``), by name."""
     for module in _MODULES:
         importlib.import_module(f"{__name__}.{module}")
-    return MUTANTS
+    if store is None:
+        return MUTANTS
+    return {name: m for name, m in MUTANTS.items() if m.store == store}
 
 
 def __getattr__(attr: str) -> Any:
