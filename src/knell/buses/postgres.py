@@ -1,37 +1,40 @@
 """The Postgres bus: the reference broadcast contract on a Postgres server.
 
-Many OS processes, each with its own connection, write at once. Every
-read-modify-write therefore runs *inside the server*, as one call of a
-PL/pgSQL function in one autocommit statement, so there is one round trip
-and no client-side window in which another process can act:
+Many OS processes, each with its own connection, write at once. No
+read-modify-write is ever decided on the client: each is one autocommit
+statement whose invariant is enforced by the server, at the moment of the
+write, so there is no window in which another process can act:
 
-* **post** takes a transaction-level advisory lock on the channel
-  (``pg_advisory_xact_lock(<schema>, hashtext(channel))``), then looks the
-  idempotency key up, then appends at ``MAX(seq) + 1``. Under READ
-  COMMITTED each statement of a volatile function takes a fresh snapshot,
-  and Postgres makes a commit visible before it releases the committer's
-  locks, so the lookup and the ``MAX`` that follow the lock see every
-  earlier append of the channel. Seqs are dense and, because appends of
-  one channel commit in lock order, *committed in seq order*: a reader
-  never sees seq 7 before seq 6 is visible (the trap of a ``SEQUENCE`` or
-  an identity column, whose numbers are handed out before their rows
-  commit). ``PRIMARY KEY (channel, seq)`` and a unique index on
-  ``(channel, idem_key)`` are the safety net: a bug would surface as a
-  unique violation (a definite error), never as a duplicate.
-  Why an advisory lock and not a per-channel counter row: it serializes
-  exactly the same, with one write fewer per post. Why not SERIALIZABLE
-  with retry: every append of a channel conflicts with every other, so it
-  would retry constantly where a lock simply queues.
+* **post** is one ``INSERT ... SELECT MAX(seq) + 1 ... ON CONFLICT DO
+  NOTHING RETURNING seq``. The primary key ``(channel, seq)`` is a
+  compare-and-set: a ``MAX`` read from a snapshot that another producer
+  has overtaken names a seq that exists (or is being inserted: the insert
+  waits for that transaction), so nothing is inserted and the post is
+  retried in a fresh snapshot; a ``MAX`` that is current is exactly the
+  next seq. The unique index on ``(channel, idem_key)`` arbitrates the
+  idempotency key the same way, inside the same insert: a repeated key
+  inserts nothing, and the post returns the original. Seqs are dense,
+  and *committed in seq order*: seq k + 1 can only be computed from a
+  snapshot in which k is committed, so a reader never sees 7 while 6 is
+  still in flight (the trap of a ``SEQUENCE`` or an identity column,
+  whose numbers are handed out before their rows commit). This is the
+  SQLite reference's "guessed seq" fast path, with the server's unique
+  indexes as the arbiter. Why not a lock: a per-channel advisory lock or
+  counter row serializes the same, but costs a PL/pgSQL call or a second
+  write per post, a third more time per post here. Why not SERIALIZABLE:
+  every append of a channel conflicts with every other, so it would
+  abort and retry wholesale where a unique index just says no.
 * **ack** is ``UPDATE ... SET acked = GREATEST(acked, up_to)``: a
-  concurrent update of the same row is re-evaluated on the newest row
-  version, so the forward-only clamp holds across processes. The head it
-  compares ``up_to`` with only grows, so any committed snapshot will do.
-* **subscribe** is ``INSERT ... ON CONFLICT DO NOTHING`` then a re-read in
-  a fresh snapshot: of two processes subscribing one new handle, the
+  concurrent update of the same row makes this one wait and re-evaluate
+  on the newest row version, so the forward-only clamp holds across
+  processes. The head it compares ``up_to`` with only grows, so the
+  statement's snapshot is good enough.
+* **subscribe** is ``INSERT ... ON CONFLICT DO NOTHING``, then a re-read
+  in a fresh snapshot: of two processes subscribing one new handle, the
   second waits for the first and returns its cursor.
 
-Sessions are pinned to READ COMMITTED (a server whose default is
-REPEATABLE READ would hand the post function a stale snapshot).
+Sessions are pinned to READ COMMITTED (under REPEATABLE READ a retried
+post would read the same stale ``MAX`` again).
 
 **Errors.** A call that could not connect never reached the server:
 :class:`~knell.buses.contract.DefiniteError`. An ERROR reply (a statement
@@ -121,88 +124,44 @@ CREATE TABLE IF NOT EXISTS {s}.cursors (
     acked bigint NOT NULL,
     PRIMARY KEY (handle, channel)
 );
-CREATE OR REPLACE FUNCTION {s}.knell_post(
-    p_channel text, p_body text, p_sender text, p_key text, p_notify text
-) RETURNS TABLE (o_seq bigint, o_body text, o_sender text, o_fresh boolean)
-LANGUAGE plpgsql VOLATILE AS $fn$
-DECLARE
-    v_seq bigint;
-BEGIN
-    PERFORM pg_advisory_xact_lock({lockspace}, hashtext(p_channel));
-    IF p_key IS NOT NULL THEN
-        RETURN QUERY SELECT m.seq, m.body, m.sender, false FROM {s}.messages m
-            WHERE m.channel = p_channel AND m.idem_key = p_key;
-        IF FOUND THEN
-            RETURN;
-        END IF;
-    END IF;
-    SELECT COALESCE(MAX(m.seq), 0) + 1 INTO v_seq FROM {s}.messages m
-        WHERE m.channel = p_channel;
-    INSERT INTO {s}.messages (channel, seq, body, sender, idem_key, posted_at)
-        VALUES (p_channel, v_seq, p_body, p_sender, p_key,
-                extract(epoch FROM clock_timestamp()));
-    IF p_notify IS NOT NULL THEN
-        PERFORM pg_notify(p_notify, p_channel);
-    END IF;
-    RETURN QUERY SELECT v_seq, p_body, p_sender, true;
-END
-$fn$;
-CREATE OR REPLACE FUNCTION {s}.knell_subscribe(
-    p_handle text, p_channel text, p_at_head boolean
-) RETURNS bigint
-LANGUAGE plpgsql VOLATILE AS $fn$
-DECLARE
-    v bigint;
-BEGIN
-    SELECT c.acked INTO v FROM {s}.cursors c
-        WHERE c.handle = p_handle AND c.channel = p_channel;
-    IF FOUND THEN
-        RETURN v;
-    END IF;
-    INSERT INTO {s}.cursors (handle, channel, acked)
-        VALUES (p_handle, p_channel, CASE WHEN p_at_head THEN
-            (SELECT COALESCE(MAX(m.seq), 0) FROM {s}.messages m WHERE m.channel = p_channel)
-            ELSE 0 END)
-        ON CONFLICT (handle, channel) DO NOTHING
-        RETURNING acked INTO v;
-    IF FOUND THEN
-        RETURN v;
-    END IF;
-    -- Another process subscribed this handle meanwhile: this statement's
-    -- fresh snapshot sees its committed row.
-    SELECT c.acked INTO v FROM {s}.cursors c
-        WHERE c.handle = p_handle AND c.channel = p_channel;
-    RETURN v;
-END
-$fn$;
-CREATE OR REPLACE FUNCTION {s}.knell_ack(
-    p_handle text, p_channel text, p_up_to bigint
-) RETURNS TABLE (o_status int, o_value bigint)
-LANGUAGE plpgsql VOLATILE AS $fn$
-DECLARE
-    v_head bigint;
-    v_acked bigint;
-BEGIN
-    SELECT COALESCE(MAX(m.seq), 0) INTO v_head FROM {s}.messages m
-        WHERE m.channel = p_channel;
-    IF p_up_to > v_head THEN
-        RETURN QUERY SELECT 2, v_head;
-        RETURN;
-    END IF;
-    UPDATE {s}.cursors c SET acked = GREATEST(c.acked, p_up_to)
-        WHERE c.handle = p_handle AND c.channel = p_channel
-        RETURNING c.acked INTO v_acked;
-    IF NOT FOUND THEN
-        RETURN QUERY SELECT 1, 0::bigint;
-        RETURN;
-    END IF;
-    RETURN QUERY SELECT 0, v_acked;
-END
-$fn$;
 """
-"""The schema, created once per schema under a transaction-level advisory
-lock (concurrent ``CREATE ... IF NOT EXISTS`` races in Postgres). The
-last object created, ``knell_ack``, marks a complete schema."""
+"""The schema, created in one transaction under an advisory lock
+(concurrent ``CREATE ... IF NOT EXISTS`` races in Postgres), so once
+``cursors`` exists everything does."""
+
+_APPEND = (
+    "WITH appended AS ("
+    "INSERT INTO {s}.messages (channel, seq, body, sender, idem_key, posted_at)"
+    " SELECT %(c)s, COALESCE(MAX(seq), 0) + 1, %(b)s, %(s)s, %(k)s, %(t)s"
+    " FROM {s}.messages WHERE channel = %(c)s"
+    " ON CONFLICT DO NOTHING RETURNING seq)"
+    " SELECT seq, CASE WHEN %(n)s::text IS NOT NULL THEN pg_notify(%(n)s, %(c)s) END"
+    " FROM appended"
+)
+"""The whole append, arbitrated by the unique indexes (see the module
+docstring); a notification only when a row was appended, delivered at
+commit. No row back: a seq or the key was taken, nothing was written."""
+_ORIGINAL = "SELECT seq, body, sender FROM {s}.messages WHERE channel = %s AND idem_key = %s"
+_SUBSCRIBE = (
+    "INSERT INTO {s}.cursors (handle, channel, acked)"
+    " SELECT %(h)s, %(c)s, CASE WHEN %(head)s"
+    " THEN (SELECT COALESCE(MAX(seq), 0) FROM {s}.messages WHERE channel = %(c)s) ELSE 0 END"
+    " ON CONFLICT (handle, channel) DO NOTHING RETURNING acked"
+)
+_ACK = (
+    "WITH h AS (SELECT COALESCE(MAX(seq), 0) AS head FROM {s}.messages WHERE channel = %(c)s),"
+    " moved AS (UPDATE {s}.cursors SET acked = GREATEST(acked, %(u)s)"
+    " WHERE handle = %(h)s AND channel = %(c)s AND %(u)s <= (SELECT head FROM h)"
+    " RETURNING acked)"
+    " SELECT (SELECT head FROM h), (SELECT acked FROM moved)"
+)
+"""The clamp and the head check in one statement: the head, and the new
+cursor (NULL when ``up_to`` is beyond the head or the handle is not
+subscribed)."""
+
+APPEND_RETRIES = 100
+"""A post that lost this many races in a row gives up (definitely not
+appended): each lost race means another post of the channel committed."""
 
 _FETCH_FROM_CURSOR = (
     "SELECT c.acked, m.seq, m.body, m.sender, m.idem_key FROM {s}.cursors c"
@@ -249,12 +208,12 @@ def schema_sql(schema: str) -> str:
     """The DDL of the bus's tables and functions in ``schema``."""
     if not SCHEMA_NAME.fullmatch(schema):
         raise ValueError(f"schema {schema!r} is not a valid name ({SCHEMA_NAME.pattern})")
-    return _DDL.format(s=f'"{schema}"', lockspace=_lockspace(schema))
+    return _DDL.format(s=f'"{schema}"')
 
 
 def _lockspace(schema: str) -> int:
-    """A stable 32-bit number per schema: the first key of the advisory
-    locks, so two runs sharing a server never queue behind each other."""
+    """A stable 32-bit number per schema: the advisory lock its creation
+    takes, so runs sharing a server never queue behind each other."""
     value = 0
     for byte in f"knell:{schema}".encode():
         value = (value * 131 + byte) % 2_147_483_647
@@ -386,10 +345,11 @@ class PostgresBus:
                 "cursor": _CURSOR,
                 "arm": _ARM,
                 "poll": _POLL,
-                "post": "SELECT * FROM {s}.knell_post(%s, %s, %s, %s, %s)",
-                "subscribe": "SELECT {s}.knell_subscribe(%s, %s, %s)",
-                "ack": "SELECT * FROM {s}.knell_ack(%s, %s, %s)",
-                "ready": "SELECT to_regprocedure('{s}.knell_ack(text, text, bigint)')",
+                "append": _APPEND,
+                "original": _ORIGINAL,
+                "subscribe": _SUBSCRIBE,
+                "ack": _ACK,
+                "ready": "SELECT to_regclass('{s}.cursors')",
             }.items()
         }
         self._lock = threading.RLock()
@@ -437,9 +397,7 @@ class PostgresBus:
         row = conn.execute(self._q["ready"]).fetchone()
         if row is None or row[0] is None:
             with conn.transaction():
-                conn.execute(
-                    "SELECT pg_advisory_xact_lock(%s)", (_lockspace(self.schema) ^ 0x5EED,)
-                )
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (_lockspace(self.schema),))
                 conn.execute(self._ddl())
         self._schema_ready = True
 
@@ -487,20 +445,41 @@ class PostgresBus:
     def post(
         self, channel: str, body: str, sender: str, idempotency_key: str | None = None
     ) -> Message:
-        args = (channel, body, sender, idempotency_key, self.notify_channel)
-        row = self._run("post", True, lambda c: c.execute(self._q["post"], args).fetchone())
-        if row is None:  # pragma: no cover - the function always returns a row
-            raise IndeterminateError("postgres post: no result row")
-        return Message(channel, int(row[0]), row[1], row[2], idempotency_key)
+        args = {
+            "c": channel,
+            "b": body,
+            "s": sender,
+            "k": idempotency_key,
+            "t": time.time(),
+            "n": self.notify_channel,
+        }
+        for _ in range(APPEND_RETRIES):
+            row = self._run("post", True, lambda c: c.execute(self._q["append"], args).fetchone())
+            if row is not None:
+                return Message(channel, int(row[0]), body, sender, idempotency_key)
+            # Nothing was written: the key is taken, or another post took the seq.
+            if idempotency_key is not None:
+                found = self._run(
+                    "post",
+                    False,
+                    lambda c: c.execute(self._q["original"], (channel, idempotency_key)).fetchone(),
+                )
+                if found is not None:
+                    return Message(channel, int(found[0]), found[1], found[2], idempotency_key)
+        raise DefiniteError(f"postgres post: lost {APPEND_RETRIES} races for a seq of {channel!r}")
 
     def subscribe(self, handle: str, channel: str, at: JoinAt = "head") -> int:
         if at not in ("head", "start"):
             raise DefiniteError(f"subscribe at must be 'head' or 'start', got {at!r}")
-        args = (handle, channel, at == "head")
+        args = {"h": handle, "c": channel, "head": at == "head"}
         row = self._run(
             "subscribe", True, lambda c: c.execute(self._q["subscribe"], args).fetchone()
         )
-        return int(row[0]) if row is not None else 0
+        if row is not None:
+            return int(row[0])
+        # Subscribed already (perhaps a moment ago, by another process): this
+        # statement's fresh snapshot sees that cursor.
+        return self.cursor(handle, channel)
 
     def fetch(
         self, handle: str, channel: str, after: int | None = None, limit: int = 100
@@ -524,16 +503,14 @@ class PostgresBus:
         return [Message(channel, int(s), b, snd, k) for _, s, b, snd, k in rows if s is not None]
 
     def ack(self, handle: str, channel: str, up_to: int) -> int:
-        args = (handle, channel, up_to)
+        args = {"h": handle, "c": channel, "u": up_to}
         row = self._run("ack", True, lambda c: c.execute(self._q["ack"], args).fetchone())
-        if row is None:  # pragma: no cover
-            raise IndeterminateError("postgres ack: no result row")
-        status, value = int(row[0]), int(row[1])
-        if status == 2:
-            raise AckBeyondHead(f"ack {up_to} is beyond head {value} of {channel!r}")
-        if status == 1:
+        head = int(row[0]) if row is not None else 0
+        if row is None or row[1] is None:
+            if up_to > head:
+                raise AckBeyondHead(f"ack {up_to} is beyond head {head} of {channel!r}")
             raise DefiniteError(f"{handle!r} is not subscribed to {channel!r}")
-        return value
+        return int(row[1])
 
     def cursor(self, handle: str, channel: str) -> int:
         row = self._run(

@@ -82,7 +82,8 @@ def _original(
     failure_mode="Seq computed as MAX(seq)+1 in a READ COMMITTED transaction, without a lock",
     killed_by=("no-duplicate-seq",),
     scenarios=(KILL_CONSUMERS, STORE_CRASH),
-    rule="Seq assignment takes a per-channel lock before it reads MAX(seq)",
+    rule="The primary key (channel, seq) arbitrates: a post whose MAX(seq) went stale inserts "
+    "nothing and retries",
     store="postgres",
 )
 class SeqOutsideLockBus(_PgMutant):
@@ -93,10 +94,10 @@ class SeqOutsideLockBus(_PgMutant):
     committed when it started, and nothing stops two producers from
     reading the same maximum before either commits, so both append the same
     seq. (A transaction is not a lock: only SERIALIZABLE, an explicit lock
-    or a unique constraint would catch it.) The reference's primary key
-    would turn the collision into an error, so this mutant's schema
-    (``<schema>_loose``) lets duplicates through, as a table keyed by a
-    surrogate id does. Proven by ``no-duplicate-seq``.
+    or a unique constraint arbitrating the insert would catch it.) The
+    reference lets its primary key decide, so this mutant's schema
+    (``<schema>_loose``) has none, as a table keyed by a surrogate id.
+    Proven by ``no-duplicate-seq``.
     """
 
     suffix = "loose"
@@ -140,7 +141,7 @@ class SeqOutsideLockBus(_PgMutant):
     failure_mode="Seq taken from a SEQUENCE: numbers commit out of order, a reader skips one",
     killed_by=("no-loss",),
     scenarios=(KILL_CONSUMERS,),
-    rule="Seqs of a channel are assigned under its lock, so they commit in seq order",
+    rule="A seq is computed from a snapshot holding every lower seq, so seqs commit in order",
     store="postgres",
 )
 class SeqFromSequenceBus(_PgMutant):
