@@ -39,7 +39,7 @@ library, which a SQLite-only run never loads)."""
 
 def all_mutants(store: str | None = None) -> dict[str, Mutant]:
     """Every mutant of every store (or of one ``store``), by name."""
-    for module in _MODULES:
+    for module in _MODULES if store is None else [m for m in _MODULES if m == store]:
         importlib.import_module(f"{__name__}.{module}")
     if store is None:
         return MUTANTS
@@ -47,8 +47,12 @@ def all_mutants(store: str | None = None) -> dict[str, Mutant]:
 
 
 def __getattr__(attr: str) -> Any:
-    """``knell.buses.mutants:<snake_name>``: the mutant's ``from_url``."""
-    for m in all_mutants().values():
-        if m.attr == attr:
-            return m.cls.from_url
+    """``knell.buses.mutants:<snake_name>``: the mutant's ``from_url``. The
+    store modules are searched in order and imported only as far as needed,
+    so a SQLite mutant's workers never import a server's client library."""
+    for module in _MODULES:
+        importlib.import_module(f"{__name__}.{module}")
+        for m in MUTANTS.values():
+            if m.attr == attr:
+                return m.cls.from_url
     raise AttributeError(f"module {__name__!r} has no mutant factory {attr!r}")
