@@ -140,7 +140,7 @@ class SeqOutsideLockBus(_PgMutant):
     "postgres-seq-from-sequence",
     failure_mode="Seq taken from a SEQUENCE: numbers commit out of order, a reader skips one",
     killed_by=("no-loss",),
-    scenarios=(KILL_CONSUMERS,),
+    scenarios=(KILL_CONSUMERS, STORE_CRASH),
     rule="A seq is computed from a snapshot holding every lower seq, so seqs commit in order",
     store="postgres",
 )
