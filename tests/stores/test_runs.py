@@ -25,28 +25,33 @@ pytestmark = pytest.mark.integration
 
 
 def run_with_store_faults(
-    store: Store, tmp_path: Path, scenario: str, driver: str | None = None
+    store: Store, tmp_path: Path, scenario: str, driver: str | None = None, *, pause: bool = True
 ) -> dict[str, object]:
     """``knell run`` of ``scenario`` on ``store`` while the store is crashed
-    (and restarted) and paused, in turn; the run's results.json."""
-    stop = threading.Event()
+    and restarted, then paused (or crashed again), mid-run; the run's
+    results.json. The faults end well before the run does: the runner's
+    final drain must find the store healed, as the real nemesis leaves it."""
     faults: list[str] = []
 
     def nemesis() -> None:
-        stop.wait(2.0)
-        while not stop.is_set():
-            if len(faults) % 2 == 0:
-                store.crash()
-                time.sleep(0.2)
-                store.restart()
-                store.wait_ready(60)
-                faults.append("crash")
-            else:
-                store.pause()
-                time.sleep(0.8)
-                store.resume()
-                faults.append("pause")
-            stop.wait(1.5)
+        time.sleep(2.5)
+        store.crash()
+        time.sleep(0.2)
+        store.restart()
+        store.wait_ready(60)
+        faults.append("crash")
+        time.sleep(1.5)
+        if pause:
+            store.pause()
+            time.sleep(0.8)
+            store.resume()
+            faults.append("pause")
+        else:
+            store.crash()
+            time.sleep(0.2)
+            store.restart()
+            store.wait_ready(60)
+            faults.append("crash")
 
     env = {
         **os.environ,
@@ -78,9 +83,8 @@ def run_with_store_faults(
             timeout=240,
         )
     finally:
-        stop.set()
         thread.join()
-    assert "crash" in faults and "pause" in faults, faults
+    assert len(faults) == 2, faults
     results = json.loads((tmp_path / scenario / "latest" / "results.json").read_text())
     results["stdout"] = proc.stdout
     return results
@@ -115,5 +119,7 @@ def test_unlogged_tables_lose_acked_posts_in_a_store_crash(tmp_path: Path) -> No
     spec = StoreSpec(kind="postgres", poll_interval=0.05, op_timeout=2)
     with create_store(spec, tmp_path / "server") as store:
         driver = all_mutants("postgres")["postgres-unlogged-tables"].factory
-        results = run_with_store_faults(store, tmp_path, "kill-consumers", driver)
-    assert "no-loss" in _invalid(results)
+        results = run_with_store_faults(store, tmp_path, "kill-consumers", driver, pause=False)
+    # Every acknowledged post before a crash is forgotten: seqs are reused
+    # by the posts after it, and backlogs not yet handled are gone.
+    assert {"no-loss", "no-duplicate-seq"} & set(_invalid(results)), _invalid(results)
