@@ -20,3 +20,6 @@ def require_server(name: str, available: bool, how: str = "") -> None:
     if os.environ.get("KNELL_REQUIRE_SERVERS") == "1":
         pytest.fail(f"{reason} (KNELL_REQUIRE_SERVERS=1: CI must provide it)", pytrace=False)
     pytest.skip(reason)
+
+
+pytest_plugins = ["tests.servers"]

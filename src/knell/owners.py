@@ -22,8 +22,8 @@ start time), never a later one that reused the number.
 Kinds of resources and who removes them:
 
 * ``process``: a process tree (killed with :func:`knell.platform.kill_tree`);
-* ``group``: a process group, a server and everything it forked
-  (:func:`knell.platform.kill_group`);
+* ``group``: a server, its process group and everything it forked
+  (:func:`knell.platform.signal_server`);
 * anything else (``container``, ``network``, ``volume`` ...): a reaper
   function registered in :data:`REAPERS` as ``"module:function"``, imported
   only when such a record is reaped.
@@ -41,13 +41,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from knell.platform import kill_group, kill_tree, pid_alive, process_started
+from knell.platform import kill_tree, pid_alive, process_started, signal_server
 
 __all__ = ["REAPERS", "Owner", "reap", "state_dir"]
 
 REAPERS: dict[str, str] = {
     # Built in, so that a fresh ``knell reap`` process knows them without
     # importing the module that created the resources.
+    "directory": "knell.stores.tempdirs:remove",
     "compose-project": "knell.stores.compose.reaper:remove_project",
     "container": "knell.stores.compose.reaper:remove_container",
     "network": "knell.stores.compose.reaper:remove_network",
@@ -144,8 +145,9 @@ def _remove(record: dict[str, Any]) -> str | None:
         if not pid_alive(pid, float(started)):
             return None
         if kind == "group":
-            kill_group(pid)
-        kill_tree(pid)
+            signal_server(pid, "kill")
+        else:
+            kill_tree(pid)
         return f"{kind} {record.get('name', '')} (pid {pid})"
     target = REAPERS.get(str(kind))
     if target is None:

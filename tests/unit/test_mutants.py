@@ -71,9 +71,10 @@ def test_registry_names_failure_modes_and_known_checks() -> None:
 
 
 def test_every_mutant_opens_through_the_driver_path(url: str, opened: list[Bus]) -> None:
-    for name, m in MUTANTS.items():
+    for name in all_mutants("sqlite"):  # the network stores' mutants: tests/contract
+        m = MUTANTS[name]
         assert (m.cls.__doc__ or "").startswith("Failure mode:"), name
-        if m.store != "sqlite" or not issubclass(m.cls, SqliteBus):
+        if not issubclass(m.cls, SqliteBus):
             continue  # bridge mutants wrap the bus; stdio ones run in another language
         bus = mutant(name, url, opened)
         doc = type(bus).__doc__ or ""

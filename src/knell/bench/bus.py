@@ -19,9 +19,10 @@ the same durable outcome*:
   the least work that returns every message.
 
 Stores slot in through :data:`BUS_BENCHES`, keyed by the scenario's
-``store`` name: a Postgres or Redis bench supplies its own raw loops (a
-plain ``INSERT`` / ``XADD`` against the same server) and reports the same
-rows.
+``store`` name: the Postgres and Redis benches (:mod:`knell.bench.network`)
+supply their own raw loops (a plain ``INSERT`` / ``XADD`` against the same
+private server) and add what only a server has: SIGKILL of the store to the
+first post after its restart, and the wake-up fast path.
 """
 
 from __future__ import annotations
@@ -209,5 +210,11 @@ def _row(
     )
 
 
-BUS_BENCHES: dict[str, BusBench] = {"sqlite": SqliteBench()}
+def _server_benches() -> dict[str, BusBench]:
+    from knell.bench.network import PostgresBench, RedisBench
+
+    return {"postgres": PostgresBench(), "redis": RedisBench()}
+
+
+BUS_BENCHES: dict[str, BusBench] = {"sqlite": SqliteBench(), **_server_benches()}
 """Bus benchmarks by store name (the scenario's ``store``)."""

@@ -32,7 +32,7 @@ from knell.bench.result import Row
 from knell.buses import open_bus
 from knell.stats import percentile
 
-__all__ = ["run_wake_bench"]
+__all__ = ["measure_wake", "run_wake_bench"]
 
 CHANNEL = "events"
 HANDLE = "waiter"
@@ -60,6 +60,12 @@ def _waiter(url: str, samples: int) -> int:
 def _measure(work: Path, interval: float, samples: int) -> dict[str, Any]:
     path = (work / f"wake-{int(interval * 1000)}ms.db").resolve()
     url = f"sqlite:///{path.as_posix().lstrip('/')}?poll_interval={interval}"
+    return measure_wake(url, interval, samples)
+
+
+def measure_wake(url: str, interval: float, samples: int) -> dict[str, Any]:
+    """Post-to-ring latencies (ms) of a waiter in another process, on the
+    bus at ``url`` (any store); posts land at random phases of ``interval``."""
     bus = open_bus(url)
     rng = random.Random(11)
     child = subprocess.Popen(

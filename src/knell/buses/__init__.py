@@ -13,6 +13,10 @@ Driver URLs:
 * ``http://HOST:PORT?token=..&timeout=..`` (or ``https://``) -- a bus over
   HTTP: a knell bridge (``knell bridge``) in front of any bus, or a server
   of the user's that speaks the same protocol (:mod:`knell.buses.http`).
+* ``postgresql://user@host:port/db?schema=knell`` (or ``postgres://``) --
+  the Postgres bus (:mod:`knell.buses.postgres`).
+* ``redis://host:port/0?prefix=knell:`` -- the Redis bus
+  (:mod:`knell.buses.redis`).
 * Schemes registered under the ``knell.buses`` entry-point group: the
   entry point's name is the URL scheme, its object a ``factory(url)``.
 
@@ -73,6 +77,8 @@ class DriverError(KnellError):
 
 
 def _builtin(scheme: str) -> Factory | None:
+    """The reference bus of a URL scheme. Imported on demand: a SQLite run
+    never loads psycopg or redis-py."""
     if scheme == "sqlite":
         from knell.buses.sqlite import open_sqlite
 
@@ -86,6 +92,14 @@ def _builtin(scheme: str) -> Factory | None:
         from knell.buses.http import open_http
 
         return open_http
+    if scheme in ("postgresql", "postgres"):
+        from knell.buses.postgres import open_postgres
+
+        return open_postgres
+    if scheme in ("redis", "rediss"):
+        from knell.buses.redis import open_redis
+
+        return open_redis
     return None
 
 
@@ -138,7 +152,8 @@ def resolve_driver(url: str, driver: str | None = None) -> Factory:
             return loaded  # type: ignore[no-any-return]
     raise DriverError(
         f"bus driver {url!r}: unknown scheme {scheme!r} "
-        "(built in: sqlite://, http://, https://, exec:COMMAND; or give module:factory, "
+        "(built in: sqlite://, postgresql://, redis://, http://, https://, exec:COMMAND; "
+        "or give module:factory, "
         "or register a knell.buses entry point)"
     )
 

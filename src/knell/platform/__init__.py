@@ -26,7 +26,9 @@ if sys.platform == "win32":
     from knell.platform.windows import (
         SPAWN_GROUP,
         die_with_parent,
+        give_to,
         interrupt_on_terminate,
+        is_root,
         kill_group,
         kill_tree,
         leash_child,
@@ -37,13 +39,16 @@ if sys.platform == "win32":
         resume_tree,
         run_as,
         signal_group,
+        signal_server,
         suspend_tree,
     )
 else:
     from knell.platform.posix import (
         SPAWN_GROUP,
         die_with_parent,
+        give_to,
         interrupt_on_terminate,
+        is_root,
         kill_group,
         kill_tree,
         leash_child,
@@ -54,13 +59,16 @@ else:
         resume_tree,
         run_as,
         signal_group,
+        signal_server,
         suspend_tree,
     )
 
 __all__ = [
     "SPAWN_GROUP",
     "die_with_parent",
+    "give_to",
     "interrupt_on_terminate",
+    "is_root",
     "kill_group",
     "kill_tree",
     "leash_child",
@@ -71,5 +79,6 @@ __all__ = [
     "resume_tree",
     "run_as",
     "signal_group",
+    "signal_server",
     "suspend_tree",
 ]

@@ -9,7 +9,8 @@ starts ``CMD`` as the leader of its own process group (as ``U`` when
 given), writes the server's pid to ``F``, and then watches two things.
 When the server exits, the keeper exits with its code; when the runner
 (``PARENT``) is gone, or the keeper is told to stop, it SIGKILLs the
-server's whole process group (a postmaster and every backend) first. A
+server, its process group and everything it forked (a postmaster and every
+backend, which Postgres moves to sessions of their own) first. A
 runner that is itself SIGKILLed therefore leaves no server behind, within
 the keeper's poll interval.
 """
@@ -23,7 +24,7 @@ import sys
 import time
 from pathlib import Path
 
-from knell.platform import SPAWN_GROUP, kill_group, parent_alive, run_as
+from knell.platform import SPAWN_GROUP, kill_group, parent_alive, run_as, signal_server
 
 POLL = 0.1
 
@@ -61,7 +62,7 @@ def main(argv: list[str]) -> int:
             kill_group(child.pid)  # anything the server forked and left behind
             return code if code >= 0 else 128 - code
         if stop or not parent_alive(args.parent):
-            kill_group(child.pid)
+            signal_server(child.pid, "kill")
             child.wait()
             return 70
         time.sleep(POLL)

@@ -18,7 +18,7 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any, Literal
 
 from knell.platform import _common
@@ -29,7 +29,9 @@ assert sys.platform != "win32"
 __all__ = [
     "SPAWN_GROUP",
     "die_with_parent",
+    "give_to",
     "interrupt_on_terminate",
+    "is_root",
     "kill_group",
     "kill_tree",
     "leash_child",
@@ -40,6 +42,7 @@ __all__ = [
     "resume_tree",
     "run_as",
     "signal_group",
+    "signal_server",
     "suspend_tree",
 ]
 
@@ -64,13 +67,17 @@ def resume_tree(pid: int) -> None:
     _common.each_in_tree(pid, "resume")
 
 
-def signal_group(pgid: int, what: Literal["kill", "stop", "continue", "terminate"]) -> bool:
-    """Send one signal to a whole process group; False if none is left."""
+def signal_group(
+    pgid: int, what: Literal["kill", "stop", "continue", "terminate", "interrupt"]
+) -> bool:
+    """Send one signal to a whole process group; False if none is left.
+    ``interrupt`` is SIGINT (Postgres's "fast shutdown")."""
     signum = {
         "kill": signal.SIGKILL,
         "stop": signal.SIGSTOP,
         "continue": signal.SIGCONT,
         "terminate": signal.SIGTERM,
+        "interrupt": signal.SIGINT,
     }[what]
     try:
         os.killpg(pgid, signum)
@@ -78,6 +85,29 @@ def signal_group(pgid: int, what: Literal["kill", "stop", "continue", "terminate
         return False
     except PermissionError:
         return False
+    return True
+
+
+def signal_server(pid: int, what: Literal["kill", "stop", "continue"]) -> bool:
+    """Signal a server, its process group and every process it forked, even
+    those that left the group: Postgres backends call ``setsid()``, so a
+    group signal reaches only the postmaster. To kill or stop, the root is
+    stopped first, so it cannot fork while its descendants are listed;
+    to continue, the descendants go first. False if the server is gone."""
+    import psutil
+
+    signum = {"kill": signal.SIGKILL, "stop": signal.SIGSTOP, "continue": signal.SIGCONT}[what]
+    try:
+        root = psutil.Process(pid)
+        if what != "continue":
+            root.send_signal(signal.SIGSTOP)
+        descendants = root.children(recursive=True)
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return signal_group(pid, what)
+    for proc in descendants:
+        with suppress(psutil.NoSuchProcess, psutil.AccessDenied):
+            proc.send_signal(signum)
+    signal_group(pid, what)
     return True
 
 
@@ -160,6 +190,25 @@ def _primary_group(user: str) -> int:
     import pwd
 
     return pwd.getpwnam(user).pw_gid
+
+
+def is_root() -> bool:
+    """Whether this process runs as the superuser (servers such as Postgres
+    then have to be started as an unprivileged user, see :func:`run_as`)."""
+    return os.geteuid() == 0
+
+
+def give_to(path: str | os.PathLike[str], user: str) -> None:
+    """Make ``user`` (and its primary group) the owner of ``path`` and of
+    everything below it, so a server started as that user can write there.
+    Raises ``KeyError`` for an unknown user."""
+    import pwd
+
+    entry = pwd.getpwnam(user)
+    os.chown(path, entry.pw_uid, entry.pw_gid)
+    for root, dirs, files in os.walk(path):
+        for name in dirs + files:
+            os.chown(os.path.join(root, name), entry.pw_uid, entry.pw_gid, follow_symlinks=False)
 
 
 @contextmanager

@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -27,7 +28,9 @@ assert sys.platform == "win32"
 __all__ = [
     "SPAWN_GROUP",
     "die_with_parent",
+    "give_to",
     "interrupt_on_terminate",
+    "is_root",
     "kill_group",
     "kill_tree",
     "leash_child",
@@ -38,6 +41,7 @@ __all__ = [
     "resume_tree",
     "run_as",
     "signal_group",
+    "signal_server",
     "suspend_tree",
 ]
 
@@ -56,13 +60,26 @@ def resume_tree(pid: int) -> None:
     _common.each_in_tree(pid, "resume")
 
 
-def signal_group(pgid: int, what: Literal["kill", "stop", "continue", "terminate"]) -> bool:
+def signal_group(
+    pgid: int, what: Literal["kill", "stop", "continue", "terminate", "interrupt"]
+) -> bool:
     """Windows has no process-group signals: act on the leader's tree."""
     if not pid_alive(pgid):
         return False
-    action = {"kill": "kill", "stop": "suspend", "continue": "resume", "terminate": "kill"}[what]
+    action = {
+        "kill": "kill",
+        "stop": "suspend",
+        "continue": "resume",
+        "terminate": "kill",
+        "interrupt": "kill",
+    }[what]
     _common.each_in_tree(pgid, action)
     return True
+
+
+def signal_server(pid: int, what: Literal["kill", "stop", "continue"]) -> bool:
+    """A server and everything it started (its process tree)."""
+    return signal_group(pid, what)
 
 
 def kill_group(pgid: int) -> bool:
@@ -93,6 +110,15 @@ def leash_child() -> dict[str, Any]:
     the caller killing its tree and by its stdin closing when the parent
     dies. Nothing to add to ``Popen``."""
     return {}
+
+
+def is_root() -> bool:
+    """Windows has no superuser that servers refuse to run as."""
+    return False
+
+
+def give_to(path: str | os.PathLike[str], user: str) -> None:
+    """Ownership is not how Windows grants a server its folder: nothing to do."""
 
 
 def run_as(user: str | None) -> dict[str, Any]:

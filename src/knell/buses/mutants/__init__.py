@@ -10,9 +10,10 @@ require that the shipped, generic scenarios catch it, with the check that
 names that promise. ``knell matrix`` runs them and prints the measured
 failure-mode matrix.
 
-One module per store (:mod:`.sqlite`; :mod:`.bridge` for HTTP bridges,
-served by ``knell bridge --mutant NAME``; :mod:`.stdio` for buses in other
-languages behind the exec driver), each mutant declared once with
+One module per store (:mod:`.sqlite`, :mod:`.postgres`, :mod:`.redis`;
+:mod:`.bridge` for HTTP bridges, served by ``knell bridge --mutant NAME``;
+:mod:`.stdio` for buses in other languages behind the exec driver), each
+mutant declared once with
 :func:`~knell.buses.mutants.registry.mutant` on its class. A mutant is
 reached through the ordinary driver path, exactly as a user's own bus
 would be::
@@ -33,21 +34,27 @@ from knell.buses.mutants.registry import MUTANTS, Mutant, mutant
 
 __all__ = ["MUTANTS", "Mutant", "all_mutants", "mutant"]
 
-_MODULES = ("sqlite", "bridge", "stdio")
+_MODULES = ("sqlite", "postgres", "redis", "bridge", "stdio")
 """The mutant modules, imported on first use (some need a server's client
 library, which a SQLite-only run never loads)."""
 
 
-def all_mutants() -> dict[str, Mutant]:
-    """Every mutant of every store, by name."""
-    for module in _MODULES:
+def all_mutants(store: str | None = None) -> dict[str, Mutant]:
+    """Every mutant of every store (or of one ``store``), by name."""
+    for module in _MODULES if store is None else [m for m in _MODULES if m == store]:
         importlib.import_module(f"{__name__}.{module}")
-    return MUTANTS
+    if store is None:
+        return MUTANTS
+    return {name: m for name, m in MUTANTS.items() if m.store == store}
 
 
 def __getattr__(attr: str) -> Any:
-    """``knell.buses.mutants:<snake_name>``: the mutant's ``from_url``."""
-    for m in all_mutants().values():
-        if m.attr == attr:
-            return m.cls.from_url
+    """``knell.buses.mutants:<snake_name>``: the mutant's ``from_url``. The
+    store modules are searched in order and imported only as far as needed,
+    so a SQLite mutant's workers never import a server's client library."""
+    for module in _MODULES:
+        importlib.import_module(f"{__name__}.{module}")
+        for m in MUTANTS.values():
+            if m.attr == attr:
+                return m.cls.from_url
     raise AttributeError(f"module {__name__!r} has no mutant factory {attr!r}")

@@ -1,0 +1,273 @@
+"""Postgres mutants: the Postgres bus with one seeded bug each.
+
+Each is a failure mode Postgres *invites*: code that looks right, passes
+every single-connection test, and is what an ORM or a quick "let's make it
+faster" produces. Each subclass of :class:`~knell.buses.postgres.
+PostgresBus` overrides one method (or the schema) and otherwise relies on
+the reference's connection handling (``_run``, ``_q``), so error
+classification and reconnects stay the reference's. A mutant that changes
+the schema keeps its tables in a schema of its own (``<schema>_<suffix>``),
+so it never meets tables the reference created.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, TypeVar
+
+import psycopg
+
+from knell.buses.contract import AckBeyondHead, DefiniteError, Message
+from knell.buses.mutants.registry import mutant
+from knell.buses.postgres import SCHEMA_NAME, PostgresBus, open_postgres, schema_sql
+
+__all__ = [
+    "AckReadThenWriteBus",
+    "SeqFromSequenceBus",
+    "SeqOutsideLockBus",
+    "UnloggedTablesBus",
+]
+
+_M = TypeVar("_M", bound="_PgMutant")
+
+KILL_CONSUMERS = "postgres-kill-consumers"
+STORE_CRASH = "postgres-store-crash"
+
+
+class _PgMutant(PostgresBus):
+    """A Postgres mutant opens from the same URL as the reference bus."""
+
+    suffix: ClassVar[str] = ""
+    """Non-empty: the mutant's own schema, ``<schema>_<suffix>``."""
+
+    @classmethod
+    def from_url(cls: type[_M], url: str) -> _M:
+        if not url.startswith(("postgresql://", "postgres://")):
+            raise ValueError(f"a Postgres mutant needs a postgresql:// store URL, got {url!r}")
+        base = open_postgres(url)  # validates the URL exactly as the reference does
+        base.close()
+        schema = base.schema
+        if cls.suffix:
+            schema = f"{schema[: 47 - len(cls.suffix)]}_{cls.suffix}"
+            assert SCHEMA_NAME.fullmatch(schema)
+        return cls(
+            base._conninfo,
+            schema=schema,
+            poll_interval=base.poll_interval,
+            op_timeout=base.op_timeout,
+            notify=base.notify_channel is not None,
+            display=base.display,
+        )
+
+    def _notify(self, conn: psycopg.Connection[Any], channel: str) -> None:
+        if self.notify_channel is not None:
+            conn.execute("SELECT pg_notify(%s, %s)", (self.notify_channel, channel))
+
+
+def _original(
+    bus: PostgresBus, conn: psycopg.Connection[Any], channel: str, key: str
+) -> Message | None:
+    row = conn.execute(
+        f'SELECT seq, body, sender FROM "{bus.schema}".messages'
+        " WHERE channel = %s AND idem_key = %s",
+        (channel, key),
+    ).fetchone()
+    return None if row is None else Message(channel, int(row[0]), row[1], row[2], key)
+
+
+# -- seq assignment -------------------------------------------------------------
+
+
+@mutant(
+    "postgres-seq-outside-lock",
+    failure_mode="Seq computed as MAX(seq)+1 in a READ COMMITTED transaction, without a lock",
+    killed_by=("no-duplicate-seq",),
+    scenarios=(KILL_CONSUMERS, STORE_CRASH),
+    rule="The primary key (channel, seq) arbitrates: a post whose MAX(seq) went stale inserts "
+    "nothing and retries",
+    store="postgres",
+)
+class SeqOutsideLockBus(_PgMutant):
+    """Failure mode: seq computed as ``MAX(seq) + 1`` without a lock.
+
+    ``post`` runs ``BEGIN; SELECT MAX(seq) + 1; INSERT; COMMIT`` under READ
+    COMMITTED, the default isolation level: each statement sees what was
+    committed when it started, and nothing stops two producers from
+    reading the same maximum before either commits, so both append the same
+    seq. (A transaction is not a lock: only SERIALIZABLE, an explicit lock
+    or a unique constraint arbitrating the insert would catch it.) The
+    reference lets its primary key decide, so this mutant's schema
+    (``<schema>_loose``) has none, as a table keyed by a surrogate id.
+    Proven by ``no-duplicate-seq``.
+    """
+
+    suffix = "loose"
+
+    def _ddl(self) -> str:
+        ddl = schema_sql(self.schema).replace(",\n    PRIMARY KEY (channel, seq)\n);", "\n);", 1)
+        assert "PRIMARY KEY (channel, seq)" not in ddl
+        return ddl + (
+            f'CREATE INDEX IF NOT EXISTS messages_seq ON "{self.schema}".messages (channel, seq);'
+        )
+
+    def post(
+        self, channel: str, body: str, sender: str, idempotency_key: str | None = None
+    ) -> Message:
+        table = f'"{self.schema}".messages'
+
+        def call(conn: psycopg.Connection[Any]) -> Message:
+            with conn.transaction():
+                if idempotency_key is not None:
+                    found = _original(self, conn, channel, idempotency_key)
+                    if found is not None:
+                        return found
+                row = conn.execute(
+                    f"SELECT COALESCE(MAX(seq), 0) + 1 FROM {table} WHERE channel = %s",
+                    (channel,),
+                ).fetchone()
+                seq = int(row[0]) if row is not None else 1
+                conn.execute(
+                    f"INSERT INTO {table} (channel, seq, body, sender, idem_key, posted_at)"
+                    " VALUES (%s, %s, %s, %s, %s, extract(epoch FROM clock_timestamp()))",
+                    (channel, seq, body, sender, idempotency_key),
+                )
+                self._notify(conn, channel)
+            return Message(channel, seq, body, sender, idempotency_key)
+
+        return self._run("post", True, call)
+
+
+@mutant(
+    "postgres-seq-from-sequence",
+    failure_mode="Seq taken from a SEQUENCE: numbers commit out of order, a reader skips one",
+    killed_by=("no-loss",),
+    scenarios=(KILL_CONSUMERS, STORE_CRASH),
+    rule="A seq is computed from a snapshot holding every lower seq, so seqs commit in order",
+    store="postgres",
+)
+class SeqFromSequenceBus(_PgMutant):
+    """Failure mode: seq taken from a ``SEQUENCE`` (a serial or identity
+    column): numbers are handed out before their rows commit.
+
+    ``post`` fetches ``nextval`` first (as an ORM does to know the new
+    row's id), then inserts and commits. Seqs are unique, but two producers
+    can commit in the other order: seq 7 becomes visible while 6 is still
+    in flight. A consumer that reads from its cursor then, handles 7 and
+    acks it, has moved its cursor past 6, which appears a moment later
+    below the cursor and is never delivered to that handle. (Aborted posts
+    also leave gaps, which a dense-seq reader may wait on forever.) Proven
+    by ``no-loss``.
+    """
+
+    suffix = "seqgen"
+
+    def _ddl(self) -> str:
+        return schema_sql(self.schema) + (
+            f'CREATE SEQUENCE IF NOT EXISTS "{self.schema}".message_seq;'
+        )
+
+    def post(
+        self, channel: str, body: str, sender: str, idempotency_key: str | None = None
+    ) -> Message:
+        table = f'"{self.schema}".messages'
+
+        def call(conn: psycopg.Connection[Any]) -> Message:
+            with conn.transaction():
+                if idempotency_key is not None:
+                    found = _original(self, conn, channel, idempotency_key)
+                    if found is not None:
+                        return found
+                row = conn.execute(f"SELECT nextval('\"{self.schema}\".message_seq')").fetchone()
+                seq = int(row[0]) if row is not None else 0
+                conn.execute(
+                    f"INSERT INTO {table} (channel, seq, body, sender, idem_key, posted_at)"
+                    " VALUES (%s, %s, %s, %s, %s, extract(epoch FROM clock_timestamp()))",
+                    (channel, seq, body, sender, idempotency_key),
+                )
+                self._notify(conn, channel)
+            return Message(channel, seq, body, sender, idempotency_key)
+
+        return self._run("post", True, call)
+
+
+# -- cursors ----------------------------------------------------------------------
+
+
+@mutant(
+    "postgres-ack-read-then-write",
+    failure_mode="Cursor clamp read, compared and written back from the client (lost update)",
+    killed_by=("no-cursor-regression",),
+    scenarios=(KILL_CONSUMERS, STORE_CRASH),
+    rule="The forward-only clamp is GREATEST(acked, up_to) inside the UPDATE",
+    store="postgres",
+)
+class AckReadThenWriteBus(_PgMutant):
+    """Failure mode: the cursor clamp is read, compared and written back
+    from the client: a lost update.
+
+    ``ack`` runs ``SELECT acked``, takes ``max(acked, up_to)`` in Python and
+    writes it with ``UPDATE``, in one READ COMMITTED transaction. Every ack
+    on its own is forward-only, so sequential tests pass; but when twin
+    consumers of one handle ack at the same moment (most of all when a
+    paused store releases the acks queued behind it), both read the same
+    old cursor and the slower, smaller write lands last, moving the cursor
+    back. ``SELECT ... FOR UPDATE`` or the clamp inside the ``UPDATE``
+    closes the window. Proven by ``no-cursor-regression``.
+    """
+
+    def ack(self, handle: str, channel: str, up_to: int) -> int:
+        s = f'"{self.schema}"'
+
+        def call(conn: psycopg.Connection[Any]) -> int:
+            with conn.transaction():
+                row = conn.execute(
+                    f"SELECT COALESCE(MAX(seq), 0) FROM {s}.messages WHERE channel = %s",
+                    (channel,),
+                ).fetchone()
+                head = int(row[0]) if row is not None else 0
+                if up_to > head:
+                    raise AckBeyondHead(f"ack {up_to} is beyond head {head} of {channel!r}")
+                row = conn.execute(
+                    f"SELECT acked FROM {s}.cursors WHERE handle = %s AND channel = %s",
+                    (handle, channel),
+                ).fetchone()
+                if row is None:
+                    raise DefiniteError(f"{handle!r} is not subscribed to {channel!r}")
+                acked = max(int(row[0]), up_to)  # the bug: decided on a value already stale
+                conn.execute(
+                    f"UPDATE {s}.cursors SET acked = %s WHERE handle = %s AND channel = %s",
+                    (acked, handle, channel),
+                )
+            return acked
+
+        return self._run("ack", True, call)
+
+
+# -- durability --------------------------------------------------------------------
+
+
+@mutant(
+    "postgres-unlogged-tables",
+    failure_mode="UNLOGGED tables for speed: a server crash empties them",
+    killed_by=("no-loss", "no-duplicate-seq"),
+    scenarios=(STORE_CRASH,),
+    rule="Messages and cursors live in ordinary (WAL-logged) tables",
+    store="postgres",
+)
+class UnloggedTablesBus(_PgMutant):
+    """Failure mode: UNLOGGED tables, for speed: a server crash empties them.
+
+    The schema creates ``messages`` and ``cursors`` as ``UNLOGGED``: no WAL,
+    so posts are cheaper, and everything works, acknowledged and
+    persistent across clean restarts. After a crash, recovery *truncates*
+    unlogged tables: every acknowledged post is gone, cursors are gone,
+    and seqs start again at 1. Proven by ``no-loss`` (backlogs gone) and
+    ``no-duplicate-seq`` (seqs reused by the next posts) after a store
+    crash, with cursor regressions as a consequence.
+    """
+
+    suffix = "unlogged"
+
+    def _ddl(self) -> str:
+        ddl = schema_sql(self.schema).replace("CREATE TABLE", "CREATE UNLOGGED TABLE")
+        assert ddl.count("CREATE UNLOGGED TABLE") == 2
+        return ddl

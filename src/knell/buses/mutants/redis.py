@@ -1,0 +1,237 @@
+"""Redis mutants: the Redis bus with one seeded bug each.
+
+Each is a failure mode Redis *invites*: Redis makes single commands atomic
+and fast, which tempts a client to compose several of them as if the
+composition were atomic too, and its streams come with conveniences
+(capped length, consumer groups) whose semantics are not a durable
+per-handle cursor. Each subclass of :class:`~knell.buses.redis.RedisBus`
+overrides one method and otherwise relies on the reference's ``call`` /
+``script`` (so error classification and reconnects stay the reference's).
+A mutant that changes the data layout keeps its keys under a prefix of its
+own (``<prefix>loose:``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import ClassVar, TypeVar
+
+from knell.buses.contract import AckBeyondHead, DefiniteError, Message
+from knell.buses.mutants.registry import mutant
+from knell.buses.redis import POST, RedisBus, Script, open_redis
+
+__all__ = [
+    "AckGetThenSetBus",
+    "CappedStreamBus",
+    "ConsumerGroupFetchBus",
+    "SeqGetThenSetBus",
+]
+
+_M = TypeVar("_M", bound="_RedisMutant")
+
+KILL_CONSUMERS = "redis-kill-consumers"
+STORE_CRASH = "redis-store-crash-aof-always"
+
+
+class _RedisMutant(RedisBus):
+    """A Redis mutant opens from the same URL as the reference bus."""
+
+    suffix: ClassVar[str] = ""
+    """Non-empty: the mutant's keys live under ``<prefix><suffix>:``."""
+
+    @classmethod
+    def from_url(cls: type[_M], url: str) -> _M:
+        if not url.startswith(("redis://", "rediss://", "unix://")):
+            raise ValueError(f"a Redis mutant needs a redis:// store URL, got {url!r}")
+        base = open_redis(url)  # validates the URL exactly as the reference does
+        base.close()
+        prefix = base.prefix + (f"{cls.suffix}:" if cls.suffix else "")
+        return cls(
+            base.client_url,
+            prefix=prefix,
+            poll_interval=base.poll_interval,
+            op_timeout=base.op_timeout,
+            display=base.display,
+        )
+
+
+# -- seq assignment -------------------------------------------------------------
+
+
+@mutant(
+    "redis-seq-get-then-set",
+    failure_mode="Seq read with HGET and written back with HSET from the client",
+    killed_by=("no-duplicate-seq",),
+    scenarios=(KILL_CONSUMERS, STORE_CRASH),
+    rule="Seq assignment, the key lookup and the append run in one Lua script",
+    store="redis",
+)
+class SeqGetThenSetBus(_RedisMutant):
+    """Failure mode: the seq is read with ``HGET`` and written back with
+    ``HSET`` from the client.
+
+    ``post`` reads the channel's head, adds one in Python, writes it back,
+    then appends the message (``XADD <seq>-*``: the stream's own sequence
+    part keeps two entries of one seq apart, as an append-only list would).
+    Each command is atomic; their composition is not: two producers read
+    the same head and both append at the same seq. Proven by
+    ``no-duplicate-seq``.
+    """
+
+    suffix = "loose"
+
+    def post(
+        self, channel: str, body: str, sender: str, idempotency_key: str | None = None
+    ) -> Message:
+        log, idem = self.log_key(channel), self.idem_key(channel)
+        if idempotency_key is not None:
+            seq = self.call("post", True, "HGET", idem, idempotency_key)
+            if seq is not None:
+                entries = self.call("post", True, "XRANGE", log, f"{seq}-0", "+", "COUNT", 1)
+                if entries:
+                    original = self._message(channel, entries[0])
+                    return replace(original, idempotency_key=idempotency_key)
+        head = int(self.call("post", True, "HGET", self.heads_key, channel) or 0)
+        seq = head + 1  # the bug: decided on a value another producer may be deciding on too
+        self.call("post", True, "HSET", self.heads_key, channel, seq)
+        fields = ["b", body, "s", sender] + (["k", idempotency_key] if idempotency_key else [])
+        self.call("post", True, "XADD", log, f"{seq}-*", *fields)
+        if idempotency_key is not None:
+            self.call("post", True, "HSET", idem, idempotency_key, seq)
+        return Message(channel, seq, body, sender, idempotency_key)
+
+
+# -- cursors ----------------------------------------------------------------------
+
+
+@mutant(
+    "redis-ack-get-then-set",
+    failure_mode="Cursor clamp done as GET-then-SET from the client",
+    killed_by=("no-cursor-regression",),
+    scenarios=(KILL_CONSUMERS, STORE_CRASH),
+    rule="The forward-only clamp runs inside one Lua script",
+    store="redis",
+)
+class AckGetThenSetBus(_RedisMutant):
+    """Failure mode: the cursor clamp is a GET-then-SET from the client.
+
+    ``ack`` reads the head and the cursor (``HGET``), takes ``max(cursor,
+    up_to)`` in Python and writes it back (``HSET``). Sequential acks are
+    forward-only, so single-client tests pass; twin consumers acking at
+    once (above all when a paused store releases the acks queued behind
+    it) read the same cursor and the smaller write can land last, moving
+    the cursor back. Proven by ``no-cursor-regression``.
+    """
+
+    def ack(self, handle: str, channel: str, up_to: int) -> int:
+        head = int(self.call("ack", True, "HGET", self.heads_key, channel) or 0)
+        if up_to > head:
+            raise AckBeyondHead(f"ack {up_to} is beyond head {head} of {channel!r}")
+        key = self.cursors_key(handle)
+        current = self.call("ack", True, "HGET", key, channel)
+        if current is None:
+            raise DefiniteError(f"{handle!r} is not subscribed to {channel!r}")
+        acked = max(int(current), up_to)  # the bug: decided on a value already stale
+        self.call("ack", True, "HSET", key, channel, acked)
+        return acked
+
+
+# -- reading ------------------------------------------------------------------------
+
+_FETCH_AND_ADVANCE = Script(
+    """#!lua
+local cur = redis.call('HGET', KEYS[1], ARGV[1])
+if not cur then return {-1} end
+local first = (tonumber(cur) + 1) .. '-0'
+local entries = redis.call('XRANGE', KEYS[2], first, '+', 'COUNT', ARGV[2])
+if #entries > 0 then
+  local last = tonumber(string.match(entries[#entries][1], '^(%d+)'))
+  redis.call('HSET', KEYS[1], ARGV[1], last)
+end
+return {tonumber(cur), entries}
+"""
+)
+
+
+@mutant(
+    "redis-consumer-group-fetch",
+    failure_mode="Stream consumer-group read (XREADGROUP >) moves the cursor on delivery",
+    killed_by=("no-loss",),
+    scenarios=(KILL_CONSUMERS,),
+    rule="Fetch is a peek; the cursor moves only when the handler acks",
+    store="redis",
+)
+class ConsumerGroupFetchBus(_RedisMutant):
+    """Failure mode: reading the way a stream consumer group does
+    (``XREADGROUP ... >``), which moves the cursor on delivery.
+
+    A consumer group's ``last-delivered-id`` advances as entries are handed
+    out; the ack (``XACK``) only clears a pending list that a restarted
+    consumer asking for ``>`` never looks at. Modelled here as a ``fetch``
+    from the durable cursor that advances the cursor to the last entry it
+    returns, in the same script: a consumer SIGKILLed while handling that
+    page leaves its successor a cursor past messages nobody handled.
+    Proven by ``no-loss``.
+    """
+
+    def fetch(
+        self, handle: str, channel: str, after: int | None = None, limit: int = 100
+    ) -> list[Message]:
+        if after is not None or limit <= 0:
+            return super().fetch(handle, channel, after, limit)
+        reply = self.script(
+            "fetch",
+            True,
+            _FETCH_AND_ADVANCE,
+            [self.cursors_key(handle), self.log_key(channel)],
+            [channel, limit],
+        )
+        if int(reply[0]) < 0:
+            raise DefiniteError(f"{handle!r} is not subscribed to {channel!r}")
+        return [self._message(channel, entry) for entry in reply[1] or []]
+
+
+_CAPPED_POST = Script(
+    POST.source.replace(
+        "redis.call('XADD', log, seq .. '-0',",
+        "redis.call('XADD', log, 'MAXLEN', '~', ARGV[6], seq .. '-0',",
+    )
+)
+assert _CAPPED_POST.source.count("'MAXLEN'") == 2
+
+
+@mutant(
+    "redis-capped-stream",
+    failure_mode="Stream capped with XADD MAXLEN: a lagging reader's backlog is trimmed away",
+    killed_by=("no-loss",),
+    scenarios=(KILL_CONSUMERS,),
+    rule="A channel keeps every message until every handle has acked it",
+    store="redis",
+)
+class CappedStreamBus(_RedisMutant):
+    """Failure mode: the stream is capped (``XADD ... MAXLEN ~ 100``), the
+    way stream examples bound memory.
+
+    Every post trims the channel to about its last ``MAXLEN`` entries,
+    whether or not every handle has read them. A handle that lags (a slow
+    reviewer, a consumer paused or restarting) finds its backlog trimmed
+    away: its next catch-up silently starts at the oldest entry left.
+    Proven by ``no-loss``.
+    """
+
+    maxlen = 100
+
+    def post(
+        self, channel: str, body: str, sender: str, idempotency_key: str | None = None
+    ) -> Message:
+        has_key = "0" if idempotency_key is None else "1"
+        reply = self.script(
+            "post",
+            True,
+            _CAPPED_POST,
+            [self.heads_key, self.log_key(channel), self.idem_key(channel)],
+            [channel, body, sender, has_key, idempotency_key or "", self.maxlen],
+        )
+        if int(reply[0]) == 0:
+            return Message(channel, int(reply[1]), reply[2], reply[3], idempotency_key)
+        return Message(channel, int(reply[1]), body, sender, idempotency_key)

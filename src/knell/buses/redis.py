@@ -1,0 +1,487 @@
+"""The Redis bus: the reference broadcast contract on a Redis server.
+
+Redis runs one command (or one Lua script) at a time, and a script runs to
+its end before any other client's command: that is the whole concurrency
+story. Every read-modify-write of the contract is therefore one Lua
+script, sent in one round trip, and no client ever reads a value to write
+a value computed from it:
+
+* **post**: look the idempotency key up, ``HINCRBY`` the channel's head,
+  ``XADD`` the message to the channel's stream with the explicit id
+  ``<seq>-0``, remember the key. A stream refuses an id at or below its
+  last one, so even a broken head could not append a duplicate seq.
+* **ack**: compare with the head, read the cursor, write ``max(old,
+  up_to)``, all inside the script (a GET-then-SET from the client lets a
+  stale ack land last and win).
+* **subscribe**: read or create the cursor in the script.
+
+Why Lua scripts and not ``MULTI``/``WATCH``: a ``WATCH`` transaction reads
+on the client and aborts when the key changed meanwhile, so a hot channel
+would retry over and over; a script never conflicts. Scripts are written
+to the AOF as one ``MULTI``/``EXEC`` of their effects, so a crash never
+leaves half a post on disk.
+
+Keys, all under the URL's ``prefix`` (default ``knell:``), so several runs
+share one server: ``heads`` (hash channel -> head), ``log:<channel>``
+(stream), ``idem:<channel>`` (hash key -> seq), ``cursors:<handle>``
+(hash channel -> acked).
+
+**Errors.** A call that could not connect, or whose command was not
+wholly written to the socket (Redis runs a command only once it has all of
+it), never ran: :class:`~knell.buses.contract.DefiniteError`. An error
+reply (``LOADING`` after a restart, ``NOSCRIPT``, ``OOM``, ``READONLY``,
+a script error) means the server refused it: definite too. Every script
+does all its checks before its first write, so a script error cannot
+leave a half-applied post. A lost connection or no reply within
+``op_timeout`` after a write was sent: :class:`IndeterminateError`. Failed
+reads are definite. A connection the server closed while idle (a restart)
+is replaced before anything is sent. redis-py's automatic retries are off:
+a silently retried post without an idempotency key could append twice.
+
+**Durability** is the server's: with ``appendonly yes`` and ``appendfsync
+always`` an acknowledged write is on disk; with ``everysec`` up to a
+second of acknowledged writes can be lost in a crash; without persistence
+a crash loses everything. knell's store faults show which.
+
+**The doorbell.** ``wait`` arms with one read-only script (the backlog by
+others and the heads, in one atomic view), then blocks in ``XREAD BLOCK``
+on the armed channels' streams from their armed heads, for at most
+``poll_interval`` at a time: a post wakes it at once, and each round is
+also the bounded poll of the store.
+
+URL: ``redis://[:password@]host:port/db?prefix=knell:&poll_interval=0.1&op_timeout=5``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import threading
+import time
+from typing import Any, TypeVar
+
+from redis.backoff import NoBackoff
+from redis.connection import Connection, parse_url
+from redis.exceptions import (
+    AuthenticationError,
+    BusyLoadingError,
+    NoScriptError,
+    RedisError,
+    ResponseError,
+)
+from redis.retry import Retry
+
+from knell.buses._netopts import redact, split_url
+from knell.buses.contract import (
+    AckBeyondHead,
+    DefiniteError,
+    IndeterminateError,
+    JoinAt,
+    Message,
+    Wake,
+)
+
+__all__ = ["PREFIX", "RedisBus", "Script", "open_redis"]
+
+_R = TypeVar("_R", bound="RedisBus")
+
+PREFIX = re.compile(r"[A-Za-z0-9_.:{}\-]{1,64}")
+"""A key prefix knell accepts (no spaces or glob characters, so a run's keys
+can be listed and dropped with one ``SCAN MATCH <prefix>*``)."""
+
+
+class Script:
+    """A Lua script, run by its SHA1 (``EVALSHA``) and re-sent whole when
+    the server has forgotten it (``NOSCRIPT`` after a restart)."""
+
+    def __init__(self, source: str) -> None:
+        import hashlib
+
+        self.source = source
+        self.sha = hashlib.sha1(source.encode()).hexdigest()
+
+
+POST = Script(
+    """#!lua
+local heads, log, idem = KEYS[1], KEYS[2], KEYS[3]
+local channel, body, sender, has_key, key = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+if has_key == '1' then
+  local seq = redis.call('HGET', idem, key)
+  if seq then
+    local entry = redis.call('XRANGE', log, seq .. '-0', seq .. '-0')[1]
+    local f, fields = entry[2], {}
+    for i = 1, #f, 2 do fields[f[i]] = f[i + 1] end
+    return {0, tonumber(seq), fields['b'], fields['s']}
+  end
+end
+local seq = redis.call('HINCRBY', heads, channel, 1)
+if has_key == '1' then
+  redis.call('XADD', log, seq .. '-0', 'b', body, 's', sender, 'k', key)
+  redis.call('HSET', idem, key, seq)
+else
+  redis.call('XADD', log, seq .. '-0', 'b', body, 's', sender)
+end
+return {1, seq}
+"""
+)
+
+SUBSCRIBE = Script(
+    """#!lua
+local cur = redis.call('HGET', KEYS[2], ARGV[1])
+if cur then return tonumber(cur) end
+local start = 0
+if ARGV[2] == '1' then start = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0') end
+redis.call('HSET', KEYS[2], ARGV[1], start)
+return start
+"""
+)
+
+ACK = Script(
+    """#!lua
+local head = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0')
+local up_to = tonumber(ARGV[2])
+if up_to > head then return {2, head} end
+local cur = redis.call('HGET', KEYS[2], ARGV[1])
+if not cur then return {1, 0} end
+cur = tonumber(cur)
+if up_to > cur then
+  redis.call('HSET', KEYS[2], ARGV[1], up_to)
+  return {0, up_to}
+end
+return {0, cur}
+"""
+)
+
+FETCH_FROM_CURSOR = Script(
+    """#!lua flags=no-writes
+local cur = redis.call('HGET', KEYS[1], ARGV[1])
+if not cur then return {-1} end
+local first = (tonumber(cur) + 1) .. '-0'
+return {tonumber(cur), redis.call('XRANGE', KEYS[2], first, '+', 'COUNT', ARGV[2])}
+"""
+)
+
+ARM = Script(
+    """#!lua flags=no-writes
+local cur = redis.call('HGETALL', KEYS[1])
+local channels, acked = {}, {}
+for i = 1, #cur, 2 do
+  table.insert(channels, cur[i])
+  acked[cur[i]] = tonumber(cur[i + 1])
+end
+table.sort(channels)
+local out = {0}
+for _, ch in ipairs(channels) do
+  local head = tonumber(redis.call('HGET', KEYS[2], ch) or '0')
+  local start = acked[ch] + 1
+  while start <= head do
+    local es = redis.call('XRANGE', ARGV[2] .. ch, start .. '-0', '+', 'COUNT', 200)
+    if #es == 0 then break end
+    for _, e in ipairs(es) do
+      local f, snd = e[2], nil
+      for i = 1, #f, 2 do if f[i] == 's' then snd = f[i + 1] end end
+      if snd ~= ARGV[1] then
+        return {1, ch, tonumber(string.match(e[1], '^(%d+)')), snd}
+      end
+    end
+    start = tonumber(string.match(es[#es][1], '^(%d+)')) + 1
+  end
+  table.insert(out, ch)
+  table.insert(out, head)
+end
+return out
+"""
+)
+"""Arming as one atomic read: the first unacked post by someone else (in
+channel order), or else every subscribed channel with its head."""
+
+
+def _seq(entry_id: str) -> int:
+    return int(entry_id.split("-", 1)[0])
+
+
+def _fields(flat: list[str]) -> dict[str, str]:
+    return dict(zip(flat[::2], flat[1::2], strict=True))
+
+
+class RedisBus:
+    """A :class:`knell.buses.contract.Bus` on a Redis server."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        prefix: str = "knell:",
+        poll_interval: float = 0.1,
+        op_timeout: float = 5.0,
+        display: str | None = None,
+    ) -> None:
+        if not PREFIX.fullmatch(prefix):
+            raise ValueError(f"prefix {prefix!r} is not valid ({PREFIX.pattern})")
+        if poll_interval <= 0 or op_timeout <= 0:
+            raise ValueError("poll_interval and op_timeout must be > 0")
+        try:
+            kwargs: dict[str, Any] = parse_url(url)
+        except ValueError as exc:
+            raise ValueError(f"bad redis URL {redact(url)}: {exc}") from None
+        connection_class = kwargs.pop("connection_class", Connection)
+        kwargs.update(
+            socket_timeout=op_timeout,
+            socket_connect_timeout=op_timeout,
+            retry=Retry(NoBackoff(), 0),
+            decode_responses=True,
+            health_check_interval=0,
+            protocol=2,  # plain arrays for every reply (RESP3 turns some into maps)
+        )
+        try:
+            self._conn: Connection = connection_class(**kwargs)
+        except TypeError as exc:
+            raise ValueError(f"bad redis URL option in {redact(url)}: {exc}") from None
+        self._live = False
+        self.client_url = url
+        self.display = display or redact(url)
+        self.prefix = prefix
+        self.poll_interval = poll_interval
+        self.op_timeout = op_timeout
+        self.heads_key = prefix + "heads"
+        self._lock = threading.RLock()
+
+    # -- keys ---------------------------------------------------------------
+
+    def log_key(self, channel: str) -> str:
+        return f"{self.prefix}log:{channel}"
+
+    def idem_key(self, channel: str) -> str:
+        return f"{self.prefix}idem:{channel}"
+
+    def cursors_key(self, handle: str) -> str:
+        return f"{self.prefix}cursors:{handle}"
+
+    # -- calls --------------------------------------------------------------
+
+    def _connection(self) -> Connection:
+        """The live connection; anything that fails here failed before the
+        caller's command was sent."""
+        conn = self._conn
+        if self._live:
+            try:
+                stale = conn.can_read(timeout=0)  # idle and readable: closed by the server
+            except (RedisError, OSError):
+                stale = True
+            if stale:
+                self._disconnect()
+        if not self._live:
+            try:
+                conn.connect()
+            except (RedisError, OSError) as exc:
+                self._disconnect()
+                kind = "refused the credentials" if isinstance(exc, AuthenticationError) else ""
+                raise DefiniteError(
+                    f"redis: cannot connect to {self.display}: {kind or _one_line(exc)}"
+                    + (f" ({_one_line(exc)})" if kind else "")
+                ) from exc
+            self._live = True
+        return conn
+
+    def _disconnect(self) -> None:
+        self._live = False
+        with contextlib.suppress(Exception):
+            self._conn.disconnect()
+
+    def call(self, what: str, write: bool, *args: Any, timeout: float | None = None) -> Any:
+        """Send one command and read its reply, classifying any failure
+        (see the module docstring). ``NoScriptError`` passes through."""
+        with self._lock:
+            conn = self._connection()
+            try:
+                conn.send_command(*args)
+            except (RedisError, OSError) as exc:
+                self._disconnect()
+                raise DefiniteError(f"redis {what}: not sent: {_one_line(exc)}") from exc
+            try:
+                if timeout is None:
+                    return conn.read_response()
+                return conn.read_response(timeout=timeout)
+            except NoScriptError:
+                raise
+            except BusyLoadingError as exc:
+                self._disconnect()
+                raise DefiniteError(f"redis {what}: {_one_line(exc)}") from exc
+            except ResponseError as exc:
+                raise DefiniteError(f"redis {what}: refused: {_one_line(exc)}") from exc
+            except (RedisError, OSError) as exc:
+                self._disconnect()
+                if write:
+                    raise IndeterminateError(
+                        f"redis {what}: outcome unknown: {_one_line(exc)}"
+                    ) from exc
+                raise DefiniteError(f"redis {what}: {_one_line(exc)}") from exc
+
+    def script(
+        self, what: str, write: bool, script: Script, keys: list[str], args: list[Any]
+    ) -> Any:
+        """Run a script by SHA1, sending its source when the server lacks it."""
+        try:
+            return self.call(what, write, "EVALSHA", script.sha, len(keys), *keys, *args)
+        except NoScriptError:
+            try:
+                return self.call(what, write, "EVAL", script.source, len(keys), *keys, *args)
+            except NoScriptError as exc:  # pragma: no cover - EVAL never answers NOSCRIPT
+                raise DefiniteError(f"redis {what}: {exc}") from exc
+
+    # -- the contract -------------------------------------------------------
+
+    def post(
+        self, channel: str, body: str, sender: str, idempotency_key: str | None = None
+    ) -> Message:
+        has_key = "0" if idempotency_key is None else "1"
+        reply = self.script(
+            "post",
+            True,
+            POST,
+            [self.heads_key, self.log_key(channel), self.idem_key(channel)],
+            [channel, body, sender, has_key, idempotency_key or ""],
+        )
+        if int(reply[0]) == 0:
+            return Message(channel, int(reply[1]), reply[2], reply[3], idempotency_key)
+        return Message(channel, int(reply[1]), body, sender, idempotency_key)
+
+    def subscribe(self, handle: str, channel: str, at: JoinAt = "head") -> int:
+        if at not in ("head", "start"):
+            raise DefiniteError(f"subscribe at must be 'head' or 'start', got {at!r}")
+        reply = self.script(
+            "subscribe",
+            True,
+            SUBSCRIBE,
+            [self.heads_key, self.cursors_key(handle)],
+            [channel, "1" if at == "head" else "0"],
+        )
+        return int(reply)
+
+    def fetch(
+        self, handle: str, channel: str, after: int | None = None, limit: int = 100
+    ) -> list[Message]:
+        if limit <= 0:
+            raise DefiniteError(f"fetch limit must be > 0, got {limit}")
+        if after is None:
+            reply = self.script(
+                "fetch",
+                False,
+                FETCH_FROM_CURSOR,
+                [self.cursors_key(handle), self.log_key(channel)],
+                [channel, limit],
+            )
+            if int(reply[0]) < 0:
+                raise DefiniteError(f"{handle!r} is not subscribed to {channel!r}")
+            entries = reply[1]
+        else:
+            first = f"{max(after, 0) + 1}-0"
+            entries = self.call(
+                "fetch", False, "XRANGE", self.log_key(channel), first, "+", "COUNT", limit
+            )
+        return [self._message(channel, entry) for entry in entries or []]
+
+    @staticmethod
+    def _message(channel: str, entry: list[Any]) -> Message:
+        fields = _fields(entry[1])
+        return Message(channel, _seq(entry[0]), fields["b"], fields["s"], fields.get("k"))
+
+    def ack(self, handle: str, channel: str, up_to: int) -> int:
+        reply = self.script(
+            "ack", True, ACK, [self.heads_key, self.cursors_key(handle)], [channel, int(up_to)]
+        )
+        status, value = int(reply[0]), int(reply[1])
+        if status == 2:
+            raise AckBeyondHead(f"ack {up_to} is beyond head {value} of {channel!r}")
+        if status == 1:
+            raise DefiniteError(f"{handle!r} is not subscribed to {channel!r}")
+        return value
+
+    def cursor(self, handle: str, channel: str) -> int:
+        value = self.call("cursor", False, "HGET", self.cursors_key(handle), channel)
+        if value is None:
+            raise DefiniteError(f"{handle!r} is not subscribed to {channel!r}")
+        return int(value)
+
+    def head(self, channel: str) -> int:
+        value = self.call("head", False, "HGET", self.heads_key, channel)
+        return int(value or 0)
+
+    def wait(self, handle: str, timeout: float) -> Wake | None:
+        deadline = time.monotonic() + timeout
+        reply = self.script(
+            "wait",
+            False,
+            ARM,
+            [self.cursors_key(handle), self.heads_key],
+            [handle, f"{self.prefix}log:"],
+        )
+        if int(reply[0]) == 1:
+            return Wake(reply[1], int(reply[2]), reply[3], "backlog")
+        armed = {reply[i]: f"{int(reply[i + 1])}-0" for i in range(1, len(reply), 2)}
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None
+            block = min(self.poll_interval, remaining, self.op_timeout / 2)
+            if not armed:
+                time.sleep(block)
+                continue
+            keys = [self.log_key(ch) for ch in armed]
+            streams = self.call(
+                "wait",
+                False,
+                "XREAD",
+                "COUNT",
+                100,
+                "BLOCK",
+                max(1, int(block * 1000)),
+                "STREAMS",
+                *keys,
+                *armed.values(),
+            )
+            found: dict[str, tuple[int, str]] = {}
+            for key, entries in streams or []:
+                channel = key[len(self.prefix) + len("log:") :]
+                for entry in entries:
+                    sender = _fields(entry[1]).get("s", "")
+                    if sender != handle:
+                        found.setdefault(channel, (_seq(entry[0]), sender))
+                        break
+                    armed[channel] = entry[0]  # own post: never rings; look past it
+            for channel in armed:
+                if channel in found:
+                    seq, sender = found[channel]
+                    return Wake(channel, seq, sender, "post")
+
+    def close(self) -> None:
+        with self._lock:
+            self._disconnect()
+
+    @classmethod
+    def from_url(cls: type[_R], url: str) -> _R:
+        """Open from a ``redis://`` driver URL (see the module docstring)."""
+        return _from_url(cls, url)
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return " ".join(text.split())
+
+
+def open_redis(url: str) -> RedisBus:
+    """Build a :class:`RedisBus` from a ``redis://`` driver URL."""
+    return RedisBus.from_url(url)
+
+
+def _from_url(cls: type[_R], url: str) -> _R:
+    client, options = split_url(
+        url, namespace_key="prefix", namespace_check=PREFIX, schemes=("redis", "rediss", "unix")
+    )
+    return cls(
+        client,
+        prefix=options.namespace or "knell:",
+        poll_interval=options.poll_interval,
+        op_timeout=options.op_timeout,
+        display=redact(url),
+    )

@@ -1,0 +1,342 @@
+"""A private Postgres server for one run.
+
+``initdb`` makes a fresh cluster, and ``postgres`` serves it on a free
+127.0.0.1 port (TCP only: no Unix socket to place or clean up), with
+``fsync`` and ``synchronous_commit`` as the scenario says, so a store-crash
+fault tests exactly the durability the scenario claims. The superuser is
+``knell``, trusted from 127.0.0.1 (or with a password, ``password=``, to
+exercise credentials).
+
+Postgres refuses to run as root. As root the server therefore runs as an
+unprivileged user (``postgres`` unless ``user=`` names another), with its
+data directory in a temporary folder that user owns, because the run
+directory may sit under a folder only root can enter; the folder is on
+record in the owner registry until it is removed. The server's output goes
+to ``store/postgres.log`` in the run directory through a file descriptor
+the runner opened, so that user never needs to reach the run directory.
+
+A crash is SIGKILL of the server's process group (postmaster and backends
+alike: nothing gets to flush or say goodbye); a restart runs crash
+recovery on the same data directory and port.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from knell.owners import Owner
+from knell.platform import give_to, is_root
+from knell.stores import tempdirs
+from knell.stores.base import Store, StoreError, free_port, port_in_use, tail
+from knell.stores.discovery import PostgresBinaries, find_postgres
+from knell.stores.process import KeptProcess
+
+__all__ = ["SYNCHRONOUS_COMMIT", "PostgresServer"]
+
+SYNCHRONOUS_COMMIT = ("on", "off", "local", "remote_write", "remote_apply")
+
+SUPERUSER = "knell"
+DATABASE = "postgres"
+_BIND_RETRIES = 3
+
+
+class PostgresServer(Store):
+    """A Postgres cluster in the run directory (or a temporary folder as
+    root), served on 127.0.0.1."""
+
+    kind = "postgres"
+    faults = frozenset({"crash", "pause"})
+
+    def __init__(
+        self,
+        run_dir: Path,
+        *,
+        owner: Owner | None = None,
+        port: int | None = None,
+        fsync: bool = True,
+        synchronous_commit: str = "on",
+        bin_dir: str | Path | None = None,
+        user: str | None = None,
+        data_dir: str | Path | None = None,
+        password: str | None = None,
+        keep: bool = False,
+        schema: str = "knell",
+        poll_interval: float = 0.1,
+        op_timeout: float = 5.0,
+        settings: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(run_dir, poll_interval=poll_interval, op_timeout=op_timeout)
+        if synchronous_commit not in SYNCHRONOUS_COMMIT:
+            raise StoreError(
+                f"synchronous_commit must be one of {', '.join(SYNCHRONOUS_COMMIT)}, "
+                f"got {synchronous_commit!r}"
+            )
+        if port is not None and not 0 < port < 65536:
+            raise StoreError(f"port must be between 1 and 65535, got {port}")
+        self.owner = owner
+        self.port = port
+        self._fixed_port = port is not None
+        self.fsync = fsync
+        self.synchronous_commit = synchronous_commit
+        self.bin_dir = bin_dir
+        self.user = user
+        self.data_dir = Path(data_dir) if data_dir is not None else None
+        self.password = password
+        self.keep = keep
+        self.schema = schema
+        self.settings = dict(settings or {})
+        self.binaries: PostgresBinaries | None = None
+        self.log = self.store_dir / "postgres.log"
+        self.initdb_log = self.store_dir / "initdb.log"
+        self._temp: Path | None = None
+        self._server: KeptProcess | None = None
+        self._started = False
+
+    # -- the URL --------------------------------------------------------------
+
+    def _auth(self) -> str:
+        return SUPERUSER + (f":{self.password}" if self.password else "")
+
+    @property
+    def admin_url(self) -> str:
+        """A plain libpq URL of the server (no knell options)."""
+        if self.port is None:
+            raise StoreError("the Postgres store has not been started")
+        return f"postgresql://{self._auth()}@127.0.0.1:{self.port}/{DATABASE}"
+
+    @property
+    def url(self) -> str:
+        return (
+            f"{self.admin_url}?schema={self.schema}"
+            f"&poll_interval={self.poll_interval:g}&op_timeout={self.op_timeout:g}"
+        )
+
+    # -- lifecycle ------------------------------------------------------------
+
+    def start(self) -> None:
+        if self._started:
+            return
+        self._started = True
+        try:
+            self._provision()
+            self._launch_and_wait()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _server_user(self) -> str | None:
+        if is_root():
+            return self.user or "postgres"
+        if self.user is not None:
+            raise StoreError(
+                f"store user = {self.user!r}: running Postgres as another user needs root"
+            )
+        return None
+
+    def _provision(self) -> None:
+        self.binaries = find_postgres(self.bin_dir)
+        try:
+            self.store_dir.mkdir(parents=True, exist_ok=True)
+            probe = self.store_dir / ".write-probe"
+            probe.write_text("", encoding="utf-8")
+            probe.unlink()
+        except OSError as exc:
+            raise StoreError(f"store folder {self.store_dir} is not writable: {exc}") from None
+        user = self.user = self._server_user()
+        if self.data_dir is None:
+            if user is not None:
+                self._temp = tempdirs.make("postgres", self.owner)
+                self.data_dir = self._temp / "data"
+            else:
+                self.data_dir = self.store_dir / "pgdata"
+        data = self.data_dir
+        try:
+            data.mkdir(parents=True, exist_ok=True)
+            if user is not None:
+                give_to(data if self._temp is None else self._temp, user)
+        except KeyError:
+            raise StoreError(
+                f"no user {user!r} to run Postgres as (it refuses to run as root): "
+                "create one, or name another with store user = ..."
+            ) from None
+        except OSError as exc:
+            raise StoreError(f"data directory {data} is not writable: {exc}") from None
+        if (data / "PG_VERSION").exists():
+            return  # an existing cluster (a kept data directory): serve it as it is
+        self._initdb(data, user)
+
+    def _initdb(self, data: Path, user: str | None) -> None:
+        assert self.binaries is not None
+        command = [
+            str(self.binaries.initdb),
+            "-D",
+            str(data),
+            "-U",
+            SUPERUSER,
+            "-E",
+            "UTF8",
+            "--no-locale",
+            "--no-sync",
+        ]
+        pwfile = None
+        if self.password:
+            pwfile = data.parent / f".knell-pw-{data.name}"
+            pwfile.write_text(self.password + "\n", encoding="utf-8")
+            if user is not None:
+                give_to(pwfile, user)
+            command += ["--auth-local=trust", "--auth-host=scram-sha-256", f"--pwfile={pwfile}"]
+        else:
+            command += ["--auth=trust"]
+        initdb = KeptProcess(
+            "initdb",
+            command,
+            log=self.initdb_log,
+            pidfile=self.store_dir / "initdb.pid",
+            user=user,
+            owner=self.owner,
+        )
+        try:
+            initdb.start()
+            if not initdb.wait(180):
+                initdb.kill()
+                raise StoreError(f"initdb of {data} did not finish within 180 s")
+        finally:
+            if pwfile is not None:
+                pwfile.unlink(missing_ok=True)
+        code = initdb.exit_code()
+        if code != 0:
+            log = tail(self.initdb_log)
+            if "ermission denied" in log:
+                who = f"user {user!r}" if user else "this user"
+                last = log.splitlines()[-1]
+                raise StoreError(f"data directory {data} is not writable by {who} (initdb: {last})")
+            raise StoreError(f"initdb of {data} failed (exit {code}): {log}")
+
+    def _command(self) -> list[str]:
+        assert self.binaries is not None and self.data_dir is not None
+        settings = {
+            "listen_addresses": "127.0.0.1",
+            "port": str(self.port),
+            "unix_socket_directories": "",
+            "fsync": "on" if self.fsync else "off",
+            "synchronous_commit": self.synchronous_commit,
+            "max_connections": "200",
+            "logging_collector": "off",
+            "log_line_prefix": "%m [%p] ",
+            **self.settings,
+        }
+        command = [str(self.binaries.postgres), "-D", str(self.data_dir)]
+        for key, value in settings.items():
+            command += ["-c", f"{key}={value}"]
+        return command
+
+    def _launch(self) -> None:
+        if self.port is not None and port_in_use(self.port):
+            raise StoreError(
+                f"port {self.port} on 127.0.0.1 is in use: Postgres cannot listen there"
+            )
+        self._server = KeptProcess(
+            "postgres",
+            self._command(),
+            log=self.log,
+            pidfile=self.store_dir / "postgres.pid",
+            user=self.user,
+            owner=self.owner,
+        )
+        self._server.start()
+
+    def _launch_and_wait(self) -> None:
+        for attempt in range(_BIND_RETRIES):
+            if not self._fixed_port:
+                self.port = free_port()
+            self._launch()
+            try:
+                self.wait_ready(60.0)
+                return
+            except _PortTaken:
+                if self._fixed_port or attempt == _BIND_RETRIES - 1:
+                    raise StoreError(
+                        f"port {self.port} on 127.0.0.1 is in use: Postgres cannot listen there"
+                    ) from None
+
+    def wait_ready(self, timeout: float = 30.0) -> float:
+        started = time.monotonic()
+        deadline = started + timeout
+        last = "no answer yet"
+        while True:
+            server = self._server
+            if server is None or not server.alive():
+                log = tail(self.log, 12)
+                if "Address already in use" in log:
+                    raise _PortTaken(log)
+                code = None if server is None else server.exit_code()
+                raise StoreError(
+                    f"postgres exited (code {code}) before accepting connections: {log}"
+                )
+            try:
+                with psycopg.connect(self.admin_url, connect_timeout=2, autocommit=True) as conn:
+                    conn.execute("SELECT 1")
+                return time.monotonic() - started
+            except psycopg.Error as exc:
+                last = " ".join(str(exc).split())
+            if time.monotonic() >= deadline:
+                raise StoreError(
+                    f"postgres on 127.0.0.1:{self.port} did not accept connections within "
+                    f"{timeout:g} s ({last})"
+                )
+            time.sleep(0.05)
+
+    def crash(self) -> None:
+        if self._server is None:
+            raise StoreError("the Postgres store is not running")
+        self._server.kill()
+
+    def restart(self) -> None:
+        if self._server is not None and self._server.alive():
+            raise StoreError("the Postgres store is still running: crash or stop it first")
+        self._launch()
+
+    def pause(self) -> None:
+        if self._server is None or not self._server.signal("stop"):
+            raise StoreError("the Postgres store is not running: nothing to pause")
+
+    def resume(self) -> None:
+        if self._server is None or not self._server.signal("continue"):
+            raise StoreError("the Postgres store is not running: nothing to resume")
+
+    def stop(self) -> None:
+        if self._server is not None:
+            try:
+                self._server.stop("interrupt")  # "fast" shutdown: no waiting for clients
+            except Exception:
+                self._server.kill()
+        if self._temp is not None and not self.keep:
+            shutil.rmtree(self._temp, ignore_errors=True)
+
+    @property
+    def logs(self) -> list[Path]:
+        return [p for p in (self.initdb_log, self.log) if p.exists()]
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "server": "private",
+            "port": self.port,
+            "binaries": None if self.binaries is None else str(self.binaries.folder),
+            "data_dir": None if self.data_dir is None else str(self.data_dir),
+            "user": self.user,
+            "fsync": self.fsync,
+            "synchronous_commit": self.synchronous_commit,
+        }
+
+    def describe_short(self) -> str:
+        return f"postgres on 127.0.0.1:{self.port}"
+
+
+class _PortTaken(StoreError):
+    """The server could not bind its port (another took it meanwhile)."""

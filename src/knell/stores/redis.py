@@ -1,0 +1,244 @@
+"""A private Redis server for one run.
+
+``redis-server`` on a free 127.0.0.1 port, configured on its command line
+(no config file to find or write), with its data in ``store/redis/`` and
+its log in ``store/redis.log``. Persistence is the scenario's choice,
+because it is exactly what a store-crash fault tests:
+
+* ``always``: ``appendonly yes`` + ``appendfsync always``: a write is
+  fsynced to the AOF before the reply, so nothing acknowledged is lost;
+* ``everysec``: ``appendfsync everysec``: the AOF is written before the
+  reply but fsynced once a second, so a machine crash can lose a second of
+  acknowledged writes; a SIGKILL of the server cannot (the page cache
+  survives it), which a store-crash run shows;
+* ``none``: no AOF and no snapshots: a crash loses everything, and a run
+  shows it.
+
+RDB snapshots are always off (``save ""``), so a restart loads exactly what
+the AOF says.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from redis.connection import Connection
+from redis.exceptions import BusyLoadingError, RedisError
+
+from knell.owners import Owner
+from knell.stores.base import Store, StoreError, free_port, port_in_use, tail
+from knell.stores.discovery import find_redis_server
+from knell.stores.process import KeptProcess
+
+__all__ = ["PERSISTENCE", "RedisServer"]
+
+PERSISTENCE = ("none", "everysec", "always")
+
+_BIND_RETRIES = 3
+
+
+class RedisServer(Store):
+    """A Redis server whose data lives in the run directory."""
+
+    kind = "redis"
+    faults = frozenset({"crash", "pause"})
+
+    def __init__(
+        self,
+        run_dir: Path,
+        *,
+        owner: Owner | None = None,
+        port: int | None = None,
+        persistence: str = "always",
+        binary: str | Path | None = None,
+        data_dir: str | Path | None = None,
+        password: str | None = None,
+        prefix: str = "knell:",
+        poll_interval: float = 0.1,
+        op_timeout: float = 5.0,
+        settings: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(run_dir, poll_interval=poll_interval, op_timeout=op_timeout)
+        if persistence not in PERSISTENCE:
+            raise StoreError(
+                f"redis persistence must be one of {', '.join(PERSISTENCE)}, got {persistence!r}"
+            )
+        if port is not None and not 0 < port < 65536:
+            raise StoreError(f"port must be between 1 and 65535, got {port}")
+        self.owner = owner
+        self.port = port
+        self._fixed_port = port is not None
+        self.persistence = persistence
+        self.binary_name = binary
+        self.binary: Path | None = None
+        self.data_dir = Path(data_dir) if data_dir is not None else self.store_dir / "redis"
+        self.password = password
+        self.prefix = prefix
+        self.settings = dict(settings or {})
+        self.log = self.store_dir / "redis.log"
+        self._server: KeptProcess | None = None
+        self._started = False
+
+    @property
+    def admin_url(self) -> str:
+        if self.port is None:
+            raise StoreError("the Redis store has not been started")
+        auth = f":{self.password}@" if self.password else ""
+        return f"redis://{auth}127.0.0.1:{self.port}/0"
+
+    @property
+    def url(self) -> str:
+        return (
+            f"{self.admin_url}?prefix={self.prefix}"
+            f"&poll_interval={self.poll_interval:g}&op_timeout={self.op_timeout:g}"
+        )
+
+    def start(self) -> None:
+        if self._started:
+            return
+        self._started = True
+        try:
+            self.binary = find_redis_server(self.binary_name)
+            for folder in (self.store_dir, self.data_dir):
+                try:
+                    folder.mkdir(parents=True, exist_ok=True)
+                    probe = folder / ".write-probe"
+                    probe.write_text("", encoding="utf-8")
+                    probe.unlink()
+                except OSError as exc:
+                    what = "data directory" if folder == self.data_dir else "store folder"
+                    raise StoreError(f"{what} {folder} is not writable: {exc}") from None
+            self._launch_and_wait()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _command(self) -> list[str]:
+        assert self.binary is not None
+        settings = {
+            "port": str(self.port),
+            "bind": "127.0.0.1",
+            "dir": str(self.data_dir.resolve()),
+            "save": "",
+            "appendonly": "no" if self.persistence == "none" else "yes",
+            "appendfsync": "everysec" if self.persistence == "everysec" else "always",
+            "daemonize": "no",
+            "logfile": "",
+            **({"requirepass": self.password} if self.password else {}),
+            **self.settings,
+        }
+        command = [str(self.binary)]
+        for key, value in settings.items():
+            command += [f"--{key}", value]
+        return command
+
+    def _launch(self) -> None:
+        if self.port is not None and port_in_use(self.port):
+            raise StoreError(f"port {self.port} on 127.0.0.1 is in use: Redis cannot listen there")
+        self._server = KeptProcess(
+            "redis",
+            self._command(),
+            log=self.log,
+            pidfile=self.store_dir / "redis.pid",
+            owner=self.owner,
+            cwd=self.data_dir,
+        )
+        self._server.start()
+
+    def _launch_and_wait(self) -> None:
+        for attempt in range(_BIND_RETRIES):
+            if not self._fixed_port:
+                self.port = free_port()
+            self._launch()
+            try:
+                self.wait_ready(30.0)
+                return
+            except _PortTaken:
+                if self._fixed_port or attempt == _BIND_RETRIES - 1:
+                    raise StoreError(
+                        f"port {self.port} on 127.0.0.1 is in use: Redis cannot listen there"
+                    ) from None
+
+    def wait_ready(self, timeout: float = 30.0) -> float:
+        started = time.monotonic()
+        deadline = started + timeout
+        last = "no answer yet"
+        while True:
+            server = self._server
+            if server is None or not server.alive():
+                log = tail(self.log, 12)
+                if "Address already in use" in log:
+                    raise _PortTaken(log)
+                code = None if server is None else server.exit_code()
+                raise StoreError(f"redis exited (code {code}) before accepting connections: {log}")
+            conn = Connection(
+                host="127.0.0.1",
+                port=self.port or 0,
+                password=self.password,
+                socket_timeout=2,
+                socket_connect_timeout=2,
+            )
+            try:
+                conn.send_command("PING")
+                conn.read_response()
+                return time.monotonic() - started
+            except BusyLoadingError:
+                last = "loading its data"
+            except (RedisError, OSError) as exc:
+                last = " ".join(str(exc).split())
+            finally:
+                conn.disconnect()
+            if time.monotonic() >= deadline:
+                raise StoreError(
+                    f"redis on 127.0.0.1:{self.port} did not accept connections within "
+                    f"{timeout:g} s ({last})"
+                )
+            time.sleep(0.05)
+
+    def crash(self) -> None:
+        if self._server is None:
+            raise StoreError("the Redis store is not running")
+        self._server.kill()
+
+    def restart(self) -> None:
+        if self._server is not None and self._server.alive():
+            raise StoreError("the Redis store is still running: crash or stop it first")
+        self._launch()
+
+    def pause(self) -> None:
+        if self._server is None or not self._server.signal("stop"):
+            raise StoreError("the Redis store is not running: nothing to pause")
+
+    def resume(self) -> None:
+        if self._server is None or not self._server.signal("continue"):
+            raise StoreError("the Redis store is not running: nothing to resume")
+
+    def stop(self) -> None:
+        if self._server is not None:
+            try:
+                self._server.stop("terminate")
+            except Exception:
+                self._server.kill()
+
+    @property
+    def logs(self) -> list[Path]:
+        return [self.log] if self.log.exists() else []
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "server": "private",
+            "port": self.port,
+            "binary": None if self.binary is None else str(self.binary),
+            "data_dir": str(self.data_dir),
+            "persistence": self.persistence,
+        }
+
+    def describe_short(self) -> str:
+        return f"redis on 127.0.0.1:{self.port}"
+
+
+class _PortTaken(StoreError):
+    """The server could not bind its port (another took it meanwhile)."""

@@ -1,0 +1,84 @@
+"""The run's SQLite file, as a store like the others.
+
+Nothing to start and no server to crash or pause: the bus is a library
+inside each worker, and the file is in ``store/bus.db``. It exists so the
+runner treats every kind of store the same way; its :attr:`faults` is
+empty, so a scenario asking for a store fault on SQLite is refused before
+anything starts.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from knell.stores.base import Store, StoreError
+
+__all__ = ["SqliteStore"]
+
+_SYNCHRONOUS = ("off", "normal", "full", "extra")
+
+
+class SqliteStore(Store):
+    """``store/bus.db`` in the run directory."""
+
+    kind = "sqlite"
+
+    def __init__(
+        self,
+        run_dir: Path,
+        *,
+        poll_interval: float = 0.1,
+        synchronous: str = "normal",
+        op_timeout: float = 5.0,
+    ) -> None:
+        super().__init__(run_dir, poll_interval=poll_interval, op_timeout=op_timeout)
+        if synchronous not in _SYNCHRONOUS:
+            raise StoreError(
+                f"sqlite synchronous must be one of {', '.join(_SYNCHRONOUS)}, got {synchronous!r}"
+            )
+        self.synchronous = synchronous
+        self.path = (self.store_dir / "bus.db").resolve()
+
+    @property
+    def url(self) -> str:
+        url = f"sqlite:///{self.path.as_posix().lstrip('/')}?poll_interval={self.poll_interval}"
+        if self.synchronous != "normal":
+            url += f"&synchronous={self.synchronous}"
+        return url
+
+    def start(self) -> None:
+        try:
+            self.store_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"store folder {self.store_dir} is not writable: {exc}") from None
+
+    def wait_ready(self, timeout: float = 30.0) -> float:
+        return 0.0
+
+    def _no_server(self, fault: str) -> StoreError:
+        return StoreError(
+            f"{fault} needs a store server: sqlite is a file inside each worker "
+            "(use store = postgres or redis)"
+        )
+
+    def crash(self) -> None:
+        raise self._no_server("store-crash")
+
+    def restart(self) -> None:
+        raise self._no_server("store-crash")
+
+    def pause(self) -> None:
+        raise self._no_server("store-pause")
+
+    def resume(self) -> None:
+        raise self._no_server("store-pause")
+
+    def stop(self) -> None:
+        return None
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": self.kind, "path": str(self.path), "synchronous": self.synchronous}
+
+    def describe_short(self) -> str:
+        return f"sqlite file {self.path}"
