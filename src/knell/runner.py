@@ -102,25 +102,43 @@ def exit_code(verdict: Verdict) -> int:
     return 2
 
 
-def store_url(scenario: Scenario, run_dir: Path) -> str:
-    """The run's private store. SQLite only for now; Postgres and Redis
-    provisioning slot in here."""
-    path = (run_dir / "store" / "bus.db").resolve()
-    return f"sqlite:///{path.as_posix().lstrip('/')}?poll_interval={scenario.poll_interval}"
+def make_store(scenario: Scenario, run_dir: Path, owner: Owner | None) -> Any:
+    """The run's store, not started: a SQLite file, a private Postgres or
+    Redis server, an existing server (``url``), or a compose stack."""
+    from knell.stores import StoreSpec, create_store
+
+    table = scenario.store
+    if table.provider == "compose":
+        from knell.stores.compose.adapter import compose_store
+
+        return compose_store(
+            table, run_dir, owner, poll=scenario.poll_interval, timeout=scenario.op_timeout
+        )
+    spec = StoreSpec(
+        kind=table.kind,
+        poll_interval=scenario.poll_interval,
+        op_timeout=scenario.op_timeout,
+        **table.private_options(),
+    )
+    return create_store(spec, run_dir, owner=owner)
 
 
-@dataclass(frozen=True)
-class _SqliteFile:
-    """The run's SQLite store, as fault kinds see it: a process frozen while
-    it holds the write lock stalls every writer."""
-
-    url: str
-    name: str = "store"
-    kind: str = "sqlite"
-    frozen_client_stalls: bool = True
-
-    def describe(self) -> dict[str, Any]:
-        return {"kind": self.kind}
+def _check_store_faults(scenario: Scenario, store: Any) -> None:
+    """A scenario's store faults must be ones this store can suffer."""
+    wanted = {"store-crash": "crash", "store-pause": "pause"}
+    for index, fault in enumerate(scenario.nemesis):
+        need = wanted.get(fault.fault)
+        if need is not None and need not in store.faults:
+            how = (
+                " (an existing server is crashed only through crash_command and "
+                "restart_command in [store])"
+                if scenario.store.url
+                else ""
+            )
+            raise RunError(
+                f"nemesis[{index}]: {fault.fault} needs a store that can {need}, and this "
+                f"{store.describe_short()} cannot{how}"
+            )
 
 
 class _Run:
@@ -408,15 +426,21 @@ def run_scenario(
     except RunDirError as exc:
         raise RunError(f"cannot create the run directory: {exc}") from None
     owner = Owner(run_dir)
+    store: Any = None
     try:
-        store = _SqliteFile(store_url(scenario, run_dir))
+        store = make_store(scenario, run_dir, owner)
+        _check_store_faults(scenario, store)
+        Provision(scenario, run_dir, store, driver, owner).check()
+        say(f"store: {store.describe_short()}")
+        store.start()
         try:
             resolve_driver(store.url, driver)
             open_bus(store.url, driver).close()  # creates the schema before workers race to
         except DriverError as exc:
             raise RunError(str(exc)) from None
-        Provision(scenario, run_dir, store, driver, owner).check()
     except BaseException:
+        if store is not None:
+            store.stop()
         owner.close()
         shutil.rmtree(run_dir, ignore_errors=True)
         raise
@@ -424,7 +448,7 @@ def run_scenario(
     atomic_write(run_dir / "schedule.json", json.dumps(schedule.to_json(), indent=2) + "\n")
     atomic_write(
         run_dir / "scenario.json",
-        json.dumps({**scenario.model_dump(), "bus": driver}, indent=2) + "\n",
+        json.dumps({**_public(scenario.model_dump()), "bus": driver}, indent=2) + "\n",
     )
     say(f"run directory {run_dir}")
     token = _RUN_DIR.set(run_dir)
@@ -441,6 +465,7 @@ def run_scenario(
         finally:
             run.supervisor.shutdown()
             provision.stop()
+            store.stop()
             run.nemesis.close()
             owner.close()
         outcome = check_run(run_dir, say=say)
@@ -453,6 +478,21 @@ def run_scenario(
         for name, n in sorted(run.crashes.items())
     ]
     return RunOutcome(outcome.run_dir, outcome.verdict, outcome.exit_code, crashes)
+
+
+def _public(data: dict[str, Any]) -> dict[str, Any]:
+    """The scenario as written to the run directory: no passwords."""
+    from knell.buses._netopts import redact
+
+    store = data.get("store")
+    if isinstance(store, dict):
+        store = dict(store)
+        if isinstance(store.get("url"), str):
+            store["url"] = redact(store["url"])
+        if store.get("password"):
+            store["password"] = "***"
+        data = {**data, "store": store}
+    return data
 
 
 _CONFIG_FIELDS = ("wake_bound", "op_timeout", "max_error_rate")

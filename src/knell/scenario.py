@@ -20,7 +20,14 @@ from dataclasses import fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    model_validator,
+)
 
 from knell.durations import Duration, parse_duration
 from knell.errors import KnellError
@@ -50,6 +57,7 @@ __all__ = [
     "ProducerSpec",
     "Scenario",
     "ScenarioError",
+    "StoreTable",
     "WaiterSpec",
     "load_scenario",
     "parse_duration",
@@ -227,6 +235,91 @@ else:
     NemesisSpec = _nemesis_union()
 
 
+StoreKind = Literal["sqlite", "postgres", "redis"]
+
+
+class StoreTable(_Strict):
+    """The ``[store]`` table: what the bus lives on, and how it is kept.
+
+    ``store = "postgres"`` is shorthand for ``[store] kind = "postgres"``.
+    Without ``url`` knell starts a private server for the run (Postgres:
+    ``initdb`` into the run, as an unprivileged user when run as root;
+    Redis: ``redis-server`` on a free port); with ``url`` (or the
+    top-level ``store_url``, or ``--store-url``) it uses that server, in a
+    fresh schema or key prefix per run. ``provider = "compose"`` runs the
+    store in containers (see ``compose/``). Options a kind does not use are
+    refused when the run starts, naming the option."""
+
+    kind: StoreKind = "sqlite"
+    provider: Literal["private", "compose"] = "private"
+    url: str | None = Field(default=None, description="an existing server (bring your own)")
+    # private servers
+    port: int | None = Field(default=None, ge=1, le=65535)
+    bin: str | None = Field(default=None, description="server binaries (a folder, or a path)")
+    data_dir: str | None = None
+    password: str | None = None
+    settings: dict[str, str] = Field(default_factory=dict)
+    # postgres
+    fsync: bool | None = None
+    synchronous_commit: Literal["on", "off", "local", "remote_write", "remote_apply"] | None = None
+    user: str | None = Field(default=None, description="the unprivileged user a root run uses")
+    # redis
+    persistence: Literal["none", "everysec", "always"] | None = Field(
+        default=None, description="appendonly with this appendfsync, or none"
+    )
+    # sqlite
+    synchronous: Literal["off", "normal", "full", "extra"] | None = None
+    # an existing server
+    keep: bool | None = Field(default=None, description="keep the run's schema / key prefix")
+    crash_command: str | None = Field(default=None, description="how store-crash crashes it")
+    restart_command: str | None = Field(default=None, description="how it is restarted")
+    # compose
+    airgap: Literal["auto", "yes", "no"] | bool | None = None
+    build: Literal["missing", "always", "never"] | None = None
+    redis_appendonly: bool | None = None
+    redis_appendfsync: Literal["always", "everysec", "no"] | None = None
+    redis_save: str | None = None
+    health_timeout: Duration | None = None
+
+    _COMPOSE: ClassVar[tuple[str, ...]] = (
+        "airgap",
+        "build",
+        "redis_appendonly",
+        "redis_appendfsync",
+        "redis_save",
+        "health_timeout",
+    )
+
+    def compose_options(self) -> dict[str, Any]:
+        """The options of ``provider = "compose"`` (see knell.stores.compose)."""
+        return {k: getattr(self, k) for k in self._COMPOSE if getattr(self, k) is not None}
+
+    def private_options(self) -> dict[str, Any]:
+        """Every option set, but the compose ones (for knell.stores.StoreSpec)."""
+        skip = {"kind", "provider", *self._COMPOSE}
+        return {
+            name: value
+            for name, value in self.model_dump().items()
+            if name not in skip and value not in (None, {})
+        }
+
+    @model_validator(mode="after")
+    def _provider_options(self) -> StoreTable:
+        if self.provider != "compose":
+            used = [k for k in self._COMPOSE if getattr(self, k) is not None]
+            if used:
+                raise ValueError(f'{used[0]} is a compose option (set provider = "compose")')
+        elif self.url is not None:
+            raise ValueError('provider = "compose" starts its own servers: drop url')
+        elif self.kind == "sqlite":
+            raise ValueError('provider = "compose" runs postgres or redis, not sqlite')
+        return self
+
+
+def _store_table(value: Any) -> Any:
+    return {"kind": value} if isinstance(value, str) else value
+
+
 class Expectation(_Strict):
     """A finding a scenario exists to make: ``expect = { verdict = "invalid",
     checks = ["no-loss"] }``. ``knell run`` still exits 1 for it (the bus
@@ -263,7 +356,10 @@ class Expectation(_Strict):
 class Scenario(_Strict):
     name: Name
     description: str = Field(min_length=1, max_length=200)
-    store: Literal["sqlite"] = "sqlite"
+    store: Annotated[StoreTable, BeforeValidator(_store_table)] = Field(
+        default_factory=StoreTable,
+        description='the [store] table, or just its kind: store = "postgres"',
+    )
     bus: str | None = Field(
         default=None, description="driver 'module:factory' (default: the store's reference bus)"
     )
@@ -293,6 +389,23 @@ class Scenario(_Strict):
     )
     process: list[ProcessSpec] = Field(min_length=1)
     nemesis: list[NemesisSpec] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _store_url(cls, data: Any) -> Any:
+        """``store_url = "..."`` at the top level is ``[store] url``."""
+        if isinstance(data, dict) and data.get("store_url") is not None:
+            data = dict(data)
+            url = data.pop("store_url")
+            table = _store_table(data.get("store", {}))
+            if isinstance(table, dict):
+                table = {**table, "url": url}
+                if "kind" not in table and isinstance(url, str):
+                    table["kind"] = "redis" if url.startswith("redis") else "postgres"
+            data["store"] = table
+        elif isinstance(data, dict) and "store_url" in data:
+            data = {k: v for k, v in data.items() if k != "store_url"}
+        return data
 
     @model_validator(mode="after")
     def _names_resolve(self) -> Scenario:
@@ -344,7 +457,9 @@ class Scenario(_Strict):
         ]
 
     def with_overrides(self, **changes: Any) -> Scenario:
-        """A copy with top-level fields replaced (CLI flags), re-validated."""
+        """A copy with top-level fields replaced (CLI flags), re-validated.
+        ``store="postgres"`` replaces the store by that kind's defaults;
+        ``store_url=...`` points the store at an existing server."""
         data = self.model_dump()
         data.update({k: v for k, v in changes.items() if v is not None})
         return Scenario.model_validate(data)

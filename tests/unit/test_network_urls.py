@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from knell.buses import DefiniteError, open_bus
+from knell.buses import DefiniteError, DriverError, open_bus
 from knell.buses._netopts import redact
 
 
@@ -37,7 +37,7 @@ def test_options_are_read_and_the_rest_goes_to_the_client() -> None:
     ],
 )
 def test_bad_options_are_named(url: str, match: str) -> None:
-    with pytest.raises(ValueError, match=match):
+    with pytest.raises(DriverError, match=match):  # a ValueError of the driver, named
         open_bus(url)
 
 
@@ -45,7 +45,7 @@ def test_passwords_never_reach_a_message() -> None:
     assert redact("postgresql://knell:s3cret@h:5/db?x=1") == "postgresql://knell:***@h:5/db?x=1"
     assert redact("redis://:s3cret@h:5/0") == "redis://:***@h:5/0"
     assert redact("redis://h:5/0") == "redis://h:5/0"
-    with pytest.raises(ValueError) as caught:
+    with pytest.raises(DriverError) as caught:
         open_bus("postgresql://u:s3cret@h/db?op_timeout=-1")
     assert "s3cret" not in str(caught.value)
 

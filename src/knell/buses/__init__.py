@@ -158,6 +158,17 @@ def resolve_driver(url: str, driver: str | None = None) -> Factory:
     )
 
 
+def _without_secrets(url: str) -> str:
+    """A URL fit for a message: its password replaced by ``***``."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+
 BUS_METHODS = ("post", "subscribe", "fetch", "ack", "cursor", "head", "wait", "close")
 """What an object must have to be driven as a bus (see :class:`Bus`)."""
 
@@ -170,14 +181,15 @@ def open_bus(url: str, driver: str | None = None) -> Bus:
     and what went wrong: the run cannot start, and it is not the bus's
     verdict."""
     factory = resolve_driver(url, driver)
-    name = driver or url.split("?", 1)[0]
+    name = driver or _without_secrets(url.split("?", 1)[0])
     try:
         bus = factory(url)
     except DriverError:
         raise
     except Exception as exc:
+        shown = clean(exc).replace(url, _without_secrets(url))
         raise DriverError(
-            f"bus driver {name!r}: opening the bus raised {type(exc).__name__}: {clean(exc)}"
+            f"bus driver {name!r}: opening the bus raised {type(exc).__name__}: {shown}"
         ) from exc
     missing = [m for m in BUS_METHODS if not callable(getattr(bus, m, None))]
     if missing:

@@ -23,6 +23,8 @@ from knell.nemesis.refuse import Refuse
 from knell.nemesis.reset_peer import ResetPeer
 from knell.nemesis.slicer import Slicer
 from knell.nemesis.slow_close import SlowClose
+from knell.nemesis.store_crash import StoreCrash
+from knell.nemesis.store_pause import StorePause
 
 __all__ = ["KINDS", "kinds", "on_register", "register_kind"]
 
@@ -68,6 +70,8 @@ def kinds() -> dict[str, FaultKind]:
 for _builtin in (
     Kill,
     Pause,
+    StoreCrash,
+    StorePause,
     Partition,
     Refuse,
     Latency,

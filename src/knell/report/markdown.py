@@ -91,9 +91,12 @@ def render_markdown(
     out = [f"# knell: {name} is {verdict_word(verdict.valid)}", ""]
     if scenario.get("description"):
         out += [f"> {scenario['description']}", ""]
-    bus = scenario.get("bus") or f"reference {scenario.get('store', 'sqlite')} bus"
+    store = scenario.get("store", "sqlite")
+    kind = store.get("kind", "sqlite") if isinstance(store, dict) else str(store)
+    where = "" if not isinstance(store, dict) or not store.get("url") else " (an existing server)"
+    bus = scenario.get("bus") or f"reference {kind} bus"
     out += [
-        f"- bus: `{bus}`, store: {scenario.get('store', '?')}",
+        f"- bus: `{bus}`, store: {kind}{where}",
         f"- seed {scenario.get('seed', '?')},"
         f" configured duration {scenario.get('duration', '?')} s,"
         f" history {stats.events} events over {_fmt(stats.seconds, ' s')}",

@@ -37,12 +37,15 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from knell.errors import KnellError
+
 __all__ = ["Store", "StoreError", "free_port", "port_in_use", "tail"]
 
 
-class StoreError(Exception):
+class StoreError(KnellError):
     """A store could not be provisioned, reached or hurt as asked. The
-    message is for a person: what is wrong, and where."""
+    message is for a person: what is wrong, and where (exit 3: it is the
+    environment's or the input's trouble, never the bus's)."""
 
 
 class Store(ABC):
@@ -50,6 +53,14 @@ class Store(ABC):
 
     kind: str
     """``sqlite``, ``postgres`` or ``redis``: the bus family its URL opens."""
+
+    name: str = "store"
+    """How fault kinds and reports name it (a run has one store)."""
+
+    frozen_client_stalls: bool = True
+    """Whether a client frozen mid-operation can stall the others (it holds
+    a lock: SQLite's write lock, a Postgres row lock). Redis says no: its
+    server runs each command whole, so a client holds nothing between."""
 
     faults: frozenset[str] = frozenset()
     """Which store faults this store supports: a subset of ``{"crash",

@@ -91,6 +91,7 @@ class ExternalStore(Store):
         self.crash_command = crash_command
         self.restart_command = restart_command
         self.faults = frozenset({"crash"} if crash_command and restart_command else ())
+        self.frozen_client_stalls = self.kind != "redis"
         self.log = self.store_dir / "external.log"
         self._started = False
 

@@ -44,6 +44,7 @@ class RedisServer(Store):
 
     kind = "redis"
     faults = frozenset({"crash", "pause"})
+    frozen_client_stalls = False
 
     def __init__(
         self,

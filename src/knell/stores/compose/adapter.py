@@ -1,0 +1,94 @@
+"""A compose store as a run's store: the runner's one Store lifecycle.
+
+:class:`~knell.stores.compose.store.ComposeStore` drives a container stack;
+this puts it behind :class:`~knell.stores.base.Store`, so the runner,
+the store fault kinds and the links treat a containerized Postgres or
+Redis exactly as a private server (``crash`` is a SIGKILL of the
+container, ``pause`` the cgroup freezer, ``restart`` starts it again with
+its volume).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from knell.stores.base import Store, StoreError
+
+if TYPE_CHECKING:
+    from knell.owners import Owner
+    from knell.scenario import StoreTable
+    from knell.stores.compose.store import ComposeStore
+
+__all__ = ["ComposedStore", "compose_store"]
+
+
+class ComposedStore(Store):
+    """A store in containers (``[store] provider = "compose"``)."""
+
+    faults = frozenset({"crash", "pause"})
+
+    def __init__(self, inner: ComposeStore, run_dir: Path, poll: float, timeout: float) -> None:
+        super().__init__(run_dir, poll_interval=poll, op_timeout=timeout)
+        self.inner = inner
+        self.kind = inner.kind
+        self.frozen_client_stalls = inner.kind != "redis"
+
+    @property
+    def url(self) -> str:
+        url = self.inner.url()
+        sep = "&" if "?" in url else "?"
+        return f"{url}{sep}poll_interval={self.poll_interval:g}&op_timeout={self.op_timeout:g}"
+
+    def start(self) -> None:
+        try:
+            self.inner.start()
+        except StoreError:
+            raise
+        except Exception as exc:
+            raise StoreError(f"the compose stack did not come up: {exc}") from exc
+
+    def wait_ready(self, timeout: float = 30.0) -> float:
+        import time
+
+        started = time.monotonic()
+        self.inner.wait_ready(timeout)
+        return time.monotonic() - started
+
+    def crash(self) -> None:
+        self.inner.crash()
+
+    def restart(self) -> None:
+        self.inner.restart()
+
+    def pause(self) -> None:
+        self.inner.pause()
+
+    def resume(self) -> None:
+        self.inner.resume()
+
+    def stop(self) -> None:
+        # stop never raises: the labels and knell reap catch what is left
+        with contextlib.suppress(Exception):
+            self.inner.stop()
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": self.kind, "provider": "compose"}
+
+    def describe_short(self) -> str:
+        return f"{self.kind} (compose)"
+
+
+def compose_store(
+    table: StoreTable, run_dir: Path, owner: Owner | None, *, poll: float, timeout: float
+) -> ComposedStore:
+    """The compose store a scenario's ``[store]`` table asks for."""
+    from knell.stores.compose.options import ComposeOptions
+    from knell.stores.compose.store import ComposeStore
+
+    if table.kind not in ("postgres", "redis"):
+        raise StoreError(f"provider = compose runs postgres or redis, not {table.kind}")
+    options = ComposeOptions.model_validate(table.compose_options())
+    inner = ComposeStore(table.kind, options=options, owner=owner, log_dir=run_dir / "store")
+    return ComposedStore(inner, run_dir, poll=poll, timeout=timeout)
