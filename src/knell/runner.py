@@ -46,7 +46,7 @@ from knell.platform import interrupt_on_terminate
 from knell.provision import Provision
 from knell.report import RunStats, write_reports
 from knell.rundir import RunDirError, atomic_write, new_dir, point_latest
-from knell.scenario import Scenario
+from knell.scenario import Expectation, Scenario
 from knell.schedule import Schedule, expand
 from knell.supervisor import Supervisor
 from knell.workload.params import DrainParams, WorkerParams
@@ -91,6 +91,16 @@ class RunOutcome:
     exit_code: int
     crashes: list[str] = field(default_factory=list)
     """One line per worker that exited on its own, with its last error."""
+    expect: Expectation | None = None
+    """The finding the scenario exists to make, if any."""
+
+    @property
+    def expectation_met(self) -> bool | None:
+        """Whether the run made the scenario's expected finding (None: the
+        scenario expects none)."""
+        if self.expect is None:
+            return None
+        return self.expect.met_by(self.verdict.valid, self.verdict.fired())
 
 
 def exit_code(verdict: Verdict) -> int:
@@ -477,7 +487,7 @@ def run_scenario(
         + (f"; last: {run.causes[name]}" if run.causes.get(name) else "")
         for name, n in sorted(run.crashes.items())
     ]
-    return RunOutcome(outcome.run_dir, outcome.verdict, outcome.exit_code, crashes)
+    return RunOutcome(outcome.run_dir, outcome.verdict, outcome.exit_code, crashes, scenario.expect)
 
 
 def _public(data: dict[str, Any]) -> dict[str, Any]:
@@ -521,6 +531,17 @@ def _check_config(run_dir: Path) -> CheckConfig:
         raise RunError(f"{run_dir / 'scenario.json'}: {exc}") from None
 
 
+def _expectation(run_dir: Path) -> Expectation | None:
+    """The stored scenario's ``expect``, if it has one."""
+    value = _scenario_json(run_dir).get("expect")
+    if value is None:
+        return None
+    try:
+        return Expectation.model_validate(value)
+    except ValueError as exc:
+        raise RunError(f"{run_dir / 'scenario.json'}: expect: {exc}") from None
+
+
 def _writable(run_dir: Path) -> None:
     """``knell check`` rewrites the merged history and the reports: say so
     before starting rather than failing half-way."""
@@ -545,6 +566,7 @@ def check_run(run_dir: Path, *, say: Callable[[str], None] = lambda _: None) -> 
 
 def _check_run(run_dir: Path, say: Callable[[str], None]) -> RunOutcome:
     config = _check_config(run_dir)
+    expect = _expectation(run_dir)
     _writable(run_dir)
     parts = sorted((run_dir / "history").glob("*.jsonl"))
     merged = run_dir / "history.jsonl"
@@ -576,4 +598,4 @@ def _check_run(run_dir: Path, say: Callable[[str], None]) -> RunOutcome:
     except OSError as exc:
         reason = "no space left on the device" if exc.errno == errno.ENOSPC else exc.strerror
         raise RunError(f"{run_dir}: cannot write the reports: {reason}") from None
-    return RunOutcome(run_dir, verdict, exit_code(verdict))
+    return RunOutcome(run_dir, verdict, exit_code(verdict), expect=expect)

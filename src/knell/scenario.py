@@ -400,8 +400,12 @@ class Scenario(_Strict):
             table = _store_table(data.get("store", {}))
             if isinstance(table, dict):
                 table = {**table, "url": url}
-                if "kind" not in table and isinstance(url, str):
+                # A URL re-targets a scenario written for the embedded store:
+                # its scheme says the kind (a mismatch with a server kind the
+                # scenario names is refused when the store is made).
+                if table.get("kind", "sqlite") == "sqlite" and isinstance(url, str):
                     table["kind"] = "redis" if url.startswith("redis") else "postgres"
+                    table = {k: v for k, v in table.items() if k != "synchronous"}
             data["store"] = table
         elif isinstance(data, dict) and "store_url" in data:
             data = {k: v for k, v in data.items() if k != "store_url"}
@@ -462,6 +466,12 @@ class Scenario(_Strict):
         ``store_url=...`` points the store at an existing server."""
         data = self.model_dump()
         data.update({k: v for k, v in changes.items() if v is not None})
+        return Scenario.model_validate(data)
+
+    def with_store(self, **options: Any) -> Scenario:
+        """A copy with ``[store]`` options replaced, re-validated."""
+        data = self.model_dump()
+        data["store"] = {**self.store.model_dump(exclude_none=True), **options}
         return Scenario.model_validate(data)
 
 

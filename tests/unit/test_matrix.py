@@ -17,6 +17,7 @@ from knell.matrix import (
     MutantRow,
     judge,
     plan,
+    portable,
     render_markdown,
     write_matrix,
 )
@@ -167,14 +168,66 @@ def test_plan_runs_each_mutant_on_its_declared_scenarios() -> None:
     assert [(t.bus, t.scenario.name) for t in explicit] == [("fetch-consumes", "quickstart")]
 
 
+def test_store_axis_retargets_portable_scenarios_and_keeps_mutants_home() -> None:
+    names = ("quickstart", "postgres-kill-consumers", "sqlite-bridge-kill", "redis-kill-consumers")
+    scenarios = [load_scenario(SCENARIOS / f"{n}.toml") for n in names]
+    assert [portable(s) for s in scenarios] == [True, False, True, False]
+    chosen = [
+        MUTANTS["off-by-one-read"],  # sqlite, declared on quickstart
+        MUTANTS["postgres-seq-outside-lock"],
+        MUTANTS["bridge-stale-head"],  # any store's bridge
+        MUTANTS["redis-capped-stream"],
+    ]
+    tasks = plan(scenarios, chosen, stores=["postgres"])
+    cells = {(t.bus, t.label, t.store) for t in tasks}
+    assert cells == {
+        (REFERENCE, "quickstart@postgres", "postgres"),
+        (REFERENCE, "postgres-kill-consumers", "postgres"),
+        (REFERENCE, "sqlite-bridge-kill@postgres", "postgres"),
+        ("postgres-seq-outside-lock", "postgres-kill-consumers", "postgres"),
+        ("bridge-stale-head", "sqlite-bridge-kill@postgres", "postgres"),
+    }  # the sqlite mutant is not ported; redis's scenario and mutant are not on this axis
+    everything = plan(scenarios, chosen, stores=["postgres"], full=True, reference=False)
+    assert all(
+        t.mutant is not None and t.mutant.store in ("postgres", "bridge") for t in everything
+    )
+    native = plan(scenarios, chosen)  # no store axis: each scenario on its own store
+    assert {t.label for t in native} == set(names)
+    assert ("redis-capped-stream", "redis-kill-consumers") in {(t.bus, t.label) for t in native}
+    assert [t.scenario.store.kind for t in native if t.label == "quickstart"] == ["sqlite"] * 2
+
+
+def test_reference_must_make_an_expected_finding() -> None:
+    made = Cell(REFERENCE, "redis-store-crash-no-persistence", valid=False, expect_met=True)
+    valid = Cell(REFERENCE, "redis-kill-consumers", valid=True)
+    assert MutantRow(REFERENCE, None, [made, valid], store="redis").status == "valid"
+    missed = Cell(REFERENCE, "redis-store-crash-no-persistence", valid=True, expect_met=False)
+    assert MutantRow(REFERENCE, None, [missed, valid], store="redis").status == "missed"
+    other = Cell(REFERENCE, "redis-kill-consumers", valid=False)
+    assert MutantRow(REFERENCE, None, [made, other]).status == "false-positive"
+    row = MutantRow(REFERENCE, None, [made], store="redis")
+    assert row.label == "reference (redis)"
+    matrix = Matrix(
+        rows=[row],
+        scenarios=["redis-store-crash-no-persistence"],
+        started=datetime(2026, 1, 1, tzinfo=timezone.utc),
+        wall=1.0,
+        duration=5.0,
+        jobs=1,
+        command="knell matrix",
+        skipped=["postgres store: not installed"],
+    )
+    text = render_markdown(matrix)
+    assert "expected findings made: redis-store-crash-no-persistence" in text
+    assert "not run on this machine: postgres store: not installed" in text
+
+
 def test_every_mutant_declares_shipped_scenarios_and_real_checks() -> None:
     from knell.checker import CHECKS
 
     kinds = {c.name: c.kinds for c in CHECKS}
     shipped = {p.stem for p in SCENARIOS.glob("*.toml")}
     for m in MUTANTS.values():
-        if m.store != "sqlite":
-            continue  # other stores' scenarios are checked with their store
         assert set(m.scenarios) <= shipped, m.name
         for entry in m.killed_by:
             check, _, kind = entry.partition(":")

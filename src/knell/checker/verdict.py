@@ -55,6 +55,15 @@ class Verdict:
         if self.valid is True:
             self.valid = "unknown"
 
+    def fired(self) -> dict[str, list[str]]:
+        """Check name -> the anomaly kinds it found, for the checks that
+        failed: what a scenario's ``expect`` is matched against."""
+        return {
+            name: sorted({a.kind for a in result.anomalies})
+            for name, result in self.checks.items()
+            if result.valid is False
+        }
+
     def to_json(self) -> dict[str, Any]:
         return {
             "valid": self.valid,

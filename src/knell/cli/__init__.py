@@ -21,7 +21,7 @@ from pathlib import Path
 import click
 
 from knell.bridge.cli import bridge
-from knell.cli.admin import reap
+from knell.cli.admin import doctor, reap
 from knell.cli.bench import bench
 from knell.cli.common import err
 from knell.cli.matrix import matrix
@@ -52,7 +52,7 @@ def cli() -> None:
     """knell: chaos testing for durable agent message buses."""
 
 
-for _command in (run, check, list_, matrix, bench, reap, proxy, bridge, compose):
+for _command in (run, check, list_, matrix, bench, reap, doctor, proxy, bridge, compose):
     cli.add_command(_command)
 
 
@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> None:
         exc.show()
         sys.exit(ExitCode.USAGE)
     except KnellError as exc:
-        err.print(f"[bold red]knell: error:[/] {clean(exc, 2000)}", soft_wrap=True)
+        err.print(f"[bold red]knell: error:[/] {clean(exc, 2000, newlines=True)}", soft_wrap=True)
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         err.print("knell: interrupted; every process it started was stopped")

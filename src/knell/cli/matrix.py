@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -22,6 +23,8 @@ from knell.cli.common import (
 from knell.cli.run import SEEDS
 from knell.errors import ExitCode
 from knell.matrix import REFERENCE, SHORT_DURATION, Cell, Matrix, run_matrix
+from knell.scenario import Scenario
+from knell.stores import KINDS, unavailable
 
 __all__ = ["matrix"]
 
@@ -45,8 +48,16 @@ def _print_matrix(matrix: Matrix) -> None:
     for row in matrix.rows:
         mode = row.mutant.failure_mode if row.mutant else "(reference: must stay VALID)"
         if row.mutant is None:
-            bad = [f"{c.scenario}: {c.word}" for c in row.cells if c.valid is not True]
-            caught_by = ", ".join(bad) or f"valid on all {len(row.cells)}"
+            bad = [
+                f"{c.scenario}: {c.word}"
+                for c in row.cells
+                if c.valid is not True and not c.expect_met
+            ]
+            made = len([c for c in row.cells if c.expect_met])
+            caught_by = ", ".join(bad) or (
+                f"valid on all {len(row.cells) - made}"
+                + (f", {made} expected finding(s) made" if made else "")
+            )
         else:
             caught_by = ", ".join(row.caught_by) or ("-" if row.cells else "not run")
         checks = ", ".join(f"[bold]{c}[/]" if c not in row.other_checks else c for c in row.checks)
@@ -55,7 +66,7 @@ def _print_matrix(matrix: Matrix) -> None:
         rate = "" if row.rate is None else f" {round(row.rate * n)}/{n}"
         colour = colours[row.status]
         table.add_row(
-            mode, row.bus, caught_by, checks or "-", detect, f"[{colour}]{row.status}{rate}[/]"
+            mode, row.label, caught_by, checks or "-", detect, f"[{colour}]{row.status}{rate}[/]"
         )
     # Piped (CI logs): wide enough that the table does not fold every cell.
     out = console if console.is_terminal else Console(highlight=False, width=160)
@@ -70,8 +81,62 @@ def _print_matrix(matrix: Matrix) -> None:
     )
     word = "[bold green]PASS[/]" if matrix.ok else "[bold red]FAIL[/]"
     console.print(f"matrix: {word}")
+    for line in matrix.skipped:
+        console.print(f"[yellow]not run here[/]: {line}", soft_wrap=True)
     if matrix.out_dir is not None:
         console.print(f"report: {matrix.out_dir / 'matrix.md'}", soft_wrap=True)
+
+
+def _store_axis(
+    value: str | None, scenarios: list[Scenario], only_mutants: list[str]
+) -> tuple[list[str] | None, list[str], list[Scenario], list[str]]:
+    """(stores, skipped, scenarios, mutants) for ``--store``.
+
+    A store named explicitly must be runnable here (exit 3 otherwise). With
+    no ``--store`` or ``--store all``, a store whose server is missing is
+    left out with its scenarios and mutants, and said so; under
+    ``KNELL_REQUIRE_SERVERS=1`` (CI) that is an error instead. A mutant
+    whose runtime is missing (a Node.js bus without Node) is left out the
+    same way."""
+    require = os.environ.get("KNELL_REQUIRE_SERVERS") == "1"
+    skipped: list[str] = []
+    stores: list[str] | None
+    if value is None or value.strip() == "all":
+        wanted = list(KINDS) if value else list(dict.fromkeys(s.store.kind for s in scenarios))
+        stores = None if value is None else []
+        for kind in wanted:
+            reason = unavailable(kind)
+            if reason is None:
+                if stores is not None:
+                    stores.append(kind)
+                continue
+            if require:
+                raise UsageProblem(f"--store: {kind}: {reason} (KNELL_REQUIRE_SERVERS=1)")
+            skipped.append(f"{kind} store: {reason}")
+    else:
+        stores = [k.strip() for k in value.split(",") if k.strip()]
+        for kind in stores:
+            if kind not in KINDS:
+                raise UsageProblem(f"--store: unknown store {kind!r}; known: {', '.join(KINDS)}")
+            reason = unavailable(kind)
+            if reason is not None:
+                raise UsageProblem(f"--store: {kind}: {reason}")
+    lost = {line.split(" ", 1)[0] for line in skipped}
+    scenarios = [s for s in scenarios if s.store.kind not in lost]
+    registry = all_mutants()
+    names = []
+    for name in only_mutants or list(registry):
+        m = registry[name]
+        if m.store in lost or (stores is not None and m.store not in (*stores, "bridge")):
+            continue
+        reason = m.unavailable()
+        if reason is not None and not require:
+            skipped.append(f"mutant {name}: {reason}")
+            continue
+        names.append(name)
+    if not scenarios:
+        raise UsageProblem("no scenario left to run on the stores available here")
+    return stores, skipped, scenarios, names
 
 
 @click.command()
@@ -102,6 +167,13 @@ def _print_matrix(matrix: Matrix) -> None:
 )
 @click.option("--seed", type=SEEDS, help="Override every scenario's (first) seed.")
 @click.option(
+    "--store",
+    "store_list",
+    help="Store axis: comma-separated kinds (sqlite,postgres,redis) or 'all' (every one this"
+    " machine can run). Each store runs its own scenarios, the portable ones re-targeted to"
+    " it, its reference bus and its mutants. Default: each scenario on its own store.",
+)
+@click.option(
     "-j",
     "--jobs",
     type=click.IntRange(1, 16),
@@ -121,6 +193,7 @@ def matrix(
     full: bool,
     seeds: int,
     seed: int | None,
+    store_list: str | None,
     jobs: int,
     reports: Path,
     scenarios_dir: Path | None,
@@ -151,6 +224,7 @@ def matrix(
         loaded = load_scenarios(only_scenarios, scenarios_dir)
     else:
         loaded = load_scenarios([str(p) for p in scenario_files(scenarios_dir)], None)
+    stores, skipped, loaded, names = _store_axis(store_list, loaded, list(only_mutants))
     command = "knell matrix " + " ".join(sys.argv[2:]) if len(sys.argv) > 2 else "knell matrix"
 
     def progress(done: int, total: int, cell: Cell) -> None:
@@ -169,13 +243,13 @@ def matrix(
 
     console.print(
         f"[bold]knell matrix[/]: {len(loaded)} scenario(s),"
-        f" {len(only_mutants or all_mutants()) + (0 if no_reference else 1)} bus(es),"
+        f" {len(names) + (0 if no_reference else 1)} bus(es),"
         f" {seeds} seed(s), {jobs} at a time"
     )
     try:
         result = run_matrix(
             loaded,
-            mutants=list(only_mutants) or None,
+            mutants=names,
             reference=not no_reference,
             full=full,
             explicit=bool(only_scenarios),
@@ -186,6 +260,8 @@ def matrix(
             jobs=jobs,
             command=command.strip(),
             progress=progress,
+            stores=stores,
+            skipped=skipped,
         )
     except KeyboardInterrupt:
         err.print("knell: interrupted; every worker was stopped, the matrix is incomplete")

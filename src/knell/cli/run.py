@@ -61,6 +61,13 @@ def print_outcome(outcome: RunOutcome) -> None:
             )
     for line in outcome.crashes:
         console.print(f"  [red]crash[/]: {line}", soft_wrap=True)
+    if outcome.expect is not None:
+        made = outcome.expectation_met
+        console.print(
+            f"  scenario {outcome.expect.describe()}: "
+            + ("[green]finding made, as intended[/]" if made else "[red]finding NOT made[/]"),
+            soft_wrap=True,
+        )
     console.print(f"report: {outcome.run_dir / 'report.md'}", soft_wrap=True)
 
 
@@ -81,12 +88,26 @@ def print_outcome(outcome: RunOutcome) -> None:
     type=click.Path(path_type=Path, dir_okay=False),
     help="Replay a saved schedule.json instead of expanding the seed.",
 )
+@click.option(
+    "--store",
+    "store_kind",
+    type=click.Choice(["sqlite", "postgres", "redis"]),
+    help="Run on this store kind instead of the scenario's (its default options).",
+)
+@click.option(
+    "--store-url",
+    help="Use an existing Postgres or Redis server (a fresh schema or key prefix per run).",
+)
+@click.option("--keep", is_flag=True, help="With --store-url: keep the run's schema or key prefix.")
 @click.option("-q", "--quiet", is_flag=True, help="Print only the verdict and report path.")
 def run(
     scenarios: tuple[str, ...],
     driver: str | None,
     seed: int | None,
     duration: str | None,
+    store_kind: str | None,
+    store_url: str | None,
+    keep: bool,
     reports: Path,
     scenarios_dir: Path | None,
     schedule_file: Path | None,
@@ -99,7 +120,18 @@ def run(
     is printed), 3 bad input or environment, 4 a bug in knell.
     """
     schedule = _load_schedule(schedule_file) if schedule_file else None
-    loaded = load_scenarios(scenarios, scenarios_dir, seed=seed, duration=duration_flag(duration))
+    if keep and not store_url:
+        raise UsageProblem("--keep is for --store-url (a private server is removed with its run)")
+    loaded = load_scenarios(
+        scenarios,
+        scenarios_dir,
+        seed=seed,
+        duration=duration_flag(duration),
+        store=store_kind,
+        store_url=store_url,
+    )
+    if keep:
+        loaded = [s.with_store(keep=True) for s in loaded]
     codes = []
     for scenario in loaded:
         console.print(f"[bold]knell run[/] {scenario.name}: {scenario.description}")

@@ -14,7 +14,7 @@ escapes is fixed by a better generic workload or fault schedule.
 * :mod:`~knell.matrix.render`: ``matrix.md`` and ``matrix.json``.
 
 Output: ``reports/matrix/<timestamp>/`` with ``matrix.md``, ``matrix.json``
-and ``runs/<bus>/<scenario>/<stamp>/`` (ordinary run directories), plus
+and ``runs/<bus>/<store>/<scenario>/<stamp>/`` (ordinary run directories), plus
 ``reports/matrix/latest``.
 """
 
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from knell.matrix.model import REFERENCE, Cell, Matrix, MutantRow, judge
 from knell.matrix.render import render_markdown, write_matrix
-from knell.matrix.run import SHORT_DURATION, Task, plan, run_matrix
+from knell.matrix.run import SHORT_DURATION, Task, plan, portable, run_matrix
 
 __all__ = [
     "REFERENCE",
@@ -33,6 +33,7 @@ __all__ = [
     "Task",
     "judge",
     "plan",
+    "portable",
     "render_markdown",
     "run_matrix",
     "write_matrix",

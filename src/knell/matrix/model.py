@@ -60,6 +60,11 @@ class Cell:
     scenario: str
     seed: int | None = None
     repeat: int = 0
+    store: str = "sqlite"
+    """the store kind the run used (a scenario may be re-targeted to one)."""
+    expect_met: bool | None = None
+    """whether the run made the scenario's expected finding (None: the
+    scenario expects none)."""
     """which repetition of the cell (0 .. seeds-1): the seeds differ per
     scenario, the repetition index lines them up."""
     valid: Validity | None = None
@@ -94,7 +99,9 @@ class Cell:
             "scenario": self.scenario,
             "seed": self.seed,
             "repeat": self.repeat,
+            "store": self.store,
             "valid": self.valid,
+            "expect_met": self.expect_met,
             "run_dir": None if self.run_dir is None else str(self.run_dir),
             "error": self.error,
             "fired": self.fired,
@@ -113,6 +120,13 @@ class MutantRow:
     bus: str
     mutant: Mutant | None
     cells: list[Cell]
+    store: str | None = None
+    """For the reference rows: the store whose reference bus this is."""
+
+    @property
+    def label(self) -> str:
+        """The row's name in tables: the bus, and for a reference its store."""
+        return f"{self.bus} ({self.store})" if self.mutant is None and self.store else self.bus
 
     @property
     def repeats(self) -> list[int]:
@@ -139,9 +153,15 @@ class MutantRow:
     @property
     def status(self) -> Status:
         if self.mutant is None:
-            if any(c.valid is False or c.error for c in self.cells):
+            # A scenario that expects a finding (expect = ...) must make it:
+            # there an INVALID verdict is the control working, a VALID one
+            # is knell missing what the scenario is there to show.
+            plain = [c for c in self.cells if c.expect_met is None]
+            if any(c.error for c in self.cells) or any(c.valid is False for c in plain):
                 return "false-positive"
-            if any(c.valid is not True for c in self.cells):
+            if any(c.expect_met is False for c in self.cells):
+                return "missed"
+            if any(c.valid is not True for c in plain):
                 return "unknown"
             return "valid"
         if any(c.expected_hit for c in self.cells):
@@ -201,6 +221,7 @@ class MutantRow:
         m = self.mutant
         return {
             "bus": self.bus,
+            "label": self.label,
             "failure_mode": None if m is None else m.failure_mode,
             "factory": None if m is None else m.factory,
             "store": None if m is None else m.store,
@@ -233,6 +254,10 @@ class Matrix:
     seeds: int = 1
     full: bool = False
     out_dir: Path | None = None
+    stores: list[str] = field(default_factory=lambda: ["sqlite"])
+    skipped: list[str] = field(default_factory=list)
+    """What this machine could not run, and why (a store with no server,
+    a mutant whose runtime is missing): said in the report, never silent."""
 
     @property
     def ok(self) -> bool:
@@ -270,6 +295,8 @@ class Matrix:
             "duration_s": self.duration,
             "wall_s": round(self.wall, 1),
             "scenarios": self.scenarios,
+            "stores": self.stores,
+            "skipped": self.skipped,
             "mutants": {
                 "caught": self.caught(),
                 "weak": sum(1 for r in self.mutant_rows if r.status == "weak"),

@@ -50,7 +50,8 @@ def _cell_text(cells: list[Cell]) -> str:
             for check, kinds in cell.fired.items():
                 mark = "**" if any(matches(e, check, kinds) for e in hit) else ""
                 fired.append(f"{mark}{check}{mark}")
-            parts.append(", ".join(fired) or "invalid")
+            text = ", ".join(fired) or "invalid"
+            parts.append(f"{text} (expected)" if cell.expect_met else text)
     if len(set(parts)) == 1:
         return parts[0] + (f" x{len(parts)}" if len(parts) > 1 else "")
     return " / ".join(parts)
@@ -83,12 +84,16 @@ def render_markdown(matrix: Matrix) -> str:
         shown = ", ".join(
             f"{c.scenario}{'' if c.seed is None else f' (seed {c.seed})'}: {c.word}"
             for c in r.cells
-            if c.valid is not True
+            if c.valid is not True and not c.expect_met
         )
+        made = [c.scenario for c in r.cells if c.expect_met]
         out.append(
-            f"- reference bus: **{r.status}** on {len(r.cells)} run(s)"
+            f"- reference {r.store} bus: **{r.status}** on {len(r.cells)} run(s)"
+            + (f"; expected findings made: {', '.join(dict.fromkeys(made))}" if made else "")
             + (f"; not valid: {shown}" if shown else "")
         )
+    if matrix.skipped:
+        out.append("- not run on this machine: " + "; ".join(matrix.skipped))
     out += [
         "",
         "| failure mode | mutant | store | caught by (scenarios) | check that proves it |"
@@ -118,7 +123,7 @@ def render_markdown(matrix: Matrix) -> str:
     ]
     for r in matrix.rows:
         by_scenario = [[c for c in r.cells if c.scenario == s] for s in matrix.scenarios]
-        out.append(f"| `{r.bus}` | " + " | ".join(_cell_text(c) for c in by_scenario) + " |")
+        out.append(f"| `{r.label}` | " + " | ".join(_cell_text(c) for c in by_scenario) + " |")
     problems = [
         (r, c) for r in matrix.rows for c in r.cells if c.error or (c.unknown and not c.caught)
     ]
@@ -126,10 +131,10 @@ def render_markdown(matrix: Matrix) -> str:
         out += ["", "## Errors and unknowns", ""]
         for r, c in problems:
             why = c.error or "; ".join(f"{k}: {v}" for k, v in c.unknown.items())
-            out.append(f"- `{r.bus}` on {c.scenario} (seed {c.seed}): {why}")
+            out.append(f"- `{r.label}` on {c.scenario} (seed {c.seed}): {why}")
     out += [
         "",
-        "Runs: `runs/<bus>/<scenario>/<stamp>/` (each an ordinary run directory:"
+        "Runs: `runs/<bus>/<store>/<scenario>/<stamp>/` (each an ordinary run directory:"
         " `report.md`, `results.json`, `history.jsonl`).",
         "",
     ]

@@ -1,12 +1,21 @@
 """Running the matrix: which cells, on which seeds, how many at once.
 
 The plan. The reference bus runs on every selected scenario (it must be
-VALID everywhere). Each mutant runs only on the scenarios it declares
-(``@mutant(scenarios=...)``): that is the CI form, sized to what proves
-each mutant. ``full`` runs the whole cross product instead, and naming
-scenarios explicitly (``-s``) runs every selected mutant on exactly those.
-Each cell repeats with ``seeds`` seeds (the scenario's seed, then the next
-ones), so the matrix can say how reliably each mutant is caught.
+VALID everywhere, or make the finding a scenario ``expect``s). Each mutant
+runs only on the scenarios it declares (``@mutant(scenarios=...)``): that
+is the CI form, sized to what proves each mutant. ``full`` runs the whole
+cross product instead, and naming scenarios explicitly (``-s``) runs every
+selected mutant on exactly those. Each cell repeats with ``seeds`` seeds
+(the scenario's seed, then the next ones), so the matrix can say how
+reliably each mutant is caught.
+
+The store axis. Without ``stores`` every scenario runs on its own store.
+With ``stores`` (``--store postgres``), each named store gets the
+scenarios written for it plus every *portable* scenario (one on the
+default SQLite store, with no bus of its own) re-targeted to it, the
+reference bus of that store, and that store's mutants. A mutant belongs
+to one store (SQLite-specific mutants are not ported); a bridge mutant
+(``store="bridge"``) wraps whichever store its scenario has.
 
 Runs go to a pool of threads, ``jobs`` at a time, each an ordinary
 :func:`knell.runner.run_scenario` with its own run directory under
@@ -29,9 +38,9 @@ from knell.matrix.render import write_matrix
 from knell.platform import interrupt_on_terminate
 from knell.rundir import new_dir, point_latest
 from knell.runner import run_scenario
-from knell.scenario import Scenario
+from knell.scenario import Scenario, StoreTable
 
-__all__ = ["SHORT_DURATION", "Task", "plan", "run_matrix"]
+__all__ = ["SHORT_DURATION", "Task", "plan", "portable", "run_matrix", "targets"]
 
 SHORT_DURATION = 5.0
 """Seconds per run in ``--short`` form: every mutant is caught reliably at
@@ -47,6 +56,43 @@ class Task:
     scenario: Scenario
     seed: int
     repeat: int = 0
+    label: str = ""
+    """The scenario as the matrix names it: ``kill-consumers``, or
+    ``kill-consumers@postgres`` when re-targeted to another store."""
+
+    @property
+    def store(self) -> str:
+        return self.scenario.store.kind
+
+
+def portable(scenario: Scenario) -> bool:
+    """Whether a scenario can be re-targeted to another store: it runs on
+    the default SQLite store and names no bus of its own."""
+    return scenario.store == StoreTable() and scenario.bus is None
+
+
+def targets(
+    scenarios: Sequence[Scenario], stores: Sequence[str] | None
+) -> list[tuple[Scenario, str]]:
+    """(scenario, label) for every scenario to run. ``stores=None``: each on
+    its own store; otherwise each store's own scenarios and the portable
+    ones re-targeted to it (named ``name@store``)."""
+    if stores is None:
+        return [(s, s.name) for s in scenarios]
+    out: list[tuple[Scenario, str]] = []
+    for store in stores:
+        for scenario in scenarios:
+            if scenario.store.kind == store:
+                out.append((scenario, scenario.name))
+            elif portable(scenario):
+                out.append((scenario.with_overrides(store=store), f"{scenario.name}@{store}"))
+    return out
+
+
+def _runs_on(mutant: Mutant, scenario: Scenario) -> bool:
+    """A mutant is a bug of one store's bus: it runs only on that store
+    (a bridge mutant serves any store)."""
+    return mutant.store in (scenario.store.kind, "bridge")
 
 
 def plan(
@@ -57,36 +103,45 @@ def plan(
     full: bool = False,
     explicit: bool = False,
     seeds: int = 1,
+    stores: Sequence[str] | None = None,
 ) -> list[Task]:
     """The runs of a matrix, interleaved so concurrent runs are different
     scenarios (the load spreads evenly)."""
     if seeds < 1:
         raise ValueError(f"seeds must be >= 1, got {seeds}")
     tasks: list[Task] = []
-    for scenario in scenarios:
+    for scenario, label in targets(scenarios, stores):
         for offset in range(seeds):
             seed = scenario.seed + offset
             if reference:
-                tasks.append(Task(REFERENCE, None, scenario, seed, offset))
+                tasks.append(Task(REFERENCE, None, scenario, seed, offset, label))
             for m in mutants:
-                if full or explicit or scenario.name in m.scenarios:
-                    tasks.append(Task(m.name, m, scenario, seed, offset))
+                declared = full or explicit or scenario.name in m.scenarios
+                if declared and _runs_on(m, scenario):
+                    tasks.append(Task(m.name, m, scenario, seed, offset, label))
     return tasks
 
 
 def _run_cell(task: Task, runs: Path) -> Cell:
-    cell = Cell(task.bus, task.scenario.name, seed=task.seed, repeat=task.repeat)
+    cell = Cell(
+        task.bus,
+        task.label or task.scenario.name,
+        seed=task.seed,
+        repeat=task.repeat,
+        store=task.store,
+    )
     started = time.monotonic()
     driver = None if task.mutant is None else task.mutant.factory
     scenario = task.scenario.with_overrides(seed=task.seed)
     try:
-        outcome = run_scenario(scenario, reports=runs / task.bus, driver=driver)
+        outcome = run_scenario(scenario, reports=runs / task.bus / task.store, driver=driver)
     except Exception as exc:  # reported in the matrix (a reference error fails it)
         cell.error = f"{type(exc).__name__}: {exc}"
         cell.wall = time.monotonic() - started
         return cell
     cell.valid = outcome.verdict.valid
     cell.run_dir = outcome.run_dir
+    cell.expect_met = outcome.expectation_met
     judge(cell, outcome.verdict.checks, task.mutant)
     cell.wall = time.monotonic() - started
     return cell
@@ -106,12 +161,17 @@ def run_matrix(
     jobs: int = 2,
     command: str = "knell matrix",
     progress: Callable[[int, int, Cell], None] = lambda _i, _n, _c: None,
+    stores: Sequence[str] | None = None,
+    skipped: Sequence[str] = (),
 ) -> Matrix:
     """Run the planned cells and write the matrix.
 
     ``duration`` scales each scenario to that many seconds (``None`` keeps
     the scenario's own); ``seed`` replaces every scenario's first seed;
-    ``jobs`` runs are in flight at once (each run is a handful of processes)."""
+    ``jobs`` runs are in flight at once (each run is a handful of
+    processes); ``stores`` is the store axis (see the module docstring);
+    ``skipped`` says what the caller left out because this machine cannot
+    run it, for the report."""
     registry = all_mutants()
     names = list(registry) if mutants is None else list(mutants)
     unknown = [n for n in names if n not in registry]
@@ -121,7 +181,15 @@ def run_matrix(
         raise ValueError(f"jobs must be >= 1, got {jobs}")
     scaled = [s.with_overrides(duration=duration, seed=seed) for s in scenarios]
     chosen = [registry[n] for n in names]
-    tasks = plan(scaled, chosen, reference=reference, full=full, explicit=explicit, seeds=seeds)
+    tasks = plan(
+        scaled,
+        chosen,
+        reference=reference,
+        full=full,
+        explicit=explicit,
+        seeds=seeds,
+        stores=stores,
+    )
     started = datetime.now(timezone.utc)
     out = new_dir(reports / "matrix", "runs", now=started)
     runs = out / "runs"
@@ -144,16 +212,20 @@ def run_matrix(
                 raise
     finally:
         pool.shutdown(wait=True)
-    buses: list[tuple[str, Mutant | None]] = [(REFERENCE, None)] if reference else []
-    buses += [(m.name, m) for m in chosen]
-    order = {(t.bus, t.scenario.name, t.repeat): i for i, t in enumerate(tasks)}
+    order = {(t.bus, t.label, t.repeat): i for i, t in enumerate(tasks)}
     cells.sort(key=lambda c: order[(c.bus, c.scenario, c.repeat)])
+    kinds = list(dict.fromkeys(t.store for t in tasks)) or ["sqlite"]
+    rows = []
+    if reference:
+        for kind in kinds:
+            mine = [c for c in cells if c.bus == REFERENCE and c.store == kind]
+            rows.append(MutantRow(REFERENCE, None, mine, store=kind))
     # A mutant none of whose declared scenarios was selected keeps its row
     # (with no cells it is "missed"): a gate must not pass by running less.
-    rows = [MutantRow(bus, mutant, [c for c in cells if c.bus == bus]) for bus, mutant in buses]
+    rows += [MutantRow(m.name, m, [c for c in cells if c.bus == m.name]) for m in chosen]
     matrix = Matrix(
         rows=rows,
-        scenarios=[s.name for s in scaled],
+        scenarios=list(dict.fromkeys(t.label for t in tasks)),
         started=started,
         wall=time.monotonic() - t0,
         duration=duration,
@@ -162,6 +234,8 @@ def run_matrix(
         seeds=seeds,
         full=full,
         out_dir=out,
+        stores=kinds,
+        skipped=list(skipped),
     )
     write_matrix(matrix, out)
     point_latest(out)

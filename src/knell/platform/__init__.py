@@ -41,6 +41,7 @@ if sys.platform == "win32":
         signal_group,
         signal_server,
         suspend_tree,
+        user_exists,
     )
 else:
     from knell.platform.posix import (
@@ -61,6 +62,7 @@ else:
         signal_group,
         signal_server,
         suspend_tree,
+        user_exists,
     )
 
 __all__ = [
@@ -81,4 +83,5 @@ __all__ = [
     "signal_group",
     "signal_server",
     "suspend_tree",
+    "user_exists",
 ]

@@ -44,6 +44,7 @@ __all__ = [
     "signal_group",
     "signal_server",
     "suspend_tree",
+    "user_exists",
 ]
 
 SPAWN_GROUP: dict[str, Any] = {"start_new_session": True}
@@ -196,6 +197,17 @@ def is_root() -> bool:
     """Whether this process runs as the superuser (servers such as Postgres
     then have to be started as an unprivileged user, see :func:`run_as`)."""
     return os.geteuid() == 0
+
+
+def user_exists(user: str) -> bool:
+    """Whether the account ``user`` exists (a root run starts servers as it)."""
+    import pwd
+
+    try:
+        pwd.getpwnam(user)
+    except KeyError:
+        return False
+    return True
 
 
 def give_to(path: str | os.PathLike[str], user: str) -> None:

@@ -43,6 +43,7 @@ __all__ = [
     "signal_group",
     "signal_server",
     "suspend_tree",
+    "user_exists",
 ]
 
 SPAWN_GROUP: dict[str, Any] = {"creationflags": subprocess.CREATE_NEW_PROCESS_GROUP}
@@ -114,6 +115,11 @@ def leash_child() -> dict[str, Any]:
 
 def is_root() -> bool:
     """Windows has no superuser that servers refuse to run as."""
+    return False
+
+
+def user_exists(user: str) -> bool:
+    """Windows runs servers as the current user: no account is needed."""
     return False
 
 

@@ -37,8 +37,19 @@ def write_reports(run_dir: Path, verdict: Verdict, stats: RunStats, torn: list[s
         "stats": stats.to_json(),
         "windows": verdict.windows,
         "torn": torn,
+        "expect": _expect(scenario.get("expect"), verdict),
     }
     atomic_write(run_dir / "results.json", json.dumps(results, indent=2, default=str) + "\n")
     atomic_write(run_dir / "report.md", render_markdown(scenario, verdict, stats, torn, t0))
     write_junit(run_dir / "junit.xml", str(scenario.get("name", "history")), verdict)
     return stats
+
+
+def _expect(value: object, verdict: Verdict) -> dict[str, object] | None:
+    """The scenario's expected finding and whether this run made it."""
+    from knell.scenario import Expectation
+
+    if value is None:
+        return None
+    expect = Expectation.model_validate(value)
+    return {**expect.model_dump(), "met": expect.met_by(verdict.valid, verdict.fired())}

@@ -80,6 +80,21 @@ def _availability(verdict: Verdict) -> list[str]:
     return [*rows, ""]
 
 
+def _expected(value: object, verdict: Verdict) -> list[str]:
+    """A line saying which finding the scenario exists to make, and whether
+    this run made it: an INVALID verdict there is the scenario working."""
+    from knell.scenario import Expectation
+
+    if value is None:
+        return []
+    expect = Expectation.model_validate(value)
+    made = expect.met_by(verdict.valid, verdict.fired())
+    return [
+        f"- this scenario {expect.describe()}: "
+        + ("the finding was made, as intended" if made else "**the finding was NOT made**")
+    ]
+
+
 def render_markdown(
     scenario: dict[str, Any],
     verdict: Verdict,
@@ -101,6 +116,7 @@ def render_markdown(
         f" configured duration {scenario.get('duration', '?')} s,"
         f" history {stats.events} events over {_fmt(stats.seconds, ' s')}",
         f"- checked in {verdict.seconds:.2f} s",
+        *_expected(scenario.get("expect"), verdict),
         "",
         "## Checks",
         "",

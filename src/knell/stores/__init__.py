@@ -20,4 +20,25 @@ from __future__ import annotations
 from knell.stores.base import Store, StoreError
 from knell.stores.spec import StoreSpec, create_store
 
-__all__ = ["Store", "StoreError", "StoreSpec", "create_store"]
+__all__ = ["KINDS", "Store", "StoreError", "StoreSpec", "create_store", "unavailable"]
+
+KINDS = ("sqlite", "postgres", "redis")
+"""The store kinds knell can provision."""
+
+
+def unavailable(kind: str) -> str | None:
+    """Why a private ``kind`` store cannot be started on this machine
+    (``None``: it can). SQLite is embedded and always can; a server kind
+    needs its binaries (see :mod:`knell.stores.discovery`)."""
+    from knell.stores.discovery import find_postgres, find_redis_server
+
+    try:
+        if kind == "postgres":
+            find_postgres()
+        elif kind == "redis":
+            find_redis_server()
+        elif kind != "sqlite":
+            return f"unknown store kind {kind!r} (known: {', '.join(KINDS)})"
+    except StoreError as exc:
+        return str(exc)
+    return None

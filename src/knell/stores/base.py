@@ -72,7 +72,9 @@ class Store(ABC):
             raise StoreError(f"poll_interval must be > 0 seconds, got {poll_interval}")
         if op_timeout <= 0:
             raise StoreError(f"op_timeout must be > 0 seconds, got {op_timeout}")
-        self.run_dir = Path(run_dir)
+        # Absolute: servers run with their data folder as working directory,
+        # and a relative path given to them would then point nowhere.
+        self.run_dir = Path(run_dir).resolve()
         self.store_dir = self.run_dir / "store"
         self.poll_interval = poll_interval
         self.op_timeout = op_timeout

@@ -64,6 +64,12 @@ class Mutant:
     def open(self, url: str) -> Any:
         return self.cls.from_url(url)
 
+    def unavailable(self) -> str | None:
+        """Why this mutant cannot run on this machine (a bus in another
+        language needs its runtime), ``None`` when it can."""
+        check = getattr(self.cls, "unavailable", None)
+        return None if check is None else check()
+
 
 MUTANTS: dict[str, Mutant] = {}
 """Every registered mutant by name, in registration order."""

@@ -60,7 +60,8 @@ def doctor(compose: Path | None = None) -> list[Finding]:
             )
         )
     except ComposeError as exc:
-        findings.append(Finding("docker engine", False, str(exc).split(":")[0], HOW))
+        reason = " ".join(str(exc).replace(HOW, "").split()).rstrip(": ")
+        findings.append(Finding("docker engine", False, reason[:200], HOW))
         engine = None
 
     try:

@@ -1,0 +1,263 @@
+"""What this machine can run: ``knell doctor``.
+
+knell reaches for real parts (a Postgres and a Redis server it starts
+itself, a Toxiproxy, a Docker engine, Node.js for the example adapter, a
+headless browser for the HTML report's tests). Each is optional but the
+embedded SQLite store: a missing part only means the scenarios, tests and
+mutants that need it cannot run. The doctor finds each the way a run
+would (the same discovery code, never a second guess), says which version
+and where, and for each missing one what to install.
+
+A *capability* groups findings under what a user wants to do ("run on
+Postgres"); ``--require`` turns missing capabilities into exit 3, which is
+how CI proves its machine has what its tests need before they run.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from knell.platform import is_root, user_exists
+
+__all__ = ["CAPABILITIES", "Capability", "Finding", "diagnose"]
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One part: whether it is usable here, what was found, how to get it."""
+
+    name: str
+    ok: bool
+    detail: str
+    hint: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Capability:
+    """Something a user wants to do, and the parts it needs."""
+
+    name: str
+    what: str
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(f.ok for f in self.findings)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "what": self.what,
+            "ok": self.ok,
+            "findings": [f.as_dict() for f in self.findings],
+        }
+
+
+def _version(argv: list[str]) -> str:
+    """The first line a ``--version`` style command prints, or why not."""
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"(cannot run: {exc})"
+    lines = (done.stdout or done.stderr).strip().splitlines()
+    return lines[0].strip() if lines else f"(exit {done.returncode}, no output)"
+
+
+def _sqlite() -> list[Finding]:
+    return [
+        Finding(
+            "python",
+            sys.version_info >= (3, 11),
+            f"{platform.python_implementation()} {platform.python_version()} ({sys.executable})",
+            "knell needs Python 3.11 or newer",
+        ),
+        Finding("sqlite", True, f"SQLite {sqlite3.sqlite_version} (embedded, WAL)"),
+    ]
+
+
+def _postgres() -> list[Finding]:
+    from knell.stores.base import StoreError
+    from knell.stores.discovery import find_postgres
+
+    try:
+        found = find_postgres()
+    except StoreError as exc:
+        return [
+            Finding(
+                "postgres server",
+                False,
+                "not found",
+                str(exc).split("; ", 1)[-1] if "; " in str(exc) else str(exc),
+            )
+        ]
+    out = [
+        Finding(
+            "postgres server",
+            True,
+            f"{_version([str(found.postgres), '--version'])} ({found.folder})",
+        )
+    ]
+    if is_root():
+        if user_exists("postgres"):
+            out.append(Finding("postgres user", True, "runs the private server (knell is root)"))
+        else:
+            out.append(
+                Finding(
+                    "postgres user",
+                    False,
+                    "no user 'postgres' (Postgres refuses to run as root)",
+                    "create one (useradd postgres), or set [store] user = ...",
+                )
+            )
+    try:
+        import psycopg
+
+        out.append(Finding("psycopg", True, f"psycopg {psycopg.__version__}"))
+    except ImportError:
+        out.append(Finding("psycopg", False, "not installed", "pip install 'psycopg[binary]'"))
+    return out
+
+
+def _redis() -> list[Finding]:
+    from knell.stores.base import StoreError
+    from knell.stores.discovery import find_redis_server
+
+    try:
+        binary = find_redis_server()
+    except StoreError as exc:
+        return [
+            Finding(
+                "redis server",
+                False,
+                "not found",
+                "Debian: apt-get install redis-server; macOS: brew install redis;"
+                " or set KNELL_REDIS_SERVER"
+                if "install" in str(exc)
+                else str(exc),
+            )
+        ]
+    out = [Finding("redis server", True, f"{_version([str(binary), '--version'])} ({binary})")]
+    try:
+        import redis
+
+        out.append(Finding("redis-py", True, f"redis-py {redis.__version__}"))
+    except ImportError:
+        out.append(Finding("redis-py", False, "not installed", "pip install redis"))
+    return out
+
+
+def _network() -> list[Finding]:
+    out = [
+        Finding(
+            "knell proxy",
+            True,
+            "built in (Toxiproxy's HTTP API; used when no toxiproxy-server is found)",
+        )
+    ]
+    url = os.environ.get("TOXIPROXY_URL")
+    binary = shutil.which("toxiproxy-server")
+    if url:
+        out.append(Finding("toxiproxy", True, f"TOXIPROXY_URL={url} (used by runs)"))
+    elif binary:
+        out.append(Finding("toxiproxy", True, f"{_version([binary, '-version'])} ({binary})"))
+    else:
+        out.append(
+            Finding(
+                "toxiproxy",
+                True,
+                "toxiproxy-server not on PATH: runs use knell proxy (optional: install"
+                " Toxiproxy to test against the original)",
+            )
+        )
+    return out
+
+
+def _node() -> list[Finding]:
+    node = shutil.which("node")
+    if node is None:
+        return [
+            Finding(
+                "node",
+                False,
+                "not on PATH",
+                "install Node.js 18+ (Debian: apt-get install nodejs npm)",
+            )
+        ]
+    out = [Finding("node", True, f"{_version([node, '--version'])} ({node})")]
+    from knell.buses.mutants.stdio import node_adapter_dir
+
+    folder = node_adapter_dir()
+    if not (folder / "adapter.js").is_file():
+        out.append(
+            Finding("node adapter", False, f"{folder} missing", "a source checkout of knell")
+        )
+    elif not (folder / "node_modules" / "better-sqlite3").is_dir():
+        out.append(Finding("node adapter", False, f"{folder}: not installed", "make node-adapter"))
+    else:
+        out.append(Finding("node adapter", True, str(folder)))
+    return out
+
+
+def _containers() -> list[Finding]:
+    from knell.stores.compose.doctor import doctor
+
+    return [Finding(f.name, f.ok, f.detail, f.hint) for f in doctor()]
+
+
+def _browser() -> list[Finding]:
+    for name in ("chromium", "chromium-browser", "google-chrome", "chrome"):
+        path = shutil.which(name)
+        if path:
+            return [Finding("headless browser", True, f"{_version([path, '--version'])}")]
+    return [
+        Finding(
+            "headless browser",
+            False,
+            "no chromium or chrome on PATH (only the HTML report's browser test needs one)",
+            "Debian: apt-get install chromium",
+        )
+    ]
+
+
+CAPABILITIES: dict[str, tuple[str, Callable[[], list[Finding]]]] = {
+    "sqlite": ("run scenarios on the embedded SQLite store", _sqlite),
+    "postgres": ("run on a private Postgres server", _postgres),
+    "redis": ("run on a private Redis server", _redis),
+    "network": ("network faults (partition, latency, ...) through a Toxiproxy API", _network),
+    "node": ("the Node.js example adapter and its mutant", _node),
+    "docker": ("the compose stack (make compose-test)", _containers),
+    "browser": ("the HTML report's headless-browser test", _browser),
+}
+"""Every capability the doctor knows: name -> (what it is for, its check)."""
+
+
+def diagnose(only: list[str] | None = None) -> list[Capability]:
+    """Check the named capabilities (default: all), in a stable order."""
+    names = only or list(CAPABILITIES)
+    out = []
+    for name in names:
+        what, check = CAPABILITIES[name]
+        cap = Capability(name, what)
+        try:
+            cap.findings = check()
+        except Exception as exc:  # one broken probe must not hide the others
+            cap.findings = [Finding(name, False, f"the check failed: {type(exc).__name__}: {exc}")]
+        out.append(cap)
+    return out
+
+
+def installed_at() -> Path:
+    """Where knell itself runs from (for the doctor's header)."""
+    return Path(__file__).resolve().parent
