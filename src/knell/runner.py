@@ -134,21 +134,29 @@ def make_store(scenario: Scenario, run_dir: Path, owner: Owner | None) -> Any:
 
 
 def _check_store_faults(scenario: Scenario, store: Any) -> None:
-    """A scenario's store faults must be ones this store can suffer."""
-    wanted = {"store-crash": "crash", "store-pause": "pause"}
+    """A scenario's store faults must be ones this store can suffer (each
+    store fault kind names the capability it uses)."""
+    registry = kinds()
     for index, fault in enumerate(scenario.nemesis):
-        need = wanted.get(fault.fault)
-        if need is not None and need not in store.faults:
+        need = getattr(registry.get(fault.fault), "needs", None)
+        if need is None or need in store.faults:
+            continue
+        if scenario.store.url:
             how = (
                 " (an existing server is crashed only through crash_command and "
                 "restart_command in [store])"
-                if scenario.store.url
-                else ""
             )
-            raise RunError(
-                f"nemesis[{index}]: {fault.fault} needs a store that can {need}, and this "
-                f"{store.describe_short()} cannot{how}"
+        elif need in ("restart", "disconnect"):
+            how = (
+                ' (only a containerized store can: provider = "compose"; to cut a private'
+                ' server off, partition its links: fault = "partition")'
             )
+        else:
+            how = ""
+        raise RunError(
+            f"nemesis[{index}]: {fault.fault} needs a store that can {need}, and this "
+            f"{store.describe_short()} cannot{how}"
+        )
 
 
 class _Run:
@@ -314,13 +322,24 @@ class _Run:
                 self.record("restart", name, pid=restarted.pid, incarnation=restarted.incarnation)
 
     def drive(self) -> None:
+        """Play the schedule on the fault clock. Applying or healing a fault
+        can take a while (a store that must come back, a proof through a
+        proxy); the fault clock stops meanwhile, so a nemesis that falls
+        behind shifts the rest of the plan instead of squeezing it: every
+        fault keeps its planned hold, and faults the plan keeps apart stay
+        apart. The run lasts longer by that much."""
         t0 = time.monotonic()
+        behind = 0.0
         for action in self.schedule.actions:
             if action.at >= self.scenario.duration:
                 break
-            self._sleep_until(t0 + action.at)
+            due = t0 + action.at + behind
+            self._sleep_until(due)
+            late = time.monotonic() - due
+            if late > 0.01:  # the last apply or heal took longer than planned
+                behind += late
             self.apply(action)
-        self._sleep_until(t0 + self.scenario.duration)
+        self._sleep_until(t0 + self.scenario.duration + behind)
 
     def _sleep_until(self, deadline: float) -> None:
         while True:
@@ -372,7 +391,11 @@ class _Run:
             pending[name] = (handle, channel)
         self.say(f"draining {len(handles)} handle(s) to the true head")
         stuck = set(self.supervisor.wait_exit(list(pending), self.scenario.drain_timeout))
-        bus = open_bus(self.url, self.driver)
+        bus: Any
+        try:
+            bus = open_bus(self.url, self.driver)
+        except Exception as exc:  # the store is gone: the drain cannot be proven
+            bus = _Unreadable(exc)
         try:
             for name, (handle, channel) in pending.items():
                 worker = self.supervisor.workers[name]
@@ -387,7 +410,17 @@ class _Run:
                         channel=channel,
                     )
                     continue
-                heads = {channel: bus.head(channel)}
+                try:
+                    heads = {channel: self._true_head(bus, channel)}
+                except Exception as exc:
+                    self.nemesis.write(
+                        "info",
+                        "drain",
+                        {"handle": handle, "error": f"the runner could not read the head: {exc}"},
+                        handle=handle,
+                        channel=channel,
+                    )
+                    continue
                 self.nemesis.write(
                     "ok",
                     "drain",
@@ -398,11 +431,37 @@ class _Run:
         finally:
             bus.close()
 
+    def _true_head(self, bus: Any, channel: str) -> int:
+        """The channel's head after the drain, read by the runner itself; a
+        store still settling after the final heal gets a few seconds."""
+        deadline = time.monotonic() + max(5.0, 2 * self.scenario.op_timeout)
+        while True:
+            try:
+                return int(bus.head(channel))
+            except Exception:
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.2)
+
     def final_phase(self) -> None:
         self.heal()
         self.stop(("producer",))
         self.stop(READER_ROLES)
         self.drain()
+
+
+class _Unreadable:
+    """Stands in for a bus the runner could not open for the drain: every
+    read fails with why, so each drain is recorded as unproven."""
+
+    def __init__(self, exc: Exception) -> None:
+        self.exc = exc
+
+    def head(self, channel: str) -> int:
+        raise RuntimeError(f"cannot open the bus: {self.exc}")
+
+    def close(self) -> None:
+        pass
 
 
 def run_scenario(

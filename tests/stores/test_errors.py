@@ -260,3 +260,33 @@ def test_store_faults_a_store_cannot_take_are_refused(tmp_path: Path) -> None:
     with pytest.raises(StoreError, match="crash_command 'false' failed"):
         scripted.crash()
     scripted.restart()
+
+
+@pytest.mark.parametrize(
+    ("fault", "match"),
+    [
+        ('fault = "store-disconnect"', 'only a containerized store can: provider = "compose"'),
+        ('fault = "store-restart"', "store-restart needs a store that can restart"),
+    ],
+)
+def test_container_faults_on_a_private_server_are_refused_before_anything_starts(
+    tmp_path: Path, fault: str, match: str
+) -> None:
+    from knell.errors import KnellError
+    from knell.runner import run_scenario
+    from knell.scenario import load_scenario
+
+    path = tmp_path / "s.toml"
+    path.write_text(
+        'name = "s"\ndescription = "d"\nduration = "2s"\nstore = "redis"\n'
+        '[[process]]\nrole = "producer"\n'
+        f'[[nemesis]]\n{fault}\nevery = "1s"\n',
+        encoding="utf-8",
+    )
+    before = {p.pid for p in psutil.process_iter()}
+    with pytest.raises(KnellError, match=match) as caught:
+        run_scenario(load_scenario(path), reports=tmp_path / "reports")
+    assert caught.value.exit_code == 3
+    assert not any((tmp_path / "reports").glob("s/*")), "nothing half-written"
+    started = {p.pid for p in psutil.process_iter()} - before
+    assert not [p for p in psutil.process_iter() if p.pid in started and "redis" in p.name()]

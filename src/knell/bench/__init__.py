@@ -1,6 +1,6 @@
 """Benchmarks: how close knell and its buses come to the physical limit.
 
-``knell bench`` (``make bench``) measures four things, each against a
+``knell bench`` (``make bench``) measures seven things, each against a
 baseline taken in the same run on the same machine, because on a shared
 machine absolute times drift by a factor of two from one minute to the
 next while ratios hold:
@@ -16,7 +16,17 @@ runner     ready time, kill-to-restarted, overhead     a bare interpreter start;
            beyond the duration (:mod:`.runner`)        configured duration
 wake       post-to-ring p50 / p99 for a waiter in      the configured poll interval
            another process (:mod:`.wake`)
+proxy      round trip p50 / p99 and bulk throughput    the same through a direct
+           through ``knell proxy`` (:mod:`.proxy`)     connection
+bridge     posts/s and post-to-ring through one        the same bus, opened directly
+           ``knell bridge`` (:mod:`.bridge`)
+stdio      posts/s through a stdio adapter             the in-process bus
+           (:mod:`.stdio`)
 =========  ==========================================  ==============================
+
+The bus section covers every store this machine can run (SQLite always;
+Postgres and Redis when their servers are found), including a store's
+SIGKILL-to-first-post and its doorbell's post-to-wake.
 
 Results go to ``reports/bench/<timestamp>/bench.json`` and ``bench.md``.
 ``--short`` scales everything down for CI (well under a minute). A missed
@@ -76,11 +86,32 @@ def _wake(work: Path, short: bool, say: Say) -> list[Row]:
     return run_wake_bench(work, short=short, say=say)
 
 
+def _proxy(work: Path, short: bool, say: Say) -> list[Row]:
+    from knell.bench.proxy import run_proxy_bench
+
+    return run_proxy_bench(work, short=short, say=say)
+
+
+def _bridge(work: Path, short: bool, say: Say) -> list[Row]:
+    from knell.bench.bridge import run_bridge_bench
+
+    return run_bridge_bench(work, short=short, say=say)
+
+
+def _stdio(work: Path, short: bool, say: Say) -> list[Row]:
+    from knell.bench.stdio import run_stdio_bench
+
+    return run_stdio_bench(work, short=short, say=say)
+
+
 SECTIONS: dict[str, Callable[[Path, bool, Say], list[Row]]] = {
     "bus": _bus,
     "checker": _checker,
     "runner": _runner,
     "wake": _wake,
+    "proxy": _proxy,
+    "bridge": _bridge,
+    "stdio": _stdio,
 }
 
 

@@ -19,15 +19,16 @@ __all__ = ["bench"]
     "--section",
     "sections",
     multiple=True,
-    type=click.Choice(["bus", "checker", "runner", "wake"]),
+    type=click.Choice(["bus", "checker", "runner", "wake", "proxy", "bridge", "stdio"]),
     help="Only this section (repeatable).",
 )
 def bench(short: bool, reports: Path, sections: tuple[str, ...]) -> None:
     """Measure knell and its buses against the physical limit.
 
     Every figure is a ratio against a baseline measured in the same run
-    (raw SQLite loops, a plain JSON parse, a bare interpreter start, the
-    poll interval). Writes reports/bench/<timestamp>/bench.json and
+    (raw SQLite, Postgres and Redis loops, a plain JSON parse, a bare
+    interpreter start, the poll interval, a direct connection, the
+    in-process bus). Writes reports/bench/<timestamp>/bench.json and
     bench.md. Missed goals are reported, never an error: exit 0 unless a
     section crashed.
     """

@@ -56,6 +56,13 @@ GRACE = 1.0
 notice a dead connection and reconnect."""
 
 
+def _active(ctx: NemesisContext) -> dict[int, tuple[LinkFault, Action]]:
+    """The link faults of this run applied and not yet healed (shared by
+    every link kind through the context)."""
+    active: dict[int, tuple[LinkFault, Action]] = ctx.links.setdefault("active", {})
+    return active
+
+
 class LinkFaultSpec(FaultSpec):
     """What every network fault's table has."""
 
@@ -117,8 +124,11 @@ class LinkFault(FaultKind):
         return drawn
 
     def occupies(self, target: str, scenario: Scenario) -> set[str]:
-        """The target's processes and what their links lead to (the bridges
-        they use, or the store): see :meth:`FaultKind.occupies`."""
+        """The target's processes and what their links lead to: the bridges
+        they use, or their own link to the store (``store-link:<name>``,
+        which every store fault holds too: a store crash never meets a
+        partition being proven or healed, while link faults on different
+        processes may overlap). See :meth:`FaultKind.occupies`."""
         members = set(scenario.targets(target))
         held = set(members)
         workers = scenario.workers()
@@ -127,7 +137,7 @@ class LinkFault(FaultKind):
             if spec is not None and spec.via == "bridge":
                 held |= set(scenario.bridges())
             else:
-                held.add("store")
+                held.add(f"store-link:{name}")
         return held
 
     def params(self, spec: FaultSpec) -> dict[str, Any]:
@@ -210,6 +220,7 @@ class LinkFault(FaultKind):
             self._heal_links(linkset, links, action)
             return False
         ctx.record(self.apply_f, action.target, action=action, proofs=proofs)
+        _active(ctx)[id(action)] = (self, action)
         disproven = [name for name, proof in proofs.items() if proof.get("status") == "disproven"]
         if disproven:
             ctx.record(
@@ -248,12 +259,18 @@ class LinkFault(FaultKind):
             )
             return False
         ctx.record(self.heal_f, action.target, action=action, heals=[r.to_json() for r in reports])
+        _active(ctx).pop(id(action), None)
         return True
 
     def heal_all(self, ctx: NemesisContext) -> None:
+        """The final phase: heal every link fault still in force, each by
+        its own kind (so its window closes under its own fault number),
+        then sweep any toxic or disabled proxy left over."""
         linkset: LinkSet | None = ctx.links.get("links")
         if linkset is None:
             return
+        for kind, action in list(_active(ctx).values()):
+            kind.heal(action, ctx)
         for link in linkset:
             try:
                 toxics = [t.name for t in linkset.client.toxics(link.name)]

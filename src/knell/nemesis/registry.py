@@ -24,7 +24,9 @@ from knell.nemesis.reset_peer import ResetPeer
 from knell.nemesis.slicer import Slicer
 from knell.nemesis.slow_close import SlowClose
 from knell.nemesis.store_crash import StoreCrash
+from knell.nemesis.store_disconnect import StoreDisconnect
 from knell.nemesis.store_pause import StorePause
+from knell.nemesis.store_restart import StoreRestart
 
 __all__ = ["KINDS", "kinds", "on_register", "register_kind"]
 
@@ -72,6 +74,8 @@ for _builtin in (
     Pause,
     StoreCrash,
     StorePause,
+    StoreRestart,
+    StoreDisconnect,
     Partition,
     Refuse,
     Latency,

@@ -53,6 +53,10 @@ class StoreFault(FaultKind):
 
     effect: ClassVar[Effect] = "degraded"
     grace: ClassVar[float] = 2.0
+    needs: ClassVar[str] = "crash"
+    """The store capability (see ``Store.faults``) this fault uses: a
+    scenario asking for it on a store without it is refused before the run
+    starts."""
 
     def targets(self, spec: FaultSpec, scenario: Scenario) -> list[str]:
         return ["store"]
@@ -60,11 +64,28 @@ class StoreFault(FaultKind):
     def known_targets(self, scenario: Scenario) -> set[str]:
         return {"store"}
 
+    def occupies(self, target: str, scenario: Scenario) -> set[str]:
+        """The store, and every process's link to it (see
+        :meth:`knell.nemesis.network.LinkFault.occupies`)."""
+        return {"store", *(f"store-link:{name}" for name in scenario.instances())}
+
     def _store(self, ctx: NemesisContext) -> Any:
         return ctx.stores["store"]
 
     def radius(self, action: Action, ctx: NemesisContext) -> Radius:
         return Radius(processes=frozenset(ctx.scenario.instances()), stores=frozenset({"store"}))
+
+    def _ready(self, ctx: NemesisContext, action: Action | None, started: float) -> bool:
+        """Wait until the store accepts connections again, and record it."""
+        try:
+            self._store(ctx).wait_ready(READY_TIMEOUT)
+        except Exception as exc:
+            self._failed(ctx, action, "waiting for the store", exc)
+            return False
+        ctx.record(
+            "store-ready", "store", action=action, seconds=round(time.monotonic() - started, 3)
+        )
+        return True
 
     def _failed(
         self, ctx: NemesisContext, action: Action | None, what: str, exc: Exception

@@ -31,6 +31,7 @@ class StorePause(StoreFault):
     apply_f = "store-pause"
     heal_f = "store-resume"
     effect = "frozen"
+    needs = "pause"
     band = Band("store pause", "#7f7f7f")
 
     def hold(self, spec: FaultSpec) -> float:

@@ -64,8 +64,8 @@ class Store(ABC):
 
     faults: frozenset[str] = frozenset()
     """Which store faults this store supports: a subset of ``{"crash",
-    "pause"}``. The runner checks a scenario's faults against it before
-    anything starts."""
+    "pause", "restart", "disconnect"}`` (the last two: containers). The
+    runner checks a scenario's faults against it before anything starts."""
 
     def __init__(self, run_dir: Path, *, poll_interval: float, op_timeout: float) -> None:
         if poll_interval <= 0:
@@ -109,6 +109,19 @@ class Store(ABC):
     def resume(self) -> None:
         """SIGCONT the server's whole process group."""
         raise StoreError(f"{self.kind} store {self.describe_short()} cannot be resumed")
+
+    def bounce(self) -> None:
+        """Stop the running server the polite way and start it again (a
+        container restart); call :meth:`wait_ready` afterwards."""
+        raise StoreError(f"{self.kind} store {self.describe_short()} cannot be bounced")
+
+    def disconnect(self) -> None:
+        """Take the server off its network (a container leaves it): packets
+        to it go nowhere until :meth:`reconnect`."""
+        raise StoreError(f"{self.kind} store {self.describe_short()} cannot be disconnected")
+
+    def reconnect(self) -> None:
+        raise StoreError(f"{self.kind} store {self.describe_short()} cannot be reconnected")
 
     @abstractmethod
     def stop(self) -> None:

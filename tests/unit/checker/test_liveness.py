@@ -14,16 +14,26 @@ def test_prompt_operations_and_a_long_wait_within_its_timeout_pass() -> None:
     h = History()
     h.post("p1", "events", "m1", 1)
     arm = h.arm_invoke("w1", "w1", 3.0)
-    h.sleep(4.0)  # under timeout + op_timeout
+    h.sleep(6.0)  # under its timeout plus the bound (2 x op_timeout)
     h.arm_ok(arm, False)
     r = run(h, LivenessCheck, CONFIG)
     assert r.valid is True and r.counts["operations"] == 2
 
 
+def test_slower_than_op_timeout_is_slow_not_hung() -> None:
+    # A client adds its connect and transport time to the server's timeout.
+    h = History()
+    inv = h.post_invoke("p1", "events", "m1")
+    h.sleep(3.5)
+    h.post_ok(inv, 1)
+    r = run(h, LivenessCheck, CONFIG)
+    assert r.valid is True and r.metrics["bound-s"] == 4.0
+
+
 def test_a_slow_operation_nobody_touched_is_hung() -> None:
     h = History()
     inv = h.post_invoke("p1", "events", "m1")
-    h.sleep(3.0)
+    h.sleep(4.5)
     ok = h.post_ok(inv, 1)
     r = run(h, LivenessCheck, CONFIG)
     assert only(r, "hung") == [inv["index"], ok["index"]]
@@ -32,7 +42,7 @@ def test_a_slow_operation_nobody_touched_is_hung() -> None:
 def test_an_operation_still_outstanding_at_the_end_is_hung() -> None:
     h = History()
     inv = h.post_invoke("p1", "events", "m1")
-    h.sleep(3.0)
+    h.sleep(4.5)
     last = h.drain("worker", {"events": 0})[1]
     r = run(h, LivenessCheck, CONFIG)
     assert only(r, "hung") == [inv["index"]]
@@ -44,7 +54,7 @@ def test_a_paused_process_is_excused() -> None:
     h = History()
     inv = h.post_invoke("p1", "events", "m1")
     h.nemesis("pause", "p1")
-    h.sleep(3.0)
+    h.sleep(4.5)
     h.nemesis("resume", "p1")
     h.post_ok(inv, 1)
     r = run(h, LivenessCheck, CONFIG)

@@ -12,16 +12,18 @@ so it never meets tables the reference created.
 
 from __future__ import annotations
 
+import time
 from typing import Any, ClassVar, TypeVar
 
 import psycopg
 
-from knell.buses.contract import AckBeyondHead, DefiniteError, Message
+from knell.buses.contract import AckBeyondHead, DefiniteError, IndeterminateError, Message
 from knell.buses.mutants.registry import mutant
 from knell.buses.postgres import SCHEMA_NAME, PostgresBus, open_postgres, schema_sql
 
 __all__ = [
     "AckReadThenWriteBus",
+    "RetryWithoutKeyBus",
     "SeqFromSequenceBus",
     "SeqOutsideLockBus",
     "UnloggedTablesBus",
@@ -31,6 +33,7 @@ _M = TypeVar("_M", bound="_PgMutant")
 
 KILL_CONSUMERS = "postgres-kill-consumers"
 STORE_CRASH = "postgres-store-crash"
+LATENCY_STORM = "postgres-latency-storm"
 
 
 class _PgMutant(PostgresBus):
@@ -271,3 +274,48 @@ class UnloggedTablesBus(_PgMutant):
         ddl = schema_sql(self.schema).replace("CREATE TABLE", "CREATE UNLOGGED TABLE")
         assert ddl.count("CREATE UNLOGGED TABLE") == 2
         return ddl
+
+
+# -- lost replies (only a network fault shows these) ---------------------------------
+
+
+@mutant(
+    "postgres-retry-without-key",
+    failure_mode="A post whose reply never came is re-sent by the client without its key",
+    killed_by=("idempotency",),
+    scenarios=(LATENCY_STORM,),
+    rule="A post retried after an unknown outcome carries its idempotency key",
+    store="postgres",
+)
+class RetryWithoutKeyBus(_PgMutant):
+    """Failure mode: a post whose reply never came is re-sent, without its
+    idempotency key.
+
+    A client library that "helpfully" retries a timed-out write once, as a
+    fresh statement: the key is per request, the retry builds a new one.
+    But a timeout says nothing about the first attempt, which may well have
+    committed with only its reply held up in a slow network: the retry
+    appends the same message a second time under a new seq. No process
+    crash or store crash shows it (nothing times out there); a latency
+    storm on the replies does. It retries until an attempt goes through
+    (the storm passes), each as a fresh post. Proven by ``idempotency``
+    (one key, two seqs: readers see the message id at both).
+    """
+
+    retries: ClassVar[int] = 8
+
+    def post(
+        self, channel: str, body: str, sender: str, idempotency_key: str | None = None
+    ) -> Message:
+        try:
+            return super().post(channel, body, sender, idempotency_key)
+        except IndeterminateError:
+            failure: Exception | None = None
+            for _ in range(self.retries):
+                try:
+                    return super().post(channel, body, sender, None)
+                except (IndeterminateError, DefiniteError) as exc:
+                    failure = exc
+                    time.sleep(0.2)
+            assert failure is not None
+            raise failure from None

@@ -14,9 +14,9 @@ own (``<prefix>loose:``).
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar
 
-from knell.buses.contract import AckBeyondHead, DefiniteError, Message
+from knell.buses.contract import AckBeyondHead, DefiniteError, IndeterminateError, Message
 from knell.buses.mutants.registry import mutant
 from knell.buses.redis import POST, RedisBus, Script, open_redis
 
@@ -24,6 +24,7 @@ __all__ = [
     "AckGetThenSetBus",
     "CappedStreamBus",
     "ConsumerGroupFetchBus",
+    "LostReplyAsFailureBus",
     "SeqGetThenSetBus",
 ]
 
@@ -31,6 +32,7 @@ _M = TypeVar("_M", bound="_RedisMutant")
 
 KILL_CONSUMERS = "redis-kill-consumers"
 STORE_CRASH = "redis-store-crash-aof-always"
+PARTITION = "redis-partition"
 
 
 class _RedisMutant(RedisBus):
@@ -235,3 +237,34 @@ class CappedStreamBus(_RedisMutant):
         if int(reply[0]) == 0:
             return Message(channel, int(reply[1]), reply[2], reply[3], idempotency_key)
         return Message(channel, int(reply[1]), body, sender, idempotency_key)
+
+
+# -- lost replies (only a network fault shows these) ---------------------------------
+
+
+@mutant(
+    "redis-lost-reply-as-failure",
+    failure_mode="A write whose reply was lost (timeout, reset) is reported as not applied",
+    killed_by=("post-outcome:failed-but-applied",),
+    scenarios=(PARTITION,),
+    rule="A lost reply after a write was sent is an unknown outcome, never a failure",
+    store="redis",
+)
+class LostReplyAsFailureBus(_RedisMutant):
+    """Failure mode: a write whose reply was lost is reported as failed.
+
+    Redis runs a command as soon as all of it has arrived; the reply can be
+    lost afterwards (a one-way partition, a reset, a timeout on a slow
+    link). A client that maps every socket error to "failed" tells the
+    producer the post did not land, the producer moves on, and every
+    subscriber then handles the message it was told had failed. Nothing
+    but a lost reply shows it: process kills never cut a reply off. Proven
+    by ``post-outcome`` (``failed-but-applied``) under a partition of the
+    replies.
+    """
+
+    def call(self, what: str, write: bool, *args: Any, timeout: float | None = None) -> Any:
+        try:
+            return super().call(what, write, *args, timeout=timeout)
+        except IndeterminateError as exc:
+            raise DefiniteError(f"redis {what}: connection lost: {exc}") from exc

@@ -46,6 +46,12 @@ class Side(asyncio.Protocol):
         self.out: Link | None = None  # the link this socket's bytes go into
         self.inbound: Link | None = None  # the link that writes to this socket
         self._reading = True
+        # Bytes (and an EOF) that arrived before the links existed. Reading
+        # is paused until then, but some Pythons (3.11 before 3.11.3, as in
+        # Debian bookworm) start reading a new transport even when
+        # connection_made paused it: hold what comes, hand it on later.
+        self._early: list[bytes] = []
+        self._early_eof = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
@@ -54,13 +60,28 @@ class Side(asyncio.Protocol):
         self.set_reading(False)  # until both links exist
 
     def data_received(self, data: bytes) -> None:
-        assert self.out is not None
+        if self.out is None:
+            self._early.append(bytes(data))
+            return
         self.out.feed(data)
 
     def eof_received(self) -> bool:
-        assert self.out is not None
+        if self.out is None:
+            self._early_eof = True
+            return True
         self.out.feed_eof()
         return True  # keep the other direction open (half-close)
+
+    def linked(self, out: Link, inbound: Link) -> None:
+        """Both links exist: pass on what arrived early, then read."""
+        self.out, self.inbound = out, inbound
+        early, self._early = self._early, []
+        for data in early:
+            out.feed(data)
+        if self._early_eof:
+            out.feed_eof()
+        else:
+            self.set_reading(True)
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self.conn is not None:
@@ -151,12 +172,8 @@ class Connection:
         toxics = self.proxy.toxics
         self.up = Link(self, "upstream", self.client, side, toxics.chain("upstream"))
         self.down = Link(self, "downstream", side, self.client, toxics.chain("downstream"))
-        self.client.out = self.up
-        self.client.inbound = self.down
-        side.out = self.down
-        side.inbound = self.up
-        self.client.set_reading(True)
-        side.set_reading(True)
+        self.client.linked(self.up, self.down)
+        side.linked(self.down, self.up)
 
     def link(self, direction: str) -> Link | None:
         return self.up if direction == "upstream" else self.down

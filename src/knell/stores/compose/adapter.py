@@ -5,7 +5,9 @@ this puts it behind :class:`~knell.stores.base.Store`, so the runner,
 the store fault kinds and the links treat a containerized Postgres or
 Redis exactly as a private server (``crash`` is a SIGKILL of the
 container, ``pause`` the cgroup freezer, ``restart`` starts it again with
-its volume).
+its volume). Containers can suffer two faults a private server cannot: a
+polite restart (``bounce``, ``docker restart``) and leaving the network
+(``disconnect`` / ``reconnect``).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ __all__ = ["ComposedStore", "compose_store"]
 class ComposedStore(Store):
     """A store in containers (``[store] provider = "compose"``)."""
 
-    faults = frozenset({"crash", "pause"})
+    faults = frozenset({"crash", "pause", "restart", "disconnect"})
 
     def __init__(self, inner: ComposeStore, run_dir: Path, poll: float, timeout: float) -> None:
         super().__init__(run_dir, poll_interval=poll, op_timeout=timeout)
@@ -67,6 +69,15 @@ class ComposedStore(Store):
 
     def resume(self) -> None:
         self.inner.resume()
+
+    def bounce(self) -> None:
+        self.inner.restart()
+
+    def disconnect(self) -> None:
+        self.inner.disconnect()
+
+    def reconnect(self) -> None:
+        self.inner.reconnect()
 
     def stop(self) -> None:
         # stop never raises: the labels and knell reap catch what is left

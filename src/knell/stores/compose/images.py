@@ -70,8 +70,11 @@ ENV_VARS: dict[str, str] = {
     "runner": "KNELL_RUNNER_IMAGE",
 }
 """The variable through which the compose files take each service's image."""
-IMAGE_PYTHON = "3.11"
-"""The Python of debian:bookworm-slim's python3, which the wheelhouse targets."""
+IMAGE_PYTHON = "3.11.2"
+"""The Python of debian:bookworm-slim's python3, which the wheelhouse
+targets. The full version, not just 3.11: dependencies carry markers on
+it (redis-py needs async-timeout below 3.11.3), and pip evaluates them
+against what it is told."""
 IMAGE_LABEL = "knell.image"
 
 Say = Callable[[str], None]
@@ -189,7 +192,14 @@ def _requirements(repo: Path) -> list[str]:
     project = tomllib.loads((repo / "pyproject.toml").read_text(encoding="utf-8"))
     deps: list[str] = list(project["project"]["dependencies"])
     deps += list(project["build-system"]["requires"])
-    return deps
+    return deps + list(_IMAGE_ONLY)
+
+
+_IMAGE_ONLY = ("async-timeout>=4.0.3",)
+"""Dependencies only the image's Python needs: ``pip download`` evaluates
+markers such as redis-py's ``python_full_version < "3.11.3"`` against the
+host's Python, whatever ``--python-version`` says, so what bookworm's 3.11.2
+needs and a newer host does not is named here."""
 
 
 def ensure_wheelhouse(compose: Path, *, log: Path, say: Say = lambda _: None) -> float:
@@ -217,7 +227,7 @@ def ensure_wheelhouse(compose: Path, *, log: Path, say: Say = lambda _: None) ->
     platforms += ["--platform", f"manylinux2014_{machine}"]
     if machine == "x86_64":
         platforms += ["--platform", "manylinux2010_x86_64", "--platform", "manylinux1_x86_64"]
-    abi = "cp" + IMAGE_PYTHON.replace(".", "")
+    abi = "cp" + "".join(IMAGE_PYTHON.split(".")[:2])
     command = [
         sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check",
         "--dest", str(house), "--only-binary=:all:", *platforms,
