@@ -365,7 +365,13 @@ class _Run:
             (self.run_dir / "control" / f"stop-{name}").touch()
         stuck = self.supervisor.wait_exit(names, STOP_GRACE)
         for name in stuck:
-            self.record("kill", name, pid=self.supervisor.kill(name), reason="did not stop in time")
+            self.record(
+                "kill",
+                name,
+                pid=self.supervisor.kill(name),
+                reason="did not stop in time",
+                waited_s=STOP_GRACE,
+            )
         self.nemesis.write("info", "stop", {"roles": list(roles)})
 
     def handles(self) -> list[tuple[str, str]]:

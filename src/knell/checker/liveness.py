@@ -19,8 +19,11 @@ Anomalies:
 * ``hung``: an operation completed, or was still outstanding when the
   history ended, later than its bound, with no fault window touching it;
 * ``stuck-at-shutdown``: a worker that had to be killed when the run
-  stopped because it was inside a bus call that would not return (the
-  runner records that kill with the reason "did not stop in time").
+  stopped because it was inside a bus call that would not return: one
+  outstanding through the whole stop grace, or longer than its bound
+  (the runner records that kill with the reason "did not stop in time"
+  and the grace it waited; a call begun during the grace and younger
+  than the bound is counted as ``slow-to-stop``, not judged).
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ class LivenessCheck(Check):
         self._last = 0
         self._ops = 0
         self._slow_in_faults = 0
+        self._slow_to_stop = 0
         self._longest = 0
 
     def _allowed(self, invoke: Event) -> int:
@@ -110,6 +114,13 @@ class LivenessCheck(Check):
         invoke = self._open.pop(target, None)
         if invoke is None or "reason" not in value:
             return  # a nemesis kill: the fault window excuses what it interrupted
+        waited = value.get("waited_s")
+        age = event["time"] - invoke["time"]
+        if isinstance(waited, (int, float)) and age < waited * _NS and age <= self._allowed(invoke):
+            # The call began after the worker was asked to stop and is younger
+            # than the bound: progress, not a hang (a worker slow to stop).
+            self._slow_to_stop += 1
+            return
         self._report(
             "stuck-at-shutdown",
             None
@@ -132,6 +143,10 @@ class LivenessCheck(Check):
 
     def result(self) -> CheckResult:
         return self._result(
-            {"operations": self._ops, "slow-inside-faults": self._slow_in_faults},
+            {
+                "operations": self._ops,
+                "slow-inside-faults": self._slow_in_faults,
+                "slow-to-stop": self._slow_to_stop,
+            },
             {"longest-op-s": round(self._longest / _NS, 3), "bound-s": self._bound_ns / _NS},
         )

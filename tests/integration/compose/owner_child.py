@@ -13,14 +13,11 @@ from pathlib import Path
 from knell.owners import Owner
 from knell.platform import die_with_parent
 from knell.stores.compose import ComposeStack
-from tests.integration.compose.support import toxiproxy_images
 
 if __name__ == "__main__":
     die_with_parent(int(sys.argv[2]))
     owner = Owner(states=Path(sys.argv[1]))
-    stack = ComposeStack(
-        ("redis",), owner=owner, images=toxiproxy_images(), log_dir=Path(sys.argv[1])
-    )
+    stack = ComposeStack(("redis",), owner=owner, log_dir=Path(sys.argv[1]))
     stack.up()
     print(stack.project, owner.path, flush=True)
     time.sleep(600)

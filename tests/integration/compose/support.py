@@ -1,33 +1,11 @@
-"""Helpers of the compose tests: the toxiproxy image to use, a raw Redis
+"""Helpers of the compose tests: a raw Redis
 client (a few RESP commands over a socket), and what is left in the engine."""
 
 from __future__ import annotations
 
-import functools
-import importlib.util
 import socket
-from pathlib import Path
 
-from knell.stores.compose import ImageSpec
-from knell.stores.compose import images as img
 from knell.stores.compose.engine import client
-
-STANDIN = Path(__file__).parent / "standin"
-
-
-@functools.lru_cache(maxsize=1)
-def toxiproxy_images() -> dict[str, ImageSpec]:
-    """The image overrides for a test stack: none where the official
-    Toxiproxy can be had or knell's own proxy exists; otherwise the test
-    stand-in (tests/integration/compose/standin, NOT knell's proxy), until
-    `knell proxy` is in this tree."""
-    official = img.OFFICIAL["toxiproxy"]
-    if img.image_present(official) or img.pull(official, timeout=30):
-        return {}
-    nemesis = importlib.util.find_spec("knell.nemesis") is not None
-    if nemesis and importlib.util.find_spec("knell.nemesis.proxy") is not None:
-        return {}
-    return {"toxiproxy": ImageSpec("knell/toxiproxy-standin", STANDIN, "Dockerfile", (STANDIN,))}
 
 
 def resp(address: tuple[str, int], *args: str, timeout: float = 2.0) -> bytes:

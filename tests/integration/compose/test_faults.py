@@ -9,14 +9,14 @@ from collections.abc import Iterator
 import pytest
 
 from knell.stores.compose import ComposeStack, ComposeStore
-from tests.integration.compose.support import leftovers, resp, toxiproxy_images
+from tests.integration.compose.support import leftovers, resp
 
 pytestmark = [pytest.mark.integration, pytest.mark.compose]
 
 
 @pytest.fixture(scope="module")
 def stack(docker: None) -> Iterator[ComposeStack]:
-    with ComposeStack(("redis",), images=toxiproxy_images()) as up:
+    with ComposeStack(("redis",)) as up:
         yield up
     assert leftovers(up.project) == []
 
@@ -88,7 +88,7 @@ def test_heal_undoes_every_fault_in_effect(healthy: ComposeStack) -> None:
 
 
 def test_postgres_store_verbs(docker: None, tmp_path) -> None:
-    store = ComposeStore("postgres", log_dir=tmp_path, images=toxiproxy_images())
+    store = ComposeStore("postgres", log_dir=tmp_path)
     try:
         store.start()
         assert store.url().startswith("postgresql://knell:knell@127.0.0.1:")

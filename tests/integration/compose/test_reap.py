@@ -13,7 +13,7 @@ import pytest
 
 from knell.owners import Owner, reap
 from knell.stores.compose import ComposeStack, reap_labelled
-from tests.integration.compose.support import leftovers, toxiproxy_images
+from tests.integration.compose.support import leftovers
 
 pytestmark = [pytest.mark.integration, pytest.mark.compose]
 
@@ -49,7 +49,7 @@ def test_reap_after_sigkill_removes_a_dead_runners_stack_only(docker: None, tmp_
     states = tmp_path / "owners"
     states.mkdir()
     live_owner = Owner(states=states)
-    live = ComposeStack(("redis",), owner=live_owner, images=toxiproxy_images())
+    live = ComposeStack(("redis",), owner=live_owner)
     children = [_start_owner(states), _start_owner(states)]
     try:
         live.up()

@@ -10,7 +10,7 @@ import pytest
 from knell.owners import Owner
 from knell.stores.compose import ComposeStack, doctor
 from knell.stores.compose.engine import client
-from tests.integration.compose.support import leftovers, toxiproxy_images
+from tests.integration.compose.support import leftovers
 
 pytestmark = [pytest.mark.integration, pytest.mark.compose]
 
@@ -19,7 +19,7 @@ def test_stack_up_answers_on_ephemeral_loopback_ports_and_down_leaves_nothing(
     docker: None, tmp_path
 ) -> None:
     owner = Owner(states=tmp_path / "owners")
-    stack = ComposeStack(owner=owner, images=toxiproxy_images(), log_dir=tmp_path)
+    stack = ComposeStack(owner=owner, log_dir=tmp_path)
     try:
         stack.up()
         assert stack.project.startswith(f"knell-{owner.pid}-")
@@ -50,7 +50,7 @@ def test_stack_up_answers_on_ephemeral_loopback_ports_and_down_leaves_nothing(
 
 
 def test_two_stacks_in_parallel_get_their_own_projects_and_ports(docker: None) -> None:
-    stacks = [ComposeStack(("redis",), images=toxiproxy_images()) for _ in range(2)]
+    stacks = [ComposeStack(("redis",)) for _ in range(2)]
     try:
         with concurrent.futures.ThreadPoolExecutor(2) as pool:
             list(pool.map(lambda s: s.up(), stacks))

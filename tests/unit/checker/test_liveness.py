@@ -64,10 +64,27 @@ def test_a_paused_process_is_excused() -> None:
 def test_a_process_stuck_in_a_call_at_shutdown() -> None:
     h = History()
     inv = h.post_invoke("p1", "events", "m1")
-    h.sleep(1.0)
-    kill = h.info("nemesis", "kill", {"target": "p1", "pid": 1, "reason": "did not stop in time"})
+    h.sleep(1.5)  # in the call through the whole 1 s grace
+    kill = h.info(
+        "nemesis",
+        "kill",
+        {"target": "p1", "pid": 1, "reason": "did not stop in time", "waited_s": 1.0},
+    )
     r = run(h, LivenessCheck, CONFIG)
     assert only(r, "stuck-at-shutdown") == [inv["index"], kill["index"]]
+
+
+def test_a_worker_killed_early_in_a_call_was_slow_to_stop_not_stuck() -> None:
+    h = History()
+    h.post_invoke("p1", "events", "m1")
+    h.sleep(0.05)
+    h.info(
+        "nemesis",
+        "kill",
+        {"target": "p1", "pid": 1, "reason": "did not stop in time", "waited_s": 1.0},
+    )
+    r = run(h, LivenessCheck, CONFIG)
+    assert r.valid is True and r.counts["slow-to-stop"] == 1
 
 
 def test_a_nemesis_kill_mid_operation_is_not_a_finding() -> None:
