@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from knell.buses import DriverError, open_bus, resolve_driver
+from knell.buses.sqlite_url import sqlite_url
 from knell.checker import CheckConfig, Verdict, check_events
 from knell.errors import KnellError
 from knell.history import HistoryReader, HistoryWriter, merge_histories
@@ -105,7 +106,7 @@ def store_url(scenario: Scenario, run_dir: Path) -> str:
     """The run's private store. SQLite only for now; Postgres and Redis
     provisioning slot in here."""
     path = (run_dir / "store" / "bus.db").resolve()
-    return f"sqlite:///{path.as_posix().lstrip('/')}?poll_interval={scenario.poll_interval}"
+    return sqlite_url(path, poll_interval=scenario.poll_interval)  # sqlite:///C:/... on Windows
 
 
 @dataclass(frozen=True)
