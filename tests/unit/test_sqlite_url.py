@@ -25,7 +25,7 @@ WINDOWS_CASES = [
         r"D:\a\knell\knell\reports\q\store\bus.db",
         "sqlite:///D:/a/knell/knell/reports/q/store/bus.db",
     ),
-    (r"C:\Users\John Smith\bus.db", "sqlite:///C:/Users/John%20Smith/bus.db"),
+    (r"C:\Users\John Smith\bus.db", "sqlite:///C:/Users/John Smith/bus.db"),
     (r"C:\runs\50%#1?\bus.db", "sqlite:///C:/runs/50%25%231%3F/bus.db"),
     (r"\\server\share\run\bus.db", "sqlite:////server/share/run/bus.db"),
     ("C:/already/forward/bus.db", "sqlite:///C:/already/forward/bus.db"),
@@ -33,7 +33,8 @@ WINDOWS_CASES = [
 
 POSIX_CASES = [
     ("/tmp/run/store/bus.db", "sqlite:///tmp/run/store/bus.db"),
-    ("/tmp/my run/bus.db", "sqlite:///tmp/my%20run/bus.db"),
+    ("/tmp/my run/bus.db", "sqlite:///tmp/my run/bus.db"),
+    ("/tmp/Zoë/bus.db", "sqlite:///tmp/Zoë/bus.db"),
     ("/tmp/50%#1?/bus.db", "sqlite:///tmp/50%25%231%3F/bus.db"),
     ("/C:/odd/but/legal.db", "sqlite:///C:/odd/but/legal.db"),
 ]
@@ -69,6 +70,8 @@ def test_hand_written_windows_forms_are_accepted() -> None:
     assert parse_sqlite_url("sqlite:///c:/temp/x.db", windows=True).path == r"c:\temp\x.db"
     assert parse_sqlite_url("sqlite:///C:", windows=True).path == "C:\\"
     assert parse_sqlite_url("sqlite://localhost/C:/x.db", windows=True).path == r"C:\x.db"
+    # percent-encoded by hand or by another tool: decoded
+    assert parse_sqlite_url("sqlite:///C:/a%20b/x.db", windows=True).path == r"C:\a b\x.db"
 
 
 def test_options_are_encoded_and_decoded() -> None:

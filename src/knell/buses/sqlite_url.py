@@ -2,8 +2,9 @@
 
 A run hands its workers the store as a URL, so the path inside it must
 survive the trip on both platforms. knell's form is three slashes and then
-the absolute path written with forward slashes, percent-encoded where a URL
-needs it (a space, ``%``, ``?``, ``#``):
+the absolute path written with forward slashes, as it is except for the
+three characters a URL cannot carry in a path (``%``, ``?``, ``#``, written
+``%25``, ``%3F``, ``%23``):
 
 =====================================  ========================================
 path                                   URL
@@ -11,14 +12,14 @@ path                                   URL
 ``/tmp/run/store/bus.db``              ``sqlite:///tmp/run/store/bus.db``
 ``C:\\Users\\ci\\run\\bus.db``         ``sqlite:///C:/Users/ci/run/bus.db``
 ``\\\\server\\share\\run\\bus.db``     ``sqlite:////server/share/run/bus.db``
-``/tmp/my run/bus.db``                 ``sqlite:///tmp/my%20run/bus.db``
+``/tmp/my run/50%/bus.db``             ``sqlite:///tmp/my run/50%25/bus.db``
 ``:memory:`` (no file)                 ``sqlite:///:memory:``
 =====================================  ========================================
 
-Parsing undoes exactly that: on Windows the slash in front of a drive
-letter (``/C:/...``) is dropped and the path becomes a Windows path
-(backslashes written by hand, ``sqlite:///C:\\run\\bus.db``, are accepted
-too); on POSIX the path is taken as it stands (``/C:/x`` is a legal POSIX
+Parsing undoes exactly that (it percent-decodes the path): on Windows the
+slash in front of a drive letter (``/C:/...``) is dropped and the path
+becomes a Windows path (backslashes written by hand,
+``sqlite:///C:\\run\\bus.db``, are accepted too); on POSIX the path is taken as it stands (``/C:/x`` is a legal POSIX
 path and stays one). The platform is a parameter (``windows=``, default:
 the running one), so both directions are tested on any machine through
 :class:`pathlib.PurePosixPath` and :class:`pathlib.PureWindowsPath`, which
@@ -37,12 +38,18 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import PurePath, PurePosixPath, PureWindowsPath
-from urllib.parse import parse_qs, quote, unquote, urlencode, urlsplit
+from urllib.parse import parse_qs, unquote, urlencode, urlsplit
 
 __all__ = ["MEMORY", "SqliteUrl", "parse_sqlite_url", "sqlite_url"]
 
 MEMORY = ":memory:"
 """SQLite's name for a private in-memory database (no file at all)."""
+
+_ESCAPES = str.maketrans({"%": "%25", "?": "%3F", "#": "%23"})
+"""The only characters escaped: the three that would end or garble the
+path inside a URL. Everything else (spaces, non-ASCII letters) is written
+as it is, so an adapter that takes the path verbatim (the stdio protocol
+allows it) still opens the right file for every ordinary path."""
 
 _DRIVE = re.compile(r"^/(?P<drive>[A-Za-z]:)(?P<rest>[/\\].*)?$")
 
@@ -78,7 +85,7 @@ def sqlite_url(
         # ``C:/x`` -> ``/C:/x`` (the authority stays empty); ``/x`` and
         # ``//server/share`` already start with a slash.
         text = text if text.startswith("/") else "/" + text
-        text = quote(text, safe="/:")
+        text = text.translate(_ESCAPES)
     query = urlencode({k: str(v) for k, v in options.items()})
     return f"sqlite:///{text.removeprefix('/')}" + (f"?{query}" if query else "")
 
