@@ -19,9 +19,10 @@ path                                   URL
 Parsing undoes exactly that (it percent-decodes the path): on Windows the
 slash in front of a drive letter (``/C:/...``) is dropped and the path
 becomes a Windows path (backslashes written by hand,
-``sqlite:///C:\\run\\bus.db``, are accepted too); on POSIX the path is taken as it stands (``/C:/x`` is a legal POSIX
-path and stays one). The platform is a parameter (``windows=``, default:
-the running one), so both directions are tested on any machine through
+``sqlite:///C:\\run\\bus.db``, are accepted too); on POSIX the path is
+taken as it stands (``/C:/x`` is a legal POSIX path and stays one). The
+platform is a parameter (``windows=``, default: the running one), so both
+directions are tested on any machine through
 :class:`pathlib.PurePosixPath` and :class:`pathlib.PureWindowsPath`, which
 implement each platform's path rules without touching its file system.
 

@@ -61,7 +61,8 @@ out of reach of the Ctrl-C (and Ctrl-Break) of the runner's console."""
 
 
 class _Kernel32:
-    """The four kernel32 calls a job needs, with their C signatures."""
+    """The kernel32 calls a job needs, with their C signatures (set, so
+    ctypes converts handles and checks argument counts)."""
 
     def __init__(self) -> None:
         from ctypes import wintypes
@@ -152,14 +153,19 @@ def contain(popen: subprocess.Popen[Any]) -> bool:
 
 
 def kill_tree(pid: int) -> None:
+    """``TerminateProcess`` on the process and its descendants, root first
+    (psutil's ``kill``). The caller reaps the root."""
     _common.each_in_tree(pid, "kill")
 
 
 def suspend_tree(pid: int) -> None:
+    """Suspend every thread of every process of the tree (psutil's
+    ``suspend``: ``NtSuspendProcess``)."""
     _common.each_in_tree(pid, "suspend")
 
 
 def resume_tree(pid: int) -> None:
+    """Undo :func:`suspend_tree` (psutil's ``resume``: ``NtResumeProcess``)."""
     _common.each_in_tree(pid, "resume")
 
 
