@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-unit test-integration compose-test compose-images lint format matrix bench clean node-adapter
+.PHONY: run test test-unit test-integration compose-test compose-images lint lint-workflows format matrix bench clean node-adapter
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -51,6 +51,13 @@ lint: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/mypy --platform win32
 	$(BIN)/python tools/platform_guard.py src/knell
+
+## lint-workflows: the GitHub Actions workflows, offline: actionlint (with shellcheck on every
+## run: script) and GitHub's workflow schema (check-jsonschema's vendored copy)
+WORKFLOWS := .github/workflows/knell.yml .github/workflows/knell-reusable.yml
+lint-workflows: $(STAMP)
+	$(BIN)/actionlint -no-color -shellcheck $(BIN)/shellcheck $(WORKFLOWS)
+	$(BIN)/check-jsonschema --builtin-schema vendor.github-workflows $(WORKFLOWS)
 
 format: $(STAMP)
 	$(BIN)/ruff format src tests tools

@@ -70,11 +70,16 @@ const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 function parseStoreUrl(url) {
   const match = /^sqlite:\/\/(?:localhost)?(\/[^?]*)(?:\?(.*))?$/.exec(url || '');
   if (!match) throw definite('invalid-argument', `not a sqlite:/// store URL: ${JSON.stringify(url)}`);
-  const options = { path: match[1], pollInterval: 0.1, busyTimeout: 10, synchronous: 'NORMAL' };
+  // The path is written as is but for %25, %3F and %23 (%, ?, #); on
+  // Windows it starts /C:/..., a drive after the slash.
+  let path = decodeURIComponent(match[1]);
+  if (process.platform === 'win32' && /^\/[A-Za-z]:([/\\]|$)/.test(path)) path = path.slice(1);
+  const options = { path, pollInterval: 0.1, busyTimeout: 10, synchronous: 'NORMAL' };
   for (const [key, value] of new URLSearchParams(match[2] || '')) {
     if (key === 'poll_interval') options.pollInterval = Number(value);
     else if (key === 'busy_timeout') options.busyTimeout = Number(value);
     else if (key === 'synchronous') options.synchronous = value.toUpperCase();
+    else if (key === 'open_timeout') continue; // knell's own bus retries opening; this one does not
     else throw definite('invalid-argument', `unknown store URL option ${key}`);
   }
   if (!(options.pollInterval > 0)) throw definite('invalid-argument', 'poll_interval must be > 0');

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from knell.logcap import CappedLog
 from knell.owners import Owner
-from knell.platform import SPAWN_GROUP, kill_tree, resume_tree, suspend_tree
+from knell.platform import SPAWN_GROUP, contain, kill_tree, resume_tree, suspend_tree
 
 __all__ = ["Supervisor", "WorkerProcess"]
 
@@ -138,6 +138,7 @@ class Supervisor:
             env=self.env,
             **SPAWN_GROUP,
         )
+        contain(worker.popen)  # Windows: the job object that kills it with us
         assert worker.popen.stdout is not None
         worker.log = CappedLog(worker.popen.stdout, self.logs / f"{name}.{worker.incarnation}.log")
         worker.log.start()

@@ -278,3 +278,25 @@ def test_example_adapters_exit_when_stdin_closes(which: str, tmp_path: Path) -> 
     assert time.monotonic() - started < 3
     bus._child = None
     bus.close()
+
+
+@pytest.mark.parametrize("which", ["python", "node"])
+def test_example_adapters_open_the_store_a_url_names(which: str, tmp_path: Path) -> None:
+    """A path with a space, ``%`` and ``#`` in the sqlite:/// form knell
+    builds (sqlite_url): the adapter opens that file, not a look-alike."""
+    from knell.buses.sqlite_url import sqlite_url
+    from knell.buses.stdio import StdioBus
+
+    if which == "node":
+        need_node()
+    folder = tmp_path / "my run 50% #1"
+    folder.mkdir()
+    argv = (NODE if which == "node" else PYTHON).removeprefix("exec:").split()
+    bus = StdioBus(argv, sqlite_url(folder / "bus.db", poll_interval=0.05), cwd=REPO)
+    try:
+        bus.subscribe("w", "events")
+        assert bus.post("events", "x", "p").seq == 1
+    finally:
+        bus.close()
+    assert (folder / "bus.db").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [folder.name]

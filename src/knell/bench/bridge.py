@@ -41,6 +41,7 @@ from typing import Any
 from knell.bench.result import Row
 from knell.bench.timing import Paired, paired
 from knell.buses import open_bus
+from knell.buses.sqlite_url import sqlite_url
 from knell.stats import percentile
 
 __all__ = ["run_bridge_bench"]
@@ -49,7 +50,7 @@ WAKE_CHANNEL = "events"  # as knell.bench.wake's waiter uses
 
 
 def _url(path: Path, poll: float) -> str:
-    return f"sqlite:///{path.resolve().as_posix().lstrip('/')}?poll_interval={poll}"
+    return sqlite_url(path.resolve(), poll_interval=poll)
 
 
 @contextmanager

@@ -34,6 +34,7 @@ from knell.bench.result import Row
 from knell.bench.timing import Paired, paired
 from knell.buses.contract import Bus
 from knell.buses.sqlite import SqliteBus
+from knell.buses.sqlite_url import sqlite_url
 from knell.buses.stdio import StdioBus
 
 __all__ = ["python_adapter", "run_stdio_bench"]
@@ -50,7 +51,7 @@ def python_adapter() -> Path | None:
 
 
 def _url(path: Path) -> str:
-    return f"sqlite:///{path.resolve().as_posix().lstrip('/')}"
+    return sqlite_url(path.resolve())
 
 
 def run_stdio_bench(work: Path, *, short: bool, say: Callable[[str], None] = print) -> list[Row]:

@@ -30,6 +30,7 @@ from typing import Any
 
 from knell.bench.result import Row
 from knell.buses import open_bus
+from knell.buses.sqlite_url import sqlite_url
 from knell.stats import percentile
 
 __all__ = ["measure_wake", "run_wake_bench"]
@@ -59,7 +60,7 @@ def _waiter(url: str, samples: int) -> int:
 
 def _measure(work: Path, interval: float, samples: int) -> dict[str, Any]:
     path = (work / f"wake-{int(interval * 1000)}ms.db").resolve()
-    url = f"sqlite:///{path.as_posix().lstrip('/')}?poll_interval={interval}"
+    url = sqlite_url(path, poll_interval=interval)
     return measure_wake(url, interval, samples)
 
 

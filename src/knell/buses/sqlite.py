@@ -23,7 +23,10 @@ head in memory when armed and polls every ``poll_interval`` seconds for a
 post by someone else, with an in-process condition variable as a latency
 fast path. Killing a waiter at any moment therefore loses nothing.
 
-URL: ``sqlite:///path/to/file.db?poll_interval=0.05&synchronous=normal``.
+URL: ``sqlite:///path/to/file.db?poll_interval=0.05&synchronous=normal``
+(``sqlite:///C:/path/to/file.db`` on Windows, see :mod:`knell.buses.sqlite_url`).
+Opening retries for ``open_timeout`` seconds (default 10) while a killed
+process's locks are still being released (:mod:`knell.buses.sqlite_open`).
 """
 
 from __future__ import annotations
@@ -34,7 +37,6 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from urllib.parse import parse_qs, urlsplit
 
 from knell.buses.contract import (
     AckBeyondHead,
@@ -45,6 +47,8 @@ from knell.buses.contract import (
     NotSubscribed,
     Wake,
 )
+from knell.buses.sqlite_open import OPEN_TIMEOUT, open_with_retry
+from knell.buses.sqlite_url import MEMORY, parse_sqlite_url
 
 __all__ = ["SqliteBus", "open_sqlite"]
 
@@ -173,6 +177,7 @@ class SqliteBus:
         poll_interval: float = 0.1,
         synchronous: str = "normal",
         busy_timeout: float = 10.0,
+        open_timeout: float = OPEN_TIMEOUT,
     ) -> None:
         if poll_interval <= 0:
             raise ValueError(f"poll_interval must be > 0, got {poll_interval}")
@@ -180,20 +185,38 @@ class SqliteBus:
             raise ValueError(
                 f"synchronous must be one of {sorted(_SYNCHRONOUS)}, got {synchronous!r}"
             )
-        self.path = str(Path(path).resolve())
+        self.path = MEMORY if str(path) == MEMORY else str(Path(path).resolve())
         self.poll_interval = poll_interval
-        self._db = sqlite3.connect(
-            self.path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
-        )
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute(f"PRAGMA synchronous={_SYNCHRONOUS[synchronous.lower()]}")
-        with self._write():
-            for statement in SCHEMA.split(";"):
-                if statement.strip():
-                    self._db.execute(statement)
+        self._busy_timeout = busy_timeout
+        self._synchronous = _SYNCHRONOUS[synchronous.lower()]
+        self._db = open_with_retry(self._open_file, path=self.path, timeout=open_timeout)
         self._lock = threading.RLock()
         self._bell: threading.Condition = _bell(self.path)
         self._heads: dict[str, _Head] = {}
+
+    def _open_file(self) -> sqlite3.Connection:
+        """One attempt at opening the file: connect, WAL, the schema. Leaves
+        nothing open when it fails (:func:`open_with_retry` tries again)."""
+        db = sqlite3.connect(
+            self.path, timeout=self._busy_timeout, isolation_level=None, check_same_thread=False
+        )
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute(f"PRAGMA synchronous={self._synchronous}")
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                for statement in SCHEMA.split(";"):
+                    if statement.strip():
+                        db.execute(statement)
+                db.execute("COMMIT")
+            except BaseException:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+                raise
+        except BaseException:
+            db.close()
+            raise
+        return db
 
     # -- transactions -------------------------------------------------------
 
@@ -385,20 +408,17 @@ class SqliteBus:
 
 
 def open_sqlite(url: str) -> SqliteBus:
-    """Build a :class:`SqliteBus` from ``sqlite:///path?poll_interval=..``."""
-    parts = urlsplit(url)
-    path = parts.path
-    if parts.netloc not in ("", "localhost"):
-        raise ValueError(f"sqlite URL must be sqlite:///path, got {url!r}")
-    if not path:
-        raise ValueError(f"sqlite URL names no file: {url!r}")
-    query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
-    unknown = set(query) - {"poll_interval", "synchronous", "busy_timeout"}
+    """Build a :class:`SqliteBus` from ``sqlite:///path?poll_interval=..``
+    (the URL form is :mod:`knell.buses.sqlite_url`'s, on POSIX and Windows)."""
+    parsed = parse_sqlite_url(url)
+    query = parsed.options
+    unknown = set(query) - {"poll_interval", "synchronous", "busy_timeout", "open_timeout"}
     if unknown:
         raise ValueError(f"sqlite URL has unknown option(s) {sorted(unknown)}: {url!r}")
     return SqliteBus(
-        path,
+        parsed.path,
         poll_interval=float(query.get("poll_interval", 0.1)),
         synchronous=query.get("synchronous", "normal"),
         busy_timeout=float(query.get("busy_timeout", 10.0)),
+        open_timeout=float(query.get("open_timeout", OPEN_TIMEOUT)),
     )

@@ -81,6 +81,7 @@ from knell.nemesis.probe import (
     prove,
     wait_carries_traffic,
 )
+from knell.platform import contain
 
 __all__ = [
     "AdminTimeout",
@@ -743,6 +744,7 @@ def start_local_proxy(
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
+    contain(proc)  # Windows: dies with knell (a kill-on-close job)
     if owner is not None:
         owner.process(proc.pid, "knell-proxy")
     try:
@@ -787,6 +789,7 @@ def _start_toxiproxy_server(binary: str, owner: Any, ready_timeout: float) -> Se
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
+    contain(proc)  # Windows: dies with knell (a kill-on-close job)
     pid = int(_wait_file(pidfile, proc, ready_timeout, "toxiproxy-server keeper").strip())
     if owner is not None:
         owner.process(pid, "toxiproxy-server", group=True)

@@ -4,8 +4,9 @@ signals, process groups and the parent-death leash.
 Chaos testing is process control: a kill must be a real hard kill of an OS
 process, a pause a real suspension, and nothing knell starts may outlive
 the run that started it. POSIX and Windows do each of these differently
-(SIGKILL and a session vs. TerminateProcess and a job object; the Linux
-parent-death signal vs. a watchdog), so each platform has one module
+(SIGKILL and a session vs. TerminateProcess and a process group; the Linux
+parent-death signal vs. a kill-on-close job object, :func:`contain`, with a
+watchdog in each worker on both), so each platform has one module
 (:mod:`knell.platform.posix`, :mod:`knell.platform.windows`) with the same
 functions, and this package re-exports the one for the running platform.
 Everything else in knell calls these functions and nothing POSIX-only
@@ -25,6 +26,7 @@ import sys
 if sys.platform == "win32":
     from knell.platform.windows import (
         SPAWN_GROUP,
+        contain,
         die_with_parent,
         give_to,
         interrupt_on_terminate,
@@ -46,6 +48,7 @@ if sys.platform == "win32":
 else:
     from knell.platform.posix import (
         SPAWN_GROUP,
+        contain,
         die_with_parent,
         give_to,
         interrupt_on_terminate,
@@ -67,6 +70,7 @@ else:
 
 __all__ = [
     "SPAWN_GROUP",
+    "contain",
     "die_with_parent",
     "give_to",
     "interrupt_on_terminate",

@@ -12,7 +12,9 @@ When the server exits, the keeper exits with its code; when the runner
 server, its process group and everything it forked (a postmaster and every
 backend, which Postgres moves to sessions of their own) first. A
 runner that is itself SIGKILLed therefore leaves no server behind, within
-the keeper's poll interval.
+the keeper's poll interval. On Windows the server is also put in the
+keeper's kill-on-close job object (:func:`knell.platform.contain`), so it
+dies with the keeper even when the keeper is the one hard-killed.
 """
 
 from __future__ import annotations
@@ -24,7 +26,14 @@ import sys
 import time
 from pathlib import Path
 
-from knell.platform import SPAWN_GROUP, kill_group, parent_alive, run_as, signal_server
+from knell.platform import (
+    SPAWN_GROUP,
+    contain,
+    kill_group,
+    parent_alive,
+    run_as,
+    signal_server,
+)
 
 POLL = 0.1
 
@@ -52,6 +61,7 @@ def main(argv: list[str]) -> int:
     if not parent_alive(args.parent):
         return 70
     child = subprocess.Popen(command, stdin=subprocess.DEVNULL, **SPAWN_GROUP, **run_as(args.user))
+    contain(child)  # Windows: the server dies with this keeper, even a TerminateProcess'd one
     if args.pidfile is not None:
         tmp = args.pidfile.with_suffix(".tmp")
         tmp.write_text(f"{child.pid}\n", encoding="utf-8")

@@ -16,6 +16,7 @@ from __future__ import annotations
 import ctypes
 import os
 import signal
+import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
@@ -28,6 +29,7 @@ assert sys.platform != "win32"
 
 __all__ = [
     "SPAWN_GROUP",
+    "contain",
     "die_with_parent",
     "give_to",
     "interrupt_on_terminate",
@@ -115,6 +117,14 @@ def signal_server(pid: int, what: Literal["kill", "stop", "continue"]) -> bool:
 def kill_group(pgid: int) -> bool:
     """SIGKILL every process of a group (a server and all it forked)."""
     return signal_group(pgid, "kill")
+
+
+def contain(popen: subprocess.Popen[Any]) -> bool:
+    """Windows puts each child in a kill-on-close job object here. POSIX
+    needs nothing more: a child is already leashed by the parent-death
+    signal (Linux), its own watchdog, and its process group. Returns False
+    (the child is in no job)."""
+    return False
 
 
 def parent_alive(parent: int) -> bool:

@@ -1,32 +1,46 @@
 """Process control on Windows.
 
-* A hard kill is ``TerminateProcess`` (psutil's ``kill``); a pause is
-  psutil's ``suspend`` / ``resume`` of every process of the tree.
+* A hard kill is ``TerminateProcess`` (psutil's ``kill``, on every process
+  of the tree, root first); a pause is psutil's ``suspend`` / ``resume``
+  (``NtSuspendProcess`` / ``NtResumeProcess``) of every process of the tree.
 * Children start in a new process group (``CREATE_NEW_PROCESS_GROUP``) so
   a Ctrl-C in the runner's console does not reach them; the runner kills
-  them itself.
-* The leash: a watchdog thread in each child exits it once the parent pid
-  is gone (Windows keeps the creator's pid as the parent, so ask whether
-  that pid still exists).
+  them itself, in order, and records it.
+* The leash, twice over. The counterpart of Linux's parent-death signal is
+  a *job object* (:mod:`knell.platform._jobobject`): :func:`contain` puts
+  a started child in this process's job, created once with
+  ``JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE``; whatever the child starts joins
+  the job too, and when this process exits, however it exits, the kernel
+  closes the job's only handle and kills them all. And a watchdog thread in
+  each Python child exits it once the parent pid is gone (Windows keeps
+  the creator's pid as the parent, so ask whether that pid still exists).
+
+A child runs for a moment between ``CreateProcess`` and :func:`contain`;
+a process it starts in that moment is not in the job. knell's children are
+Python interpreters that start nothing for tens of milliseconds, and the
+watchdog covers the rest.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Literal
 
-from knell.platform import _common
+from knell.platform import _common, _jobobject
 from knell.platform._common import pid_alive, process_started
 
 assert sys.platform == "win32"
 
 __all__ = [
     "SPAWN_GROUP",
+    "contain",
     "die_with_parent",
     "give_to",
     "interrupt_on_terminate",
@@ -47,17 +61,116 @@ __all__ = [
 ]
 
 SPAWN_GROUP: dict[str, Any] = {"creationflags": subprocess.CREATE_NEW_PROCESS_GROUP}
+"""``Popen`` keyword arguments that start a child in its own process group,
+out of reach of the Ctrl-C (and Ctrl-Break) of the runner's console."""
+
+
+class _Kernel32:
+    """The kernel32 calls a job needs, with their C signatures (set, so
+    ctypes converts handles and checks argument counts)."""
+
+    def __init__(self) -> None:
+        from ctypes import wintypes
+
+        dll = ctypes.WinDLL("kernel32", use_last_error=True)
+        self.CreateJobObjectW = dll.CreateJobObjectW
+        self.CreateJobObjectW.argtypes = [ctypes.c_void_p, wintypes.LPCWSTR]
+        self.CreateJobObjectW.restype = wintypes.HANDLE
+        self.SetInformationJobObject = dll.SetInformationJobObject
+        self.SetInformationJobObject.argtypes = [
+            wintypes.HANDLE,
+            ctypes.c_int,
+            ctypes.c_void_p,
+            wintypes.DWORD,
+        ]
+        self.SetInformationJobObject.restype = wintypes.BOOL
+        self.AssignProcessToJobObject = dll.AssignProcessToJobObject
+        self.AssignProcessToJobObject.argtypes = [wintypes.HANDLE, wintypes.HANDLE]
+        self.AssignProcessToJobObject.restype = wintypes.BOOL
+        self.OpenProcess = dll.OpenProcess
+        self.OpenProcess.argtypes = [wintypes.DWORD, wintypes.BOOL, wintypes.DWORD]
+        self.OpenProcess.restype = wintypes.HANDLE
+        self.CloseHandle = dll.CloseHandle
+        self.CloseHandle.argtypes = [wintypes.HANDLE]
+        self.CloseHandle.restype = wintypes.BOOL
+
+
+def _fail(what: str) -> OSError:
+    return ctypes.WinError(ctypes.get_last_error(), f"{what} failed")
+
+
+class _Job:
+    """This process's kill-on-close job: created on first use, its handle
+    never closed (the kernel closes it when this process exits, and that
+    is what kills the job's processes)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._kernel32: _Kernel32 | None = None
+        self._handle: int | None = None
+
+    def _open(self) -> tuple[_Kernel32, int]:
+        if self._kernel32 is None or self._handle is None:
+            kernel32 = _Kernel32()
+            # No security attributes: the handle is not inheritable, so no
+            # child holds the job open after this process is gone.
+            handle: int | None = kernel32.CreateJobObjectW(None, None)
+            if not handle:
+                raise _fail("CreateJobObjectW")
+            limits = _jobobject.kill_on_close_limits()
+            if not kernel32.SetInformationJobObject(
+                handle, *_jobobject.set_information_args(limits)
+            ):
+                error = _fail("SetInformationJobObject")
+                kernel32.CloseHandle(handle)
+                raise error
+            self._kernel32, self._handle = kernel32, int(handle)
+        return self._kernel32, self._handle
+
+    def assign(self, pid: int) -> None:
+        with self._lock:
+            kernel32, job = self._open()
+            process: int | None = kernel32.OpenProcess(_jobobject.ASSIGN_ACCESS, False, pid)
+            if not process:
+                raise _fail(f"OpenProcess({pid})")
+            try:
+                if not kernel32.AssignProcessToJobObject(job, process):
+                    raise _fail(f"AssignProcessToJobObject({pid})")
+            finally:
+                kernel32.CloseHandle(process)
+
+
+_JOB = _Job()
+
+
+def contain(popen: subprocess.Popen[Any]) -> bool:
+    """Put a child just started into this process's kill-on-close job, so
+    it (and all it starts) dies when this process does. True when it is in
+    the job; False when it has already exited or Windows refused (the
+    watchdog and the runner's own kill remain)."""
+    if popen.poll() is not None:
+        return False
+    try:
+        _JOB.assign(popen.pid)
+    except OSError:
+        return False
+    return True
 
 
 def kill_tree(pid: int) -> None:
+    """``TerminateProcess`` on the process and its descendants, root first
+    (psutil's ``kill``). The caller reaps the root."""
     _common.each_in_tree(pid, "kill")
 
 
 def suspend_tree(pid: int) -> None:
+    """Suspend every thread of every process of the tree (psutil's
+    ``suspend``: ``NtSuspendProcess``)."""
     _common.each_in_tree(pid, "suspend")
 
 
 def resume_tree(pid: int) -> None:
+    """Undo :func:`suspend_tree` (psutil's ``resume``: ``NtResumeProcess``)."""
     _common.each_in_tree(pid, "resume")
 
 

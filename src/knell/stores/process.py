@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import IO, Literal
 
 from knell.owners import Owner
-from knell.platform import signal_group, signal_server
+from knell.platform import contain, signal_group, signal_server
 from knell.stores.base import StoreError, tail
 
 __all__ = ["KeptProcess"]
@@ -79,6 +79,7 @@ class KeptProcess:
             stderr=subprocess.STDOUT,
             cwd=self.cwd,
         )
+        contain(self.keeper)  # Windows: dies with knell (a kill-on-close job)
         if self.owner is not None:
             self.owner.process(self.keeper.pid, f"{self.name}-keeper")
         deadline = time.monotonic() + _PIDFILE_TIMEOUT

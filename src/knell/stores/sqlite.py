@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from knell.buses.sqlite_url import sqlite_url
 from knell.stores.base import Store, StoreError
 
 __all__ = ["SqliteStore"]
@@ -42,7 +43,7 @@ class SqliteStore(Store):
 
     @property
     def url(self) -> str:
-        url = f"sqlite:///{self.path.as_posix().lstrip('/')}?poll_interval={self.poll_interval}"
+        url = sqlite_url(self.path, poll_interval=self.poll_interval)
         if self.synchronous != "normal":
             url += f"&synchronous={self.synchronous}"
         return url

@@ -21,6 +21,7 @@ from urllib.parse import parse_qs, urlsplit
 from knell.buses.contract import AckBeyondHead, DefiniteError, JoinAt, Message, Wake
 from knell.buses.mutants.registry import mutant
 from knell.buses.sqlite import SqliteBus, open_sqlite
+from knell.buses.sqlite_open import OPEN_TIMEOUT
 
 __all__ = [
     "AckBeyondHeadAcceptedBus",
@@ -62,6 +63,7 @@ def _open(cls: type[_B], url: str, path: str | None = None) -> _B:
         poll_interval=base.poll_interval,
         synchronous=query.get("synchronous", "normal"),
         busy_timeout=float(query.get("busy_timeout", 10.0)),
+        open_timeout=float(query.get("open_timeout", OPEN_TIMEOUT)),
     )
 
 

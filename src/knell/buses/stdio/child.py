@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import IO, Final
 
 from knell.buses.stdio.wire import MAX_LINE, snippet
-from knell.platform import kill_tree, leash_child
+from knell.platform import contain, kill_tree, leash_child
 
 __all__ = ["EOF", "TIMEOUT", "AdapterProcess", "StderrSink", "adapter_env"]
 
@@ -124,6 +124,7 @@ class AdapterProcess:
             env=dict(env),
             **leash_child(),
         )
+        contain(self.popen)  # Windows: dies with knell (a kill-on-close job)
         self.pid = self.popen.pid
         self.lines: queue.Queue[bytes | str] = queue.Queue()
         self.tail: deque[str] = deque(maxlen=TAIL_LINES)

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from knell.platform import contain
 from knell.stores.compose.errors import ComposeNotFound, StackFailed
 
 __all__ = ["ComposeCommand"]
@@ -119,6 +120,7 @@ class ComposeCommand:
             text=True,
             env=dict(env),
         )
+        contain(proc)  # Windows: dies with knell (a kill-on-close job)
         try:
             out, err = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
