@@ -166,14 +166,14 @@ def test_native_round_trip_opens_a_real_file(tmp_path: Path) -> None:
     assert (folder / "bus.db").is_file()
 
 
-def test_runner_store_url_uses_the_form(tmp_path: Path) -> None:
-    from knell.runner import store_url
+def test_the_run_store_url_uses_the_form(tmp_path: Path) -> None:
+    from knell.runner import make_store
     from knell.scenario import Scenario
 
     scenario = Scenario.model_validate(
         {"name": "s", "description": "d", "duration": "1s", "process": [{"role": "producer"}]}
     )
-    url = store_url(scenario, tmp_path)
+    url = make_store(scenario, tmp_path, None).url
     parsed = parse_sqlite_url(url)
     assert Path(parsed.path) == (tmp_path / "store" / "bus.db").resolve()
     assert float(parsed.options["poll_interval"]) == scenario.poll_interval
