@@ -36,9 +36,11 @@ compose-images: $(STAMP)
 compose-test: compose-images
 	$(BIN)/python -m pytest -q -m compose
 
-## matrix: every mutant bus against every scenario, short runs (a few minutes); fails on a miss
+## matrix: every mutant bus against its scenarios on every store this machine has (SQLite,
+## and Postgres / Redis when installed; portable scenarios re-targeted to each), short runs;
+## fails on a miss
 matrix: $(STAMP)
-	$(BIN)/knell matrix --short
+	$(BIN)/knell matrix --short --store all
 
 ## bench: how close knell and its buses come to the limit (< 5 min); reports/bench/<timestamp>/
 bench: $(STAMP)

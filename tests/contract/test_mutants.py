@@ -24,8 +24,8 @@ pytestmark = pytest.mark.integration
 
 NETWORK = {**all_mutants("postgres"), **all_mutants("redis")}
 SCENARIOS = {
-    "postgres": {"postgres-kill-consumers", "postgres-store-crash"},
-    "redis": {"redis-kill-consumers", "redis-store-crash-aof-always"},
+    "postgres": {"postgres-kill-consumers", "postgres-store-crash", "postgres-latency-storm"},
+    "redis": {"redis-kill-consumers", "redis-store-crash-aof-always", "redis-partition"},
 }
 
 
