@@ -16,9 +16,12 @@ runner     ready time, kill-to-restarted, overhead     a bare interpreter start;
            beyond the duration (:mod:`.runner`)        configured duration
 wake       post-to-ring p50 / p99 for a waiter in      the configured poll interval
            another process (:mod:`.wake`)
+report     drawing a checked run's index.html, and     one orjson parse of its
+           its size (:mod:`.render`)                   history
 =========  ==========================================  ==============================
 
-Results go to ``reports/bench/<timestamp>/bench.json`` and ``bench.md``.
+Results go to ``reports/bench/<timestamp>/bench.json``, ``bench.md`` and
+``bench.html``.
 ``--short`` scales everything down for CI (well under a minute). A missed
 goal is reported, never raised: benchmarks are not tests. A section that
 crashes is recorded with its error and the others still run.
@@ -76,11 +79,18 @@ def _wake(work: Path, short: bool, say: Say) -> list[Row]:
     return run_wake_bench(work, short=short, say=say)
 
 
+def _report(work: Path, short: bool, say: Say) -> list[Row]:
+    from knell.bench.render import run_render_bench
+
+    return run_render_bench(work, short=short, say=say)
+
+
 SECTIONS: dict[str, Callable[[Path, bool, Say], list[Row]]] = {
     "bus": _bus,
     "checker": _checker,
     "runner": _runner,
     "wake": _wake,
+    "report": _report,
 }
 
 

@@ -22,6 +22,7 @@ from knell.cli.common import (
 from knell.cli.run import SEEDS
 from knell.errors import ExitCode
 from knell.matrix import REFERENCE, SHORT_DURATION, Cell, Matrix, run_matrix
+from knell.text import markup
 
 __all__ = ["matrix"]
 
@@ -70,8 +71,12 @@ def _print_matrix(matrix: Matrix) -> None:
     )
     word = "[bold green]PASS[/]" if matrix.ok else "[bold red]FAIL[/]"
     console.print(f"matrix: {word}")
+    for problem in matrix.report_problems:
+        console.print(f"  [yellow]report[/]: {markup(problem)}", soft_wrap=True)
     if matrix.out_dir is not None:
-        console.print(f"report: {matrix.out_dir / 'matrix.md'}", soft_wrap=True)
+        console.print(f"report: {matrix.out_dir / 'matrix.md'}", soft_wrap=True, markup=False)
+        if (matrix.out_dir / "matrix.html").exists():
+            console.print(f"html: {matrix.out_dir / 'matrix.html'}", soft_wrap=True, markup=False)
 
 
 @click.command()
@@ -163,7 +168,7 @@ def matrix(
             colour = "yellow" if cell.valid is False else "dim"
         console.print(
             f"  [{done:>2}/{total}] {cell.bus:<26} {cell.scenario:<26} s{cell.seed} "
-            f"[{colour}]{cell.word}[/] {fired} ({cell.wall:.1f} s)",
+            f"[{colour}]{cell.word}[/] {markup(fired)} ({cell.wall:.1f} s)",
             soft_wrap=True,
         )
 

@@ -233,6 +233,8 @@ class Matrix:
     seeds: int = 1
     full: bool = False
     out_dir: Path | None = None
+    report_problems: list[str] = field(default_factory=list)
+    """What could not be drawn in matrix.html (never changes ``ok``)."""
 
     @property
     def ok(self) -> bool:

@@ -163,6 +163,6 @@ def run_matrix(
         full=full,
         out_dir=out,
     )
-    write_matrix(matrix, out)
+    matrix.report_problems = write_matrix(matrix, out)
     point_latest(out)
     return matrix
