@@ -83,6 +83,7 @@ class AnomalyView:
     open_at_onset: list[str]
     open_faults: list[Any]
     recent: list[str]
+    recent_faults: list[Any]
     during: list[str]
     timeline: Scene | None = None
     lives: list[tuple[str, str, list[str]]] = field(default_factory=list)
@@ -224,6 +225,18 @@ def _subject_ids(witness: list[Event], message: str) -> list[Any]:
     return ids
 
 
+def _spread(count: int, limit: int) -> set[int]:
+    """Which of ``count`` stored anomalies (in time order) get a section:
+    the first half of ``limit``, then the rest spread evenly to the last,
+    so a bug that fires all run long is shown early, midway and late."""
+    if count <= limit:
+        return set(range(count))
+    head = limit // 2
+    rest = limit - head
+    step = (count - 1 - head) / max(1, rest - 1) if rest > 1 else 0
+    return set(range(head)) | {round(head + i * step) for i in range(rest)}
+
+
 def _anomalies(
     data: RunData, windows: list[FaultWindow], t_ref: int
 ) -> tuple[list[AnomalyView], list[str], list[AnomalyMark]]:
@@ -239,6 +252,7 @@ def _anomalies(
         stored = [a for a in result.get("anomalies") or [] if isinstance(a, dict)]
         total = (result.get("counts") or {}).get("anomalies", len(stored))
         mine = []
+        picked = _spread(len(stored), MAX_SHOWN_PER_CHECK)
         for k, anomaly in enumerate(stored):
             number += 1
             witness = [e for e in anomaly.get("witness") or [] if isinstance(e, dict)]
@@ -252,10 +266,10 @@ def _anomalies(
                         str(anomaly.get("kind")),
                         onset,
                         detected,
-                        k < MAX_SHOWN_PER_CHECK,
+                        k in picked,
                     )
                 )
-            if k >= MAX_SHOWN_PER_CHECK:
+            if k not in picked:
                 continue
             opened = open_at(windows, onset) if onset is not None else []
             recent = recent_before(windows, onset) if onset is not None else []
@@ -275,6 +289,7 @@ def _anomalies(
                 open_at_onset=[w.describe(t_ref) for w in opened],
                 open_faults=[w.fault for w in opened],
                 recent=[w.describe(t_ref) for w in recent],
+                recent_faults=[w.fault for w in recent],
                 during=[w.describe(t_ref) for w in during],
             )
             mine.append((view, witness))
