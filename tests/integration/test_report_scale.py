@@ -41,5 +41,6 @@ def test_the_page_grows_with_anomalies_not_events(tmp_path: Path) -> None:
     assert large < 1.5 * small, (small, large)
     assert 'id="timeline-' in page and page.count('<img src="data:image/svg+xml') == 4
     print(
-        f"\n20k events: {small / MB:.2f} MB in {small_s:.1f} s; 80k: {large / MB:.2f} MB in {large_s:.1f} s"
+        f"\n20k events: {small / MB:.2f} MB in {small_s:.1f} s;"
+        f" 80k: {large / MB:.2f} MB in {large_s:.1f} s"
     )

@@ -8,8 +8,8 @@ import orjson
 
 from knell.report.gather import Subject, gather
 from knell.report.timeline import lifecycle
-from tests.unit.report.conftest import HOSTILE
 from tests.unit.checker.builder import History
+from tests.unit.report.conftest import HOSTILE
 
 
 def test_a_message_is_followed_through_post_fetch_handle_and_ack(tmp_path: Path) -> None:

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from markupsafe import escape
 import json
 import re
 import shutil
 from pathlib import Path
 
 import pytest
+from markupsafe import escape
 
 from knell.report import html as report_html
 from knell.report import plots

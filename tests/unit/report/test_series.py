@@ -38,9 +38,8 @@ def test_merged_histograms_equal_one_histogram() -> None:
 
 
 def _busy(h: History, seconds: float) -> None:
-    seq = 0
     for step in range(int(seconds * 100)):
-        seq += 1
+        seq = step + 1
         h.post("producer-1", "events", f"p:{seq}", seq)
         if step % 5 == 0:
             h.ack("consumer-1", "worker", "events", max(0, seq - 3))
