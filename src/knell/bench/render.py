@@ -86,7 +86,7 @@ def _spawn(mode: str, path: Path) -> dict[str, Any]:
 
 
 def run_render_bench(work: Path, *, short: bool, say: Callable[[str], None] = print) -> list[Row]:
-    events = 100_000 if short else 1_000_000
+    events = 50_000 if short else 1_000_000
     run = work / "run"
     run.mkdir(parents=True, exist_ok=True)
     history = run / "history.jsonl"

@@ -225,6 +225,18 @@ def _subject_ids(witness: list[Event], message: str) -> list[Any]:
     return ids
 
 
+def _some(windows: list[FaultWindow], t_ref: int, limit: int = 5) -> list[str]:
+    """The first few windows described, and how many more of each kind."""
+    out = [w.describe(t_ref) for w in windows[:limit]]
+    rest: dict[str, int] = {}
+    for w in windows[limit:]:
+        rest[w.band.label] = rest.get(w.band.label, 0) + 1
+    if rest:
+        more = ", ".join(f"{n} {label}" for label, n in sorted(rest.items()))
+        out.append(f"and {len(windows) - limit} more ({more}): see the fault schedule")
+    return out
+
+
 def _spread(count: int, limit: int) -> set[int]:
     """Which of ``count`` stored anomalies (in time order) get a section:
     the first half of ``limit``, then the rest spread evenly to the last,
@@ -290,7 +302,7 @@ def _anomalies(
                 open_faults=[w.fault for w in opened],
                 recent=[w.describe(t_ref) for w in recent],
                 recent_faults=[w.fault for w in recent],
-                during=[w.describe(t_ref) for w in during],
+                during=_some(during, t_ref),
             )
             mine.append((view, witness))
             views.append(view)

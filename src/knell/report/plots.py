@@ -138,15 +138,27 @@ def _shade(
     final: float | None = None,
 ) -> None:
     _final_phase(ax, final, (t_end - t_ref) / _NS, labels)
+    # one collection per colour and shade, not one patch per window: a long
+    # run has hundreds of windows on every axes
+    bodies: dict[str, list[tuple[float, float]]] = {}
+    graces: dict[str, list[tuple[float, float]]] = {}
     for w in windows:
         a = (w.start - t_ref) / _NS
         b = ((w.end if w.end is not None else t_end) - t_ref) / _NS
         until = w.until()
         g = ((until if until is not None else t_end) - t_ref) / _NS
-        ax.axvspan(a, max(b, a + 1e-3), color=w.band.colour, alpha=0.2, lw=0, zorder=0)
+        bodies.setdefault(w.band.colour, []).append((a, max(b - a, 1e-3)))
         if g > b:
-            ax.axvspan(b, g, color=w.band.colour, alpha=0.07, lw=0, zorder=0)
+            graces.setdefault(w.band.colour, []).append((b, g - b))
+    spanning = ax.get_xaxis_transform()
+    for spans, alpha in ((bodies, 0.2), (graces, 0.07)):
+        for colour, ranges in spans.items():
+            ax.broken_barh(
+                ranges, (0, 1), transform=spanning, facecolors=colour, alpha=alpha, lw=0, zorder=0
+            )
+    for w in windows:
         if labels:
+            a = (w.start - t_ref) / _NS
             ax.text(
                 a,
                 1.0,

@@ -17,6 +17,7 @@ inside each stretch that has events.
 from __future__ import annotations
 
 import bisect
+import itertools
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -125,6 +126,7 @@ class TimeAxis:
     stretches cut out; labels in seconds from ``t_ref``."""
 
     BREAK_PX = 34.0
+    MAX_BREAKS = 5
 
     def __init__(
         self,
@@ -134,7 +136,7 @@ class TimeAxis:
         t_ref: int,
         *,
         breaks: bool = True,
-        gap_share: float = 0.2,
+        gap_share: float = 0.05,
         min_gap_ns: int = 150_000_000,
     ) -> None:
         ts = sorted(set(times))
@@ -144,15 +146,23 @@ class TimeAxis:
             ts = [ts[0] - 5_000_000, ts[0] + 5_000_000]
         self.x0, self.x1, self.t_ref = x0, x1, t_ref
         span = ts[-1] - ts[0]
-        clusters: list[list[int]] = [[ts[0], ts[0]]]
         threshold = max(min_gap_ns, int(gap_share * span))
-        for t in ts[1:]:
-            if breaks and t - clusters[-1][1] > threshold:
-                clusters.append([t, t])
-            else:
-                clusters[-1][1] = t
+        gaps = sorted(
+            ((ts[i + 1] - ts[i], i) for i in range(len(ts) - 1) if ts[i + 1] - ts[i] > threshold),
+            reverse=True,
+        )
+        cuts = sorted(i for _, i in gaps[: self.MAX_BREAKS]) if breaks else []
+        clusters: list[list[int]] = []
+        start = 0
+        for i in cuts:
+            clusters.append([ts[start], ts[i]])
+            start = i + 1
+        clusters.append([ts[start], ts[-1]])
         inner = sum(b - a for a, b in clusters)
         pad = max(2_000_000, int(0.04 * max(inner, 1) / len(clusters)))
+        between = [b[0] - a[1] for a, b in itertools.pairwise(clusters)]
+        if between:
+            pad = min(pad, min(between) // 4)  # stretches never overlap
         for cluster in clusters:
             cluster[0] -= pad
             cluster[1] += pad
@@ -184,6 +194,11 @@ class TimeAxis:
         nxt = self.segments[i + 1]
         share = (t - b) / max(1, nxt[0] - b)
         return xb + share * (nxt[2] - xb)
+
+    def shows(self, t0: int, t1: int | None) -> bool:
+        """Whether any moment of ``[t0, t1]`` (``None``: open-ended) falls in a
+        drawn stretch (not only in a cut)."""
+        return any(t0 <= b and (t1 is None or t1 >= a) for a, b, _, _ in self.segments)
 
     def seconds(self, t: int) -> float:
         return (t - self.t_ref) / _NS

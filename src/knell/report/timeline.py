@@ -36,6 +36,10 @@ LANE_H = 30.0
 TOP = 8.0
 FAULT_LANE_H = 22.0
 AXIS_H = 26.0
+EDGE_NS = 300_000_000
+"""A window edge this close to a stretch of events widens the stretch."""
+MAX_WINDOWS = 30
+"""Fault windows drawn on one timeline (the nearest to its witness)."""
 FLOW_COLOURS = ("#7b3294", "#008837", "#e66101", "#0571b0")
 _SHAPES = {
     "post": "circle",
@@ -177,19 +181,38 @@ def build_timeline(
         for w in windows
         if w.start <= hi + margin and (w.until() is None or (w.until() or 0) >= lo - margin)
     ]
+    x0, x1 = LABEL_W, WIDTH - RIGHT_PAD
+    # the stretches with events decide the axis; a window's edges widen a
+    # stretch they fall just beside, never fill a cut between two
     axis_times = list(times)
+    first = TimeAxis(times, x0, x1, t_ref)
     for w in near:
         for t in (w.start, w.end):
-            if t is not None and lo - margin <= t <= hi + margin:
+            if t is not None and first.shows(t - EDGE_NS, t + EDGE_NS):
                 axis_times.append(t)
+    axis = TimeAxis(axis_times, x0, x1, t_ref)
+    # only the windows that show on a drawn stretch (a loss proven by the
+    # drain spans the run; the faults in its cut-out middle are not its story)
+    near = [w for w in near if axis.shows(w.start, w.until())]
+    if len(near) > MAX_WINDOWS:  # keep the ones closest to the witness
+        anchors = [e["time"] for e in witness if isinstance(e.get("time"), int)] or [lo]
+
+        def distance(w: FaultWindow) -> int:
+            until = w.until()
+            return min(
+                0
+                if w.start <= a <= (until if until is not None else a)
+                else min(abs(a - w.start), abs(a - (until if until is not None else a)))
+                for a in anchors
+            )
+
+        near = sorted(sorted(near, key=distance)[:MAX_WINDOWS], key=lambda w: w.start)
     lanes = _lane_order(events)
     fault_lane = bool(near)
     y = TOP + (FAULT_LANE_H + 4 if fault_lane else 0)
     lane_y = {name: y + i * LANE_H for i, name in enumerate(lanes)}
     axis_y = y + len(lanes) * LANE_H + 4
     height = axis_y + AXIS_H
-    x0, x1 = LABEL_W, WIDTH - RIGHT_PAD
-    axis = TimeAxis(axis_times, x0, x1, t_ref)
     scene = Scene(width=WIDTH, height=height, title=title, axis_y=axis_y, plot_x0=x0, plot_x1=x1)
     scene.ticks = axis.ticks()
     scene.breaks = axis.breaks()
