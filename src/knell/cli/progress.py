@@ -136,6 +136,8 @@ class RunProgress:
             self._live.stop()
             self._live = None
         if not self.plain and self.name:
+            with self._lock:
+                self.phase_name = "done"
             self.console.print(self._render(final=True))
 
     # -- reading ---------------------------------------------------------------
@@ -269,9 +271,13 @@ class RunProgress:
             for column in ("role", "ok/s", "err/s", "ok", "fail", "info"):
                 table.add_column(column, justify="left" if column == "role" else "right")
             now = time.monotonic()
+            span = max(1e-9, self._elapsed())
             for name in self._ordered_roles():
                 role = self.roles[name]
-                ok, err = role.rates(now)
+                if final:  # the run is over: its averages, not the last two seconds
+                    ok, err = role.ok / span, (role.fail + role.info) / span
+                else:
+                    ok, err = role.rates(now)
                 table.add_row(
                     clean(name, 30),
                     f"{ok:.0f}",

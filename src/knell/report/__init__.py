@@ -21,6 +21,7 @@ from typing import Any
 from knell.checker import Verdict
 from knell.report.junit import write_junit
 from knell.report.markdown import render_markdown, verdict_word
+from knell.report.replay import replay_command
 from knell.report.series import RunSeries
 from knell.report.stats import RunStats
 from knell.rundir import atomic_write
@@ -72,7 +73,8 @@ def write_reports(
             run_dir / "series.json",
             json.dumps(series.to_json(), separators=(",", ":"), default=str) + "\n",
         )
-    atomic_write(run_dir / "report.md", render_markdown(scenario, verdict, stats, torn, t0))
+    replay = replay_command(scenario, run_dir) if scenario else None
+    atomic_write(run_dir / "report.md", render_markdown(scenario, verdict, stats, torn, t0, replay))
     write_junit(run_dir / "junit.xml", str(scenario.get("name", "history")), verdict)
     return render_page(run_dir) if html else []
 

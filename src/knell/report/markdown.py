@@ -92,6 +92,7 @@ def render_markdown(
     stats: RunStats,
     torn: list[str],
     t0: int | None,
+    replay: str | None = None,
 ) -> str:
     name = scenario.get("name", "history")
     out = [f"# knell: {name} is {verdict_word(verdict.valid)}", ""]
@@ -104,6 +105,7 @@ def render_markdown(
         f" configured duration {scenario.get('duration', '?')} s,"
         f" history {stats.events} events over {_fmt(stats.seconds, ' s')}",
         f"- checked in {verdict.seconds:.2f} s",
+        *([f"- replay: {md_code(replay, 2000)}"] if replay else []),
         "",
         "## Checks",
         "",
