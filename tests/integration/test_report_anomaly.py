@@ -58,7 +58,7 @@ def test_the_run_says_what_happens_and_how_to_replay_it(mutant_run: tuple[Path, 
     replay = next(x for x in stdout.splitlines() if x.startswith("replay: "))
     assert f"--seed 3 --duration 3s --bus {BUS} --schedule {run}/schedule.json" in replay
     index = (reports / "index.html").read_text(encoding="utf-8")
-    assert f'href="kill-twins/{run.name}/index.html"' in index
+    assert f'href="./kill-twins/{run.name}/index.html"' in index
 
 
 def test_anomalies_their_witnesses_and_their_fault_windows(

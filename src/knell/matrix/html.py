@@ -51,7 +51,7 @@ def _link(cell: Cell, out: Path) -> str:
     run = Path(cell.run_dir)
     page = run / "index.html"
     target = page if page.exists() else run / "report.md"
-    return Path(os.path.relpath(target, out)).as_posix()
+    return "./" + Path(os.path.relpath(target, out)).as_posix()
 
 
 def _cell(cell: Cell, row: MutantRow, out: Path) -> _CellView:

@@ -113,8 +113,9 @@ def scan_runs(reports: Path) -> list[IndexRow]:
                     word=_word(summary.get("valid")),
                     fired=fired,
                     events=clean(summary.get("events", ""), 20),
-                    href=f"{group.name}/{run.name}/{page}",
-                    md=f"{group.name}/{run.name}/report.md",
+                    # "./": a folder named like "javascript:..." stays a path
+                    href=f"./{group.name}/{run.name}/{page}",
+                    md=f"./{group.name}/{run.name}/report.md",
                 )
             )
     rows.sort(key=lambda r: r.stamp, reverse=True)
@@ -131,7 +132,7 @@ def _pages(reports: Path, kind: str, page: str) -> list[tuple[str, str]]:
             continue
         for name in (page, page.replace(".html", ".md")):
             if (run / name).exists():
-                out.append((_when(run.name), f"{kind}/{run.name}/{name}"))
+                out.append((_when(run.name), f"./{kind}/{run.name}/{name}"))
                 break
     return out[:50]
 

@@ -490,7 +490,7 @@ def _processes(data: RunData, windows: list[FaultWindow]) -> list[ProcessRow]:
                 info=int(outcomes.get("info", 0)),
                 lost=int(p.get("lost") or 0),
                 errors=[clean(e, 300) for e in p.get("errors") or []],
-                logs=[f"logs/{n}" for n in logs if n.startswith(f"{name}.")][:12],
+                logs=[f"./logs/{n}" for n in logs if n.startswith(f"{name}.")][:12],
             )
         )
     return rows

@@ -29,7 +29,7 @@ def test_the_index_lists_runs_newest_first(lossy_run: Path, tmp_path: Path) -> N
     page = write_index(reports).read_text(encoding="utf-8")
     assert page.count('class="pill INVALID"') == 2
     assert page.index(lossy_run.name) < page.index(older.name)
-    assert f'href="lossy/{lossy_run.name}/index.html"' in page
+    assert f'href="./lossy/{lossy_run.name}/index.html"' in page
     assert "no-loss (1)" in page
 
 
@@ -96,7 +96,7 @@ def test_matrix_page_links_every_run(tmp_path: Path, lossy_run: Path) -> None:
     )
     assert write_matrix_html(matrix, out) == []
     page = (out / "matrix.html").read_text(encoding="utf-8")
-    assert f'href="runs/reference/lossy/{lossy_run.name}/index.html"' in page
+    assert f'href="./runs/reference/lossy/{lossy_run.name}/index.html"' in page
     assert "knell matrix &lt;script&gt;" in page and "FAIL" in page
 
 
