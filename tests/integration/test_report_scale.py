@@ -35,12 +35,12 @@ def _draw(folder: Path, events: int) -> tuple[int, float, str]:
 
 
 def test_the_page_grows_with_anomalies_not_events(tmp_path: Path) -> None:
-    small, small_s, _ = _draw(tmp_path / "small", 20_000)
-    large, large_s, page = _draw(tmp_path / "large", 80_000)
+    small, small_s, _ = _draw(tmp_path / "small", 10_000)
+    large, large_s, page = _draw(tmp_path / "large", 40_000)
     assert large < 10 * MB
     assert large < 1.5 * small, (small, large)
     assert 'id="timeline-' in page and page.count('<img src="data:image/svg+xml') == 4
     print(
-        f"\n20k events: {small / MB:.2f} MB in {small_s:.1f} s;"
-        f" 80k: {large / MB:.2f} MB in {large_s:.1f} s"
+        f"\n10k events: {small / MB:.2f} MB in {small_s:.1f} s;"
+        f" 40k: {large / MB:.2f} MB in {large_s:.1f} s"
     )
