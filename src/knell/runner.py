@@ -44,11 +44,12 @@ from knell.nemesis import Action, NemesisContext, kinds
 from knell.owners import Owner, reap
 from knell.platform import interrupt_on_terminate
 from knell.provision import Provision
-from knell.report import RunStats, write_reports
+from knell.report import RunSeries, RunStats, write_reports
 from knell.rundir import RunDirError, atomic_write, new_dir, point_latest
 from knell.scenario import Expectation, Scenario
 from knell.schedule import Schedule, expand
 from knell.supervisor import Supervisor
+from knell.watch import RunWatch
 from knell.workload.params import DrainParams, WorkerParams
 from knell.workload.worker import WorkerSpec
 
@@ -93,6 +94,8 @@ class RunOutcome:
     """One line per worker that exited on its own, with its last error."""
     expect: Expectation | None = None
     """The finding the scenario exists to make, if any."""
+    report_problems: list[str] = field(default_factory=list)
+    """What could not be drawn in index.html (never changes the verdict)."""
 
     @property
     def expectation_met(self) -> bool | None:
@@ -477,10 +480,13 @@ def run_scenario(
     driver: str | None = None,
     schedule: Schedule | None = None,
     say: Callable[[str], None] = lambda _: None,
+    watch: RunWatch | None = None,
 ) -> RunOutcome:
     """Run one scenario end to end and write its run directory.
 
-    ``schedule`` replays a saved fault plan instead of expanding the seed."""
+    ``schedule`` replays a saved fault plan instead of expanding the seed;
+    ``watch`` is told when the run starts, changes phase and ends (live
+    progress, :mod:`knell.watch`)."""
     if schedule is not None:
         registry = kinds()
         unknown = sorted(
@@ -527,6 +533,8 @@ def run_scenario(
     )
     say(f"run directory {run_dir}")
     token = _RUN_DIR.set(run_dir)
+    if watch is not None:
+        watch.begin(run_dir, scenario, schedule)
     try:
         provision = Provision(scenario, run_dir, store, driver, owner)
         run = _Run(scenario, run_dir, provision, schedule, say, owner)
@@ -535,6 +543,8 @@ def run_scenario(
                 run.start_all()
                 run.wait_ready()
                 run.drive()
+                if watch is not None:
+                    watch.phase("final")
                 say("final phase: heal, stop producers, drain every handle")
                 run.final_phase()
         finally:
@@ -543,8 +553,12 @@ def run_scenario(
             store.stop()
             run.nemesis.close()
             owner.close()
+        if watch is not None:
+            watch.phase("check")
         outcome = check_run(run_dir, say=say)
     finally:
+        if watch is not None:
+            watch.end()
         _RUN_DIR.reset(token)
     point_latest(run_dir)
     crashes = [
@@ -552,7 +566,14 @@ def run_scenario(
         + (f"; last: {run.causes[name]}" if run.causes.get(name) else "")
         for name, n in sorted(run.crashes.items())
     ]
-    return RunOutcome(outcome.run_dir, outcome.verdict, outcome.exit_code, crashes, scenario.expect)
+    return RunOutcome(
+        outcome.run_dir,
+        outcome.verdict,
+        outcome.exit_code,
+        crashes,
+        expect=scenario.expect,
+        report_problems=outcome.report_problems,
+    )
 
 
 def _public(data: dict[str, Any]) -> dict[str, Any]:
@@ -649,8 +670,9 @@ def _check_run(run_dir: Path, say: Callable[[str], None]) -> RunOutcome:
     for line in torn:
         say(line)
     stats = RunStats()
+    series = RunSeries()
     reader = HistoryReader(merged)
-    verdict = check_events(reader, config, extra=[stats])
+    verdict = check_events(reader, config, extra=[stats, series])
     if reader.torn:
         # The merged file is written whole by knell: a torn line there means
         # it was truncated, and whatever followed is missing.
@@ -659,8 +681,8 @@ def _check_run(run_dir: Path, say: Callable[[str], None]) -> RunOutcome:
             f"{merged.name} is truncated (its last line is torn): events may be missing"
         )
     try:
-        write_reports(run_dir, verdict, stats, torn)
+        problems = write_reports(run_dir, verdict, stats, torn, series=series)
     except OSError as exc:
         reason = "no space left on the device" if exc.errno == errno.ENOSPC else exc.strerror
         raise RunError(f"{run_dir}: cannot write the reports: {reason}") from None
-    return RunOutcome(run_dir, verdict, exit_code(verdict), expect=expect)
+    return RunOutcome(run_dir, verdict, exit_code(verdict), expect=expect, report_problems=problems)

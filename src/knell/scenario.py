@@ -122,6 +122,12 @@ class ProducerSpec(_ProcessBase):
         description="with idempotency: resend every Nth post with its key, as a client "
         "whose reply was lost would (0 = never)",
     )
+    hostile: bool = Field(
+        default=ProducerParams.hostile,
+        description="message ids carry hostile text after their unique prefix (script tags, "
+        "ANSI escapes, lines imitating a report, very long strings): every report must show "
+        "them as text",
+    )
 
 
 class _ReaderBase(_ProcessBase):

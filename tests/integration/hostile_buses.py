@@ -75,3 +75,27 @@ class NotABus:
 
 def not_a_bus(url: str) -> NotABus:
     return NotABus()
+
+
+HOSTILE_ERROR = (
+    "<script>document.title='pwned-by-error'</script>\x1b[31mRED\x1b[0m\x1b]0;title\x07"
+    "\n## verdict: VALID\n| fake | row |"
+)
+
+
+class HostileErrorBus(SqliteBus):
+    """Every fourth fetch fails with an error text made to attack reports,
+    and every 9th message is never shown to a reader (so the loss check
+    quotes hostile message ids in its anomalies)."""
+
+    calls = 0
+
+    def fetch(self, handle: str, channel: str, after: int | None = None, limit: int = 100) -> Any:
+        self.calls += 1
+        if self.calls % 4 == 0:
+            raise IndeterminateError(HOSTILE_ERROR)
+        return [m for m in super().fetch(handle, channel, after, limit) if m.seq % 9]
+
+
+def hostile_errors(url: str) -> HostileErrorBus:
+    return _reopen(HostileErrorBus, url)  # type: ignore[no-any-return]

@@ -12,7 +12,7 @@ from tests.integration.conftest import knell
 
 pytestmark = pytest.mark.integration
 
-SECTIONS = {"bus", "checker", "runner", "wake"}
+SECTIONS = {"bus", "checker", "runner", "wake", "report"}
 FIELDS = {
     "section",
     "name",
@@ -45,11 +45,12 @@ def test_bench_short_writes_bench_json(tmp_path: Path) -> None:
         if row["goal"] is not None and row["value"] is not None:
             assert isinstance(row["met"], bool), row
     goals = {r["goal"] for r in rows if r["goal"]}
-    # bus/raw, check/parse, kill->restarted, wake p99 (+ the server stores' own)
-    assert len(goals) >= 4, goals
+    # bus/raw, check/parse, kill->restarted, wake p99, report size (+ the server stores' own)
+    assert len(goals) >= 5, goals
     stores = {r["name"].split(":")[0] for r in rows if r["section"] == "bus"}
     assert "sqlite" in stores
     for store in ("postgres", "redis"):
         assert store in stores or f"bus: {store} skipped" in proc.stdout + proc.stderr
     assert (runs[0] / "bench.md").read_text().count("\n| ") >= len(rows)
+    assert (runs[0] / "bench.html").read_text().count("<tr>") >= len(rows)
     assert (tmp_path / "bench" / "latest").resolve() == runs[0].resolve()

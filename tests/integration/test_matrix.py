@@ -4,6 +4,7 @@ the check that names their failure mode, and fails when one escapes."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -38,6 +39,11 @@ def test_matrix_catches_mutants_and_passes_the_reference(tmp_path: Path) -> None
         assert json.loads((run_dir / "results.json").read_text())["valid"] is False
     text = (out / "matrix.md").read_text(encoding="utf-8")
     assert "PASS" in text and "`no-idempotency`" in text
+    page = (out / "matrix.html").read_text(encoding="utf-8")
+    links = re.findall(r'class="pill [A-Z]+" href="([^"]+)"', page)
+    assert len(links) == 4  # the reference and three mutants, one run each
+    for link in links:
+        assert link.endswith("/index.html") and (out / link).is_file(), link
 
 
 def test_matrix_fails_when_a_mutant_escapes(tmp_path: Path) -> None:

@@ -25,9 +25,17 @@ def test_quickstart_is_valid(tmp_path: Path) -> None:
     assert "verdict: VALID" in proc.stdout
     run_dir, results = _results(proc.stdout)
     assert results["valid"] is True
-    for name in ("history.jsonl", "schedule.json", "results.json", "report.md", "junit.xml"):
+    for name in (
+        "history.jsonl", "schedule.json", "results.json", "report.md", "junit.xml",
+        "series.json", "index.html",
+    ):  # fmt: skip
         assert (run_dir / name).exists(), name
     assert (run_dir.parent / "latest").resolve() == run_dir.resolve()
+    # `make run` prints the verdict, the page and the index of every run
+    assert f"html: {run_dir / 'index.html'}" in proc.stdout
+    assert f"index: {tmp_path / 'index.html'}" in proc.stdout
+    assert (run_dir / "index.html").stat().st_size > 10_000
+    assert "replay: knell run " in proc.stdout and "--schedule" in proc.stdout
     stats = results["stats"]
     assert stats["faults"].get("kill", 0) >= 2, stats
     assert stats["posts"]["ok"] > 100 and stats["handled"] > 100, stats

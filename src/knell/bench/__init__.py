@@ -22,13 +22,9 @@ bridge     posts/s and post-to-ring through one        the same bus, opened dire
            ``knell bridge`` (:mod:`.bridge`)
 stdio      posts/s through a stdio adapter             the in-process bus
            (:mod:`.stdio`)
-=========  ==========================================  ==============================
-
-The bus section covers every store this machine can run (SQLite always;
-Postgres and Redis when their servers are found), including a store's
-SIGKILL-to-first-post and its doorbell's post-to-wake.
-
-Results go to ``reports/bench/<timestamp>/bench.json`` and ``bench.md``.
+=========  ==========================================  =======================
+Results go to ``reports/bench/<timestamp>/bench.json``, ``bench.md`` and
+``bench.html``.
 ``--short`` scales everything down for CI (well under a minute). A missed
 goal is reported, never raised: benchmarks are not tests. A section that
 crashes is recorded with its error and the others still run.
@@ -104,6 +100,12 @@ def _stdio(work: Path, short: bool, say: Say) -> list[Row]:
     return run_stdio_bench(work, short=short, say=say)
 
 
+def _report(work: Path, short: bool, say: Say) -> list[Row]:
+    from knell.bench.render import run_render_bench
+
+    return run_render_bench(work, short=short, say=say)
+
+
 SECTIONS: dict[str, Callable[[Path, bool, Say], list[Row]]] = {
     "bus": _bus,
     "checker": _checker,
@@ -112,6 +114,7 @@ SECTIONS: dict[str, Callable[[Path, bool, Say], list[Row]]] = {
     "proxy": _proxy,
     "bridge": _bridge,
     "stdio": _stdio,
+    "report": _report,
 }
 
 

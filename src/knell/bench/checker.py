@@ -25,8 +25,8 @@ The history is synthetic but shaped like a real run (see
 ``python -m knell.bench.checker MODE PATH`` is the child: MODE is
 ``parse``, ``read`` (knell's history reader, no checks), ``check`` or
 ``knell-check`` (:func:`knell.runner.check_run`: the checker and the
-reports); it prints one JSON object with ``cpu``, ``wall``, ``events`` and
-``maxrss``.
+reports, the page included); it prints one JSON object with ``cpu``,
+``wall``, ``events`` and ``maxrss``.
 """
 
 from __future__ import annotations
@@ -188,8 +188,9 @@ def _rows(runs: dict[str, list[dict[str, Any]]], synth: SynthStats) -> list[Row]
             baseline_name="orjson parse of every line, nothing kept",
             ratio=cpu("knell-check") / cpu("parse"),
             note="check_run on a run directory holding the merged history: the checker, "
-            "then results.json, report.md and junit.xml (run stats re-read the history); "
-            "one run; time ratio",
+            "then results.json, series.json, report.md, junit.xml and index.html (run stats "
+            "and the plots' series are gathered in the same pass; drawing the page is measured "
+            "alone in the report section); one run; time ratio",
         ),
         Row(
             section="checker",

@@ -1,4 +1,4 @@
-"""Writes a bench run: ``bench.json`` for machines, ``bench.md`` for people.
+"""Writes a bench run: ``bench.json`` for machines, ``bench.md`` and ``bench.html`` for people.
 
 Both carry the same rows; the Markdown table puts each figure beside the
 baseline it was measured against in the same run and their ratio, which is
@@ -81,11 +81,15 @@ def render_markdown(data: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_bench(out: Path, data: dict[str, Any]) -> None:
-    """Write ``bench.json`` and ``bench.md`` into ``out`` (atomically each)."""
+def write_bench(out: Path, data: dict[str, Any]) -> list[str]:
+    """Write ``bench.json``, ``bench.md`` and ``bench.html`` into ``out``
+    (atomically each); returns what could not be drawn."""
+    from knell.bench.html import write_bench_html
+
     out.mkdir(parents=True, exist_ok=True)
     for name, text in (
         ("bench.json", json.dumps(data, indent=2, default=str) + "\n"),
         ("bench.md", render_markdown(data)),
     ):
         atomic_write(out / name, text)
+    return write_bench_html(out, data)

@@ -25,6 +25,12 @@ The model applies each operation at its completion, so the history is one
 a correct bus could have produced: every check should say ``valid``, which
 makes the benchmark exercise each check's full bookkeeping rather than its
 anomaly path. Deterministic for a given seed and size.
+
+``anomalies=N`` breaks the bus N times each way, spread over the run, for
+the report benchmark (drawing anomaly timelines needs anomalies): the
+handle ``worker`` is never shown N of the messages (``no-loss`` after the
+drain), and N acks answer with a cursor below the one the handle already
+had (``no-cursor-regression``).
 """
 
 from __future__ import annotations
@@ -106,6 +112,9 @@ class _Sim:
         self.pids: dict[str, int] = {}
         self.next_pid = 4000
         self.steps = [self.rng.randrange(20_000, 400_000) for _ in range(997)]
+        self.hide_every = 0  # the worker handle never sees seqs divisible by this
+        self.regress_every = 0  # every Nth ack by the worker handle answers a stale cursor
+        self.acks = 0
 
     def emit(
         self,
@@ -185,18 +194,26 @@ def _catch_up(
         yield
         start = model.cursors[handle] if after is None else after
         messages = model.page(start, batch)
-        emit(name, "ok", "fetch", {"messages": messages}, handle, CHANNEL)
+        shown = messages
+        if sim.hide_every and handle == "worker":
+            shown = [m for m in messages if m["seq"] % sim.hide_every]
+        emit(name, "ok", "fetch", {"messages": shown}, handle, CHANNEL)
         yield
         if not messages:
             return handled
-        handled += len(messages)
-        for m in messages:
+        handled += len(shown)
+        for m in shown:
             emit(name, "ok", "handle", {"seq": m["seq"], "id": m["id"]}, handle, CHANNEL)
             yield
         last = messages[-1]["seq"]
         emit(name, "invoke", "ack", {"up_to": last}, handle, CHANNEL)
         yield
-        emit(name, "ok", "ack", {"cursor": model.ack(handle, last)}, handle, CHANNEL)
+        cursor = model.ack(handle, last)
+        if sim.regress_every and handle == "worker":
+            sim.acks += 1
+            if sim.acks % sim.regress_every == 0 and cursor > 3:
+                cursor -= 3  # a stale cursor: the model keeps the true one
+        emit(name, "ok", "ack", {"cursor": cursor}, handle, CHANNEL)
         yield
         if probe:
             probe = False
@@ -300,13 +317,20 @@ def _drain_steps(sim: _Sim, name: str, handle: str) -> Iterator[None]:
 # -- the run --------------------------------------------------------------------
 
 
-def write_history(path: Path, events: int, *, seed: int = 7) -> SynthStats:
+def write_history(path: Path, events: int, *, seed: int = 7, anomalies: int = 0) -> SynthStats:
     """Write a merged ``history.jsonl`` of about ``events`` events (the final
-    drain adds a few hundred more) and return what it holds."""
+    drain adds a few hundred more) and return what it holds; ``anomalies``
+    breaks the bus that many times each way (see the module docstring)."""
     if events < 1_000:
         raise ValueError(f"events must be at least 1000, got {events}")
+    if anomalies < 0:
+        raise ValueError(f"anomalies must be >= 0, got {anomalies}")
     with open(path, "wb") as out:
         sim = _Sim(out, seed)
+        if anomalies:
+            # about one message per 10.8 events and one worker ack per 36 events
+            sim.hide_every = max(2, events // 11 // anomalies)
+            sim.regress_every = max(2, events // 36 // anomalies)
         stats = _run(sim, events, seed)
         sim.flush()
     return stats

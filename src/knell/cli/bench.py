@@ -19,7 +19,7 @@ __all__ = ["bench"]
     "--section",
     "sections",
     multiple=True,
-    type=click.Choice(["bus", "checker", "runner", "wake", "proxy", "bridge", "stdio"]),
+    type=click.Choice(["bus", "checker", "runner", "wake", "proxy", "bridge", "stdio", "report"]),
     help="Only this section (repeatable).",
 )
 def bench(short: bool, reports: Path, sections: tuple[str, ...]) -> None:
@@ -43,6 +43,8 @@ def bench(short: bool, reports: Path, sections: tuple[str, ...]) -> None:
         say=lambda line: console.print(f"  {line}", markup=False, soft_wrap=True),
     )
     console.print((out / "bench.md").read_text(encoding="utf-8"), markup=False, soft_wrap=True)
-    console.print(f"report: {out / 'bench.md'}", soft_wrap=True)
+    console.print(f"report: {out / 'bench.md'}", soft_wrap=True, markup=False)
+    if (out / "bench.html").exists():
+        console.print(f"html: {out / 'bench.html'}", soft_wrap=True, markup=False)
     data = json.loads((out / "bench.json").read_text(encoding="utf-8"))
     sys.exit(1 if data["errors"] else 0)

@@ -25,6 +25,7 @@ from knell.errors import ExitCode
 from knell.matrix import REFERENCE, SHORT_DURATION, Cell, Matrix, run_matrix
 from knell.scenario import Scenario
 from knell.stores import KINDS, unavailable
+from knell.text import markup
 
 __all__ = ["matrix"]
 
@@ -83,8 +84,12 @@ def _print_matrix(matrix: Matrix) -> None:
     console.print(f"matrix: {word}")
     for line in matrix.skipped:
         console.print(f"[yellow]not run here[/]: {line}", soft_wrap=True)
+    for problem in matrix.report_problems:
+        console.print(f"  [yellow]report[/]: {markup(problem)}", soft_wrap=True)
     if matrix.out_dir is not None:
-        console.print(f"report: {matrix.out_dir / 'matrix.md'}", soft_wrap=True)
+        console.print(f"report: {matrix.out_dir / 'matrix.md'}", soft_wrap=True, markup=False)
+        if (matrix.out_dir / "matrix.html").exists():
+            console.print(f"html: {matrix.out_dir / 'matrix.html'}", soft_wrap=True, markup=False)
 
 
 def _store_axis(
@@ -237,7 +242,7 @@ def matrix(
             colour = "yellow" if cell.valid is False else "dim"
         console.print(
             f"  [{done:>2}/{total}] {cell.bus:<26} {cell.scenario:<26} s{cell.seed} "
-            f"[{colour}]{cell.word}[/] {fired} ({cell.wall:.1f} s)",
+            f"[{colour}]{cell.word}[/] {markup(fired)} ({cell.wall:.1f} s)",
             soft_wrap=True,
         )
 

@@ -18,12 +18,14 @@ from knell.cli.common import (
     scenario_files,
     worst,
 )
+from knell.cli.progress import RunProgress
 from knell.errors import ExitCode
 from knell.report import verdict_word
+from knell.report.replay import replay_command
 from knell.runner import RunOutcome, check_run, run_scenario
 from knell.scenario import ScenarioError, load_scenario
 from knell.schedule import Schedule, ScheduleError
-from knell.text import clean
+from knell.text import markup
 
 __all__ = ["check", "list_", "run"]
 
@@ -42,25 +44,30 @@ def _load_schedule(path: Path) -> Schedule:
         raise UsageProblem(f"{path}: not a knell schedule.json: {exc}") from None
 
 
-def print_outcome(outcome: RunOutcome) -> None:
-    """The verdict, why, and where the report is."""
+def print_outcome(
+    outcome: RunOutcome, *, index: Path | None = None, replay: str | None = None
+) -> None:
+    """The verdict, why, where the report is, and how to run it again.
+    Everything that came from the bus is cleaned and shown, never obeyed
+    as console markup."""
     word = verdict_word(outcome.verdict.valid)
     colour = COLOURS.get(outcome.exit_code, "red")
     console.print(f"verdict: [bold {colour}]{word}[/]")
     for problem in outcome.verdict.problems:
-        console.print(f"  [yellow]run[/]: {clean(problem)}", soft_wrap=True)
+        console.print(f"  [yellow]run[/]: {markup(problem)}", soft_wrap=True)
     for name, result in outcome.verdict.checks.items():
         if result.valid is False:
             kinds = sorted({a.kind for a in result.anomalies})
-            console.print(f"  [red]{name}[/]: {', '.join(kinds)}")
+            console.print(f"  [red]{markup(name)}[/]: {markup(', '.join(kinds))}")
             if result.anomalies:
-                console.print(f"    e.g. {clean(result.anomalies[0].message)}", soft_wrap=True)
+                console.print(f"    e.g. {markup(result.anomalies[0].message)}", soft_wrap=True)
         elif result.valid == "unknown":
             console.print(
-                f"  [yellow]{name}[/]: unknown ({clean(result.unknown_reason)})", soft_wrap=True
+                f"  [yellow]{markup(name)}[/]: unknown ({markup(result.unknown_reason)})",
+                soft_wrap=True,
             )
     for line in outcome.crashes:
-        console.print(f"  [red]crash[/]: {line}", soft_wrap=True)
+        console.print(f"  [red]crash[/]: {markup(line)}", soft_wrap=True)
     if outcome.expect is not None:
         made = outcome.expectation_met
         console.print(
@@ -68,7 +75,34 @@ def print_outcome(outcome: RunOutcome) -> None:
             + ("[green]finding made, as intended[/]" if made else "[red]finding NOT made[/]"),
             soft_wrap=True,
         )
-    console.print(f"report: {outcome.run_dir / 'report.md'}", soft_wrap=True)
+    for problem in outcome.report_problems:
+        console.print(
+            f"  [yellow]report[/]: {markup(problem)} (the verdict is unaffected)", soft_wrap=True
+        )
+    console.print(f"report: {outcome.run_dir / 'report.md'}", soft_wrap=True, markup=False)
+    page = outcome.run_dir / "index.html"
+    if page.exists():
+        console.print(f"html: {page}", soft_wrap=True, markup=False)
+    if index is not None:
+        console.print(f"index: {index}", soft_wrap=True, markup=False)
+    if replay:
+        console.print(f"replay: {replay}", soft_wrap=True, markup=False)
+
+
+def update_index(reports: Path) -> Path | None:
+    """Rebuild ``reports/index.html``; a failure is said, never raised
+    (the run's own files are already written)."""
+    try:
+        from knell.report.index import write_index
+
+        return write_index(reports)
+    except Exception as exc:
+        err.print(
+            f"  [yellow]report[/]: {reports / 'index.html'} could not be written: "
+            f"{markup(f'{type(exc).__name__}: {exc}')}",
+            soft_wrap=True,
+        )
+        return None
 
 
 @click.command()
@@ -133,17 +167,22 @@ def run(
     if keep:
         loaded = [s.with_store(keep=True) for s in loaded]
     codes = []
-    for scenario in loaded:
-        console.print(f"[bold]knell run[/] {scenario.name}: {scenario.description}")
-        say = (lambda _: None) if quiet else (lambda line: console.print(f"  {line}"))
+    for source, scenario in zip(scenarios, loaded, strict=True):
+        console.print(f"[bold]knell run[/] {scenario.name}: {markup(scenario.description)}")
+        say = (lambda _: None) if quiet else (lambda line: console.print(f"  {markup(line)}"))
+        watch = None if quiet else RunProgress(console)
         try:
             outcome = run_scenario(
-                scenario, reports=reports, driver=driver, schedule=schedule, say=say
+                scenario, reports=reports, driver=driver, schedule=schedule, say=say, watch=watch
             )
         except KeyboardInterrupt:
             err.print("knell: interrupted; every worker was stopped, the run is incomplete")
             sys.exit(130)
-        print_outcome(outcome)
+        index = update_index(reports)
+        replay = replay_command(
+            {**scenario.model_dump(), "bus": driver or scenario.bus}, outcome.run_dir, source
+        )
+        print_outcome(outcome, index=index, replay=replay)
         codes.append(outcome.exit_code)
     sys.exit(worst(codes))
 
@@ -156,7 +195,7 @@ def check(run_dir: Path) -> None:
     Same exit codes as `knell run`."""
     if not run_dir.is_dir():
         raise UsageProblem(f"{run_dir}: not a run directory")
-    outcome = check_run(run_dir.resolve(), say=lambda line: err.print(clean(line), soft_wrap=True))
+    outcome = check_run(run_dir.resolve(), say=lambda line: err.print(markup(line), soft_wrap=True))
     console.print(f"checked {outcome.verdict.events} events in {outcome.verdict.seconds:.2f} s")
     print_outcome(outcome)
     sys.exit(outcome.exit_code)

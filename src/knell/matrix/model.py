@@ -260,6 +260,8 @@ class Matrix:
     skipped: list[str] = field(default_factory=list)
     """What this machine could not run, and why (a store with no server,
     a mutant whose runtime is missing): said in the report, never silent."""
+    report_problems: list[str] = field(default_factory=list)
+    """What could not be drawn in matrix.html (never changes ``ok``)."""
 
     @property
     def ok(self) -> bool:

@@ -1,4 +1,4 @@
-"""Writing the matrix: ``matrix.md`` for people, ``matrix.json`` for tools.
+"""Writing the matrix: ``matrix.md`` and ``matrix.html`` for people, ``matrix.json`` for tools.
 
 The Markdown leads with the verdict (PASS only when the reference bus is
 VALID everywhere and every mutant is caught by the check that names its
@@ -135,13 +135,19 @@ def render_markdown(matrix: Matrix) -> str:
     out += [
         "",
         "Runs: `runs/<bus>/<store>/<scenario>/<stamp>/` (each an ordinary run directory:"
-        " `report.md`, `results.json`, `history.jsonl`).",
+        " `index.html`, `report.md`, `results.json`, `history.jsonl`); `matrix.html` links"
+        " every run's report.",
         "",
     ]
     return "\n".join(out)
 
 
-def write_matrix(matrix: Matrix, out: Path) -> None:
+def write_matrix(matrix: Matrix, out: Path) -> list[str]:
+    """Write ``matrix.json``, ``matrix.md`` and ``matrix.html`` (each run's
+    badge links its report); returns what could not be drawn."""
+    from knell.matrix.html import write_matrix_html
+
     out.mkdir(parents=True, exist_ok=True)
     atomic_write(out / "matrix.json", json.dumps(matrix.to_json(), indent=2, default=str) + "\n")
     atomic_write(out / "matrix.md", render_markdown(matrix))
+    return write_matrix_html(matrix, out)

@@ -237,6 +237,6 @@ def run_matrix(
         stores=kinds,
         skipped=list(skipped),
     )
-    write_matrix(matrix, out)
+    matrix.report_problems = write_matrix(matrix, out)
     point_latest(out)
     return matrix

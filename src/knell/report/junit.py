@@ -3,6 +3,11 @@
 A check that found anomalies is a ``failure`` carrying the first witness;
 a check that could not decide is ``skipped`` with its reason (CI still
 fails on the run's exit code 2, but the XML says why).
+
+Texts from the bus go through :func:`knell.text.clean`: XML 1.0 cannot
+carry most control characters at all (an ANSI escape in a message id would
+make the whole file unreadable to a CI server), and a message id can be
+megabytes long.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from pathlib import Path
 
 from knell.checker import Verdict
 from knell.rundir import atomic_write
+from knell.text import clean
 
 __all__ = ["write_junit"]
 
@@ -36,12 +42,15 @@ def write_junit(path: Path, suite: str, verdict: Verdict) -> None:
             failure = ET.SubElement(
                 case,
                 "failure",
-                message=first.message if first else "invalid",
-                type=first.kind if first else "invalid",
+                message=clean(first.message, 1000) if first else "invalid",
+                type=clean(first.kind, 100) if first else "invalid",
             )
-            failure.text = "\n".join(f"{a.kind}: {a.message}" for a in result.anomalies[:20])
+            failure.text = "\n".join(
+                f"{clean(a.kind, 100)}: {clean(a.message, 1000)}" for a in result.anomalies[:20]
+            )
         elif result.valid == "unknown":
-            ET.SubElement(case, "skipped", message=f"unknown: {result.unknown_reason or ''}")
+            reason = clean(result.unknown_reason or "", 1000)
+            ET.SubElement(case, "skipped", message=f"unknown: {reason}")
     tree = ET.ElementTree(root)
     ET.indent(tree)
     atomic_write(path, ET.tostring(root, encoding="utf-8", xml_declaration=True))

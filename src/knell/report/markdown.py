@@ -5,6 +5,12 @@ with its minimal witness (the few events that prove it, with times relative
 to the start of the run and the processes that saw them), then what the run
 actually did. "unknown" is always shown with its reason: a report never
 rounds an undecided check up to a pass.
+
+Everything that came from the bus (anomaly messages quote message ids,
+witness values, error texts) is written through :func:`knell.text.md` or
+:func:`knell.text.md_code`: one inert line, table pipes and Markdown
+syntax escaped, so a hostile id can neither break a table nor fake a
+heading or a verdict.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ from typing import Any
 from knell.checker import Verdict
 from knell.history import Event
 from knell.report.stats import RunStats
-from knell.text import clean
+from knell.text import md, md_code
 
 __all__ = ["render_markdown", "verdict_word"]
 
@@ -36,7 +42,7 @@ def _fmt(value: float | None, unit: str = "", digits: int = 1) -> str:
 
 def _short(value: Any) -> str:
     text = json.dumps(value, separators=(",", ":"), default=str)
-    return text if len(text) <= 90 else text[:87] + "..."
+    return md_code(text if len(text) <= 90 else text[:87] + "...")
 
 
 def _witness_table(witness: list[Event], t0: int | None) -> list[str]:
@@ -46,11 +52,11 @@ def _witness_table(witness: list[Event], t0: int | None) -> list[str]:
     ]
     for e in witness:
         t = "" if t0 is None else f"{(e.get('time', t0) - t0) / 1e9:.3f}"
-        where = " / ".join(str(e[k]) for k in ("handle", "channel") if e.get(k) is not None)
-        process = f"{e.get('process', '')}#{e.get('incarnation', '')}"
+        where = " / ".join(md(e[k], 80) for k in ("handle", "channel") if e.get(k) is not None)
+        process = f"{md(e.get('process', ''), 80)}#{md(e.get('incarnation', ''), 10)}"
         rows.append(
-            f"| {e.get('index', '')} | {t} | {process} | {e.get('type', '')} | "
-            f"{e.get('f', '')} | {where} | `{_short(e.get('value', {}))}` |"
+            f"| {md(e.get('index', ''), 20)} | {t} | {process} | {md(e.get('type', ''), 10)} | "
+            f"{md(e.get('f', ''), 30)} | {where} | {_short(e.get('value', {}))} |"
         )
     return rows
 
@@ -101,6 +107,7 @@ def render_markdown(
     stats: RunStats,
     torn: list[str],
     t0: int | None,
+    replay: str | None = None,
 ) -> str:
     name = scenario.get("name", "history")
     out = [f"# knell: {name} is {verdict_word(verdict.valid)}", ""]
@@ -111,12 +118,13 @@ def render_markdown(
     where = "" if not isinstance(store, dict) or not store.get("url") else " (an existing server)"
     bus = scenario.get("bus") or f"reference {kind} bus"
     out += [
-        f"- bus: `{bus}`, store: {kind}{where}",
+        f"- bus: {md_code(bus)}, store: {md(kind)}{where}",
         f"- seed {scenario.get('seed', '?')},"
         f" configured duration {scenario.get('duration', '?')} s,"
         f" history {stats.events} events over {_fmt(stats.seconds, ' s')}",
         f"- checked in {verdict.seconds:.2f} s",
         *_expected(scenario.get("expect"), verdict),
+        *([f"- replay: {md_code(replay, 2000)}"] if replay else []),
         "",
         "## Checks",
         "",
@@ -129,18 +137,23 @@ def render_markdown(
         found = sum(1 for _ in result.anomalies)
         word = verdict_word(result.valid)
         if result.valid == "unknown" and result.unknown_reason:
-            word += f" ({result.unknown_reason})"
+            word += f" ({md(result.unknown_reason)})"
         out.append(f"| {check_name} | {word} | {found} | {counts} |")
     out.append("")
     if verdict.problems:
         out += ["## Why the run cannot vouch for its history", ""]
-        out += [f"- {clean(problem)}" for problem in verdict.problems] + [""]
+        out += [f"- {md(problem)}" for problem in verdict.problems] + [""]
     invalid = [(n, r) for n, r in verdict.checks.items() if r.valid is False]
     if invalid:
         out += ["## Anomalies, with the events that prove them", ""]
         for check_name, result in invalid:
             for anomaly in result.anomalies[:MAX_ANOMALIES_SHOWN]:
-                out += [f"### {check_name}: {anomaly.kind}", "", anomaly.message, ""]
+                out += [
+                    f"### {md(check_name)}: {md(anomaly.kind)}",
+                    "",
+                    md(anomaly.message, 1000),
+                    "",
+                ]
                 out += _witness_table(anomaly.witness, t0)
                 out.append("")
             hidden = len(result.anomalies) - MAX_ANOMALIES_SHOWN
@@ -178,17 +191,18 @@ def render_markdown(
     if stats.crashes:
         out += ["## Workers that exited on their own", ""]
         for crash in stats.crashes:
-            error = clean(crash.get("error") or "no exception in its log", 300)
-            out.append(f"- {clean(crash['process'])} (exit {crash.get('exit')}): {error}")
+            error = md(crash.get("error") or "no exception in its log", 300)
+            out.append(f"- {md(crash['process'])} (exit {md(crash.get('exit'), 20)}): {error}")
         out.append("")
     if torn:
         out += [f"## Torn lines: {len(torn)} (a writer stopped mid-line; skipped)", ""]
-        out += [f"- {clean(line)}" for line in torn] + [""]
+        out += [f"- {md(line)}" for line in torn] + [""]
     out += [
         "## Files",
         "",
-        "`history.jsonl` (merged), `history/` (per process), `schedule.json`, `scenario.json`,"
-        " `results.json`, `junit.xml`, `logs/`.",
+        "`index.html` (this report with timelines and plots), `history.jsonl` (merged),"
+        " `history/` (per process), `schedule.json`, `scenario.json`, `results.json`,"
+        " `series.json`, `junit.xml`, `logs/`.",
         "",
     ]
     return "\n".join(out)

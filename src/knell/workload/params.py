@@ -46,6 +46,9 @@ class ProducerParams:
     """send idempotency keys; retry indeterminate posts with them"""
     retry_every: int = 0
     """with idempotency: resend every Nth post with its key (0 = never)"""
+    hostile: bool = False
+    """message ids carry hostile text (script tags, ANSI escapes, lines that
+    imitate a report, very long strings) after their unique prefix"""
 
 
 @dataclass(frozen=True)

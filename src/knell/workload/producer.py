@@ -7,7 +7,8 @@ unknown is retried with the same key -- including the one a previous
 incarnation was in the middle of when it was killed, found in that
 incarnation's history. The bus must answer a retry with the original seq.
 ``retry_every`` also resends every Nth post deliberately, as a client whose
-reply was lost would.
+reply was lost would. ``hostile`` appends hostile text to every id after its
+unique prefix (:mod:`knell.workload.hostile`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import time
 from pathlib import Path
 
 from knell.history import HistoryReader
+from knell.workload.hostile import hostile_id
 from knell.workload.params import ProducerParams
 from knell.workload.worker import OpFailed, Worker
 
@@ -66,6 +68,8 @@ def run_producer(worker: Worker, params: ProducerParams) -> None:
     while not worker.stopping():
         counter += 1
         msg_id = f"{worker.name}.{worker.incarnation}:{counter}"
+        if params.hostile:
+            msg_id = hostile_id(msg_id, counter)
         key = msg_id if keyed else None
         _post(worker, channel, msg_id, key)
         if retry_every and counter % retry_every == 0:

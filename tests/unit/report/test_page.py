@@ -1,0 +1,156 @@
+"""The run page: what it shows, that bus text stays text, and that drawing never decides."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from markupsafe import escape
+
+from knell.report import html as report_html
+from knell.report import plots
+from knell.report.html import render_run
+from knell.runner import check_run
+from tests.unit.report.conftest import HOSTILE, lossy_history, write_run
+
+
+def _page(run: Path) -> str:
+    return (run / "index.html").read_text(encoding="utf-8")
+
+
+def test_the_page_leads_with_the_verdict_and_the_failed_check(lossy_run: Path) -> None:
+    page = _page(lossy_run)
+    assert "<title>knell: lossy is INVALID</title>" in page
+    assert re.search(r'<span class="word" id="verdict">INVALID</span>', page)
+    assert "no-loss found 1 anomaly" in page
+    assert 'id="anomaly-1" data-check="no-loss" data-kind="lost"' in page
+
+
+def test_no_script_no_fetch_and_a_policy_that_forbids_both(lossy_run: Path) -> None:
+    page = _page(lossy_run)
+    assert "Content-Security-Policy" in page and "default-src 'none'" in page
+    assert "<script" not in page.lower()
+    # nothing is loaded from anywhere: images are data URIs, styles inline
+    assert not re.search(r'\b(?:src|href)="(?:https?:)?//', page)
+    assert "<link" not in page
+    for src in re.findall(r'<img src="([^"]*)"', page):
+        assert src.startswith("data:image/svg+xml;base64,")
+
+
+def test_hostile_ids_are_text_everywhere(lossy_run: Path) -> None:
+    page = _page(lossy_run)
+    assert "<script>document" not in page and "<h1 id=verdict>" not in page
+    escaped = str(escape("producer-1.1:3<script>document.title='pwned'"))
+    assert escaped in page  # shown, escaped
+    assert "\x1b" not in page  # ANSI escapes are shown as \x1b, never sent
+    md = (lossy_run / "report.md").read_text(encoding="utf-8")
+    assert "\x1b" not in md
+    lines = md.splitlines()
+    assert not [line for line in lines if line.startswith("# knell: quickstart")]
+    assert not [line for line in lines if line.startswith("verdict: VALID")]
+    import xml.etree.ElementTree as ET
+
+    ET.parse(lossy_run / "junit.xml")  # a control character would make it unreadable
+
+
+def test_the_anomaly_names_its_message_and_draws_its_life(lossy_run: Path) -> None:
+    page = _page(lossy_run)
+    results = json.loads((lossy_run / "results.json").read_text())
+    (anomaly,) = results["checks"]["checks"]["no-loss"]["anomalies"]
+    t0 = results["time"]["first"]
+    svg = page[page.index('id="timeline-1"') :]
+    svg = svg[: svg.index("</svg>")]
+    for event in anomaly["witness"]:
+        t = round((event["time"] - t0) / 1e9, 6)
+        assert f'data-index="{event["index"]}" data-t="{t}"' in svg
+    assert "posted by producer-1#1" in page
+    assert str(escape(HOSTILE[:40])) in page
+
+
+def test_windows_open_at_and_just_before_onset_are_named(tmp_path: Path) -> None:
+    run = write_run(tmp_path, lossy_history(early_faults=True))
+    check_run(run)
+    results = json.loads((run / "results.json").read_text())
+    (anomaly,) = results["checks"]["checks"]["no-loss"]["anomalies"]
+    onset = min(e["time"] for e in anomaly["witness"])
+
+    def until(w: dict) -> float:
+        return float("inf") if w["end"] is None else w["end"] + w["grace_s"] * 1e9
+
+    in_force = {w["fault"] for w in results["windows"] if w["start"] <= onset <= until(w)}
+    before = {w["fault"] for w in results["windows"] if until(w) < onset}
+    assert in_force == {7} and before == {5}
+    page = _page(run)
+    section = page[page.index('id="anomaly-1"') :]
+    section = section[: section.index("</section>")]
+    opened = section[section.index("open-at-onset") : section.index('class="recent"')]
+    recent = section[section.index('class="recent"') :]
+    assert re.findall(r'data-fault="(\d+)"', opened) == ["7"]
+    assert "kill consumer-2 (fault 7, down," in opened and "never healed" not in opened
+    assert "kill consumer-2 (fault 5, down," in recent
+
+
+def test_a_plot_that_fails_is_shown_and_changes_nothing(
+    lossy_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(lossy_run, run)
+    before = (run / "results.json").read_bytes()
+
+    def broken(*_a: object, **_k: object) -> None:
+        raise RuntimeError("the plot broke <b>here</b>")
+
+    monkeypatch.setattr(plots, "_latency", broken)
+    result = render_run(run)
+    assert result.problems == ["Operation latency plot: RuntimeError: the plot broke <b>here</b>"]
+    page = _page(run)
+    assert 'id="render-problems"' in page
+    assert "the plot broke &lt;b&gt;here&lt;/b&gt;" in page
+    assert page.count("<img src=") == 2  # throughput and lag still drawn (no doorbell here)
+    assert (run / "results.json").read_bytes() == before
+
+
+def test_a_page_that_cannot_be_built_falls_back_and_keeps_the_verdict(
+    lossy_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(lossy_run, run)
+
+    def broken(*_a: object, **_k: object) -> int:
+        raise TypeError("template exploded")
+
+    monkeypatch.setattr(report_html, "write_page", broken)
+    result = render_run(run)
+    assert any("template exploded" in p for p in result.problems)
+    page = _page(run)
+    assert "<span id=verdict>INVALID</span>" in page and "template exploded" in page
+    assert (run / "render-error.txt").read_text().startswith("Traceback")
+
+
+def test_check_run_reports_render_problems_without_changing_the_exit_code(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run = write_run(tmp_path, lossy_history())
+
+    def broken(*_a: object, **_k: object) -> None:
+        raise ValueError("no page today")
+
+    monkeypatch.setattr("knell.report.page.build_page", broken)
+    outcome = check_run(run)
+    assert outcome.exit_code == 1 and outcome.verdict.valid is False
+    assert any("no page today" in p for p in outcome.report_problems)
+
+
+def test_an_old_run_without_series_is_drawn_from_its_history(
+    lossy_run: Path, tmp_path: Path
+) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(lossy_run, run)
+    (run / "series.json").unlink()
+    result = render_run(run)
+    assert result.problems == []
+    assert (run / "series.json").exists()
+    assert "rebuilt from history.jsonl" in _page(run)
