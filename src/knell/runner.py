@@ -31,7 +31,7 @@ import os
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -183,6 +183,8 @@ class _Run:
         self.supervisor = Supervisor(run_dir, self.owner)
         self.nemesis = HistoryWriter(run_dir / "history" / "nemesis.1.jsonl", "nemesis", 1)
         self.stopping: set[str] = set()
+        self.in_force: dict[int, Action] = {}
+        """Fault number -> its apply, while the fault holds."""
         self.crashes: dict[str, int] = {}
         self.causes: dict[str, str | None] = {}
         self.kinds = kinds()
@@ -286,10 +288,13 @@ class _Run:
         when it did not apply."""
         kind = self.kinds[action.kind]
         if action.step != "apply":
+            self.in_force.pop(action.fault, None)
             kind.heal(action, self.ctx)
             return
         self.record(kind.apply_f, action.target, action=action, type_="invoke")
-        if not kind.apply(action, self.ctx):
+        if kind.apply(action, self.ctx):
+            self.in_force[action.fault] = action
+        else:
             self.record(kind.apply_f, action.target, action=action, type_="fail")
 
     def watch_crashes(self) -> None:
@@ -355,8 +360,14 @@ class _Run:
     # -- the final phase -----------------------------------------------------
 
     def heal(self) -> None:
-        """Every fault kind heals what it left broken (the last registered
-        first: a kind may rely on those registered before it)."""
+        """The final heal. Each fault still in force is healed by its kind as
+        its planned heal would have (so its window closes under its own
+        fault number), the latest first; then every kind sweeps what it may
+        have left broken (the last registered first: a kind may rely on
+        those registered before it)."""
+        for number, action in sorted(self.in_force.items(), reverse=True):
+            self.kinds[action.kind].heal(replace(action, step="heal"), self.ctx)
+            del self.in_force[number]
         for kind in reversed(list(self.kinds.values())):
             kind.heal_all(self.ctx)
         self.nemesis.write("info", "heal", {})

@@ -56,13 +56,6 @@ GRACE = 1.0
 notice a dead connection and reconnect."""
 
 
-def _active(ctx: NemesisContext) -> dict[int, tuple[LinkFault, Action]]:
-    """The link faults of this run applied and not yet healed (shared by
-    every link kind through the context)."""
-    active: dict[int, tuple[LinkFault, Action]] = ctx.links.setdefault("active", {})
-    return active
-
-
 class LinkFaultSpec(FaultSpec):
     """What every network fault's table has."""
 
@@ -220,7 +213,6 @@ class LinkFault(FaultKind):
             self._heal_links(linkset, links, action)
             return False
         ctx.record(self.apply_f, action.target, action=action, proofs=proofs)
-        _active(ctx)[id(action)] = (self, action)
         disproven = [name for name, proof in proofs.items() if proof.get("status") == "disproven"]
         if disproven:
             ctx.record(
@@ -259,18 +251,14 @@ class LinkFault(FaultKind):
             )
             return False
         ctx.record(self.heal_f, action.target, action=action, heals=[r.to_json() for r in reports])
-        _active(ctx).pop(id(action), None)
         return True
 
     def heal_all(self, ctx: NemesisContext) -> None:
-        """The final phase: heal every link fault still in force, each by
-        its own kind (so its window closes under its own fault number),
-        then sweep any toxic or disabled proxy left over."""
+        """The final sweep (after the runner healed every fault still in
+        force by its own kind): any toxic or disabled proxy left over."""
         linkset: LinkSet | None = ctx.links.get("links")
         if linkset is None:
             return
-        for kind, action in list(_active(ctx).values()):
-            kind.heal(action, ctx)
         for link in linkset:
             try:
                 toxics = [t.name for t in linkset.client.toxics(link.name)]
