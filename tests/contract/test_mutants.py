@@ -14,7 +14,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from knell.buses import AckBeyondHead, Bus, DefiniteError, open_bus
+from knell.buses import AckBeyondHead, Bus, DefiniteError, DriverError, open_bus
 from knell.buses.mutants import all_mutants
 from knell.stores import StoreSpec, create_store
 from tests.contract.test_races import race
@@ -76,7 +76,7 @@ def test_each_network_store_has_at_least_three_mutants() -> None:
 def test_a_network_mutant_refuses_another_store_url(tmp_path: Path) -> None:
     sqlite = f"sqlite:///{(tmp_path / 'x.db').as_posix().lstrip('/')}"
     for m in NETWORK.values():
-        with pytest.raises(ValueError, match=f"needs a {m.store}"):
+        with pytest.raises(DriverError, match=f"needs a {m.store}"):
             open_bus(sqlite, m.factory)
 
 

@@ -12,7 +12,7 @@ from tests.integration.conftest import knell
 
 pytestmark = pytest.mark.integration
 
-SECTIONS = {"bus", "checker", "runner", "wake", "report"}
+SECTIONS = {"bus", "checker", "runner", "wake", "proxy", "bridge", "stdio", "report"}
 FIELDS = {
     "section",
     "name",

@@ -58,7 +58,11 @@ def test_a_registered_kind_runs_end_to_end(tmp_path: Path) -> None:
         json.loads(line)
         for line in (outcome.run_dir / "history.jsonl").read_text(encoding="utf-8").splitlines()
     ]
-    applied = [e for e in events if e["f"] == "brownout" and e["process"] == "nemesis"]
+    applied = [
+        e
+        for e in events
+        if e["f"] == "brownout" and e["process"] == "nemesis" and e["type"] == "info"
+    ]
     assert applied, "the brownout never applied"
     assert sorted(applied[0]["value"]["paused"]) == ["consumer-1", "consumer-2"]
     windows = [w for w in outcome.verdict.windows if w["kind"] == "brownout"]

@@ -27,6 +27,8 @@ NODE = f"exec:node {NODE_DIR.relative_to(REPO)}/adapter.js"
 PYTHON = f"exec:{sys.executable} examples/python-adapter/adapter.py"
 FLAKY = Path(__file__).parent / "adapters" / "flaky.py"
 SCHEMA = REPO / "docs" / "stdio-protocol.schema.json"
+
+
 def _on_sqlite_direct(path: Path) -> bool:
     """The example adapters are SQLite buses reached directly: the shipped
     scenarios for another store, or with bridges in front, are not theirs."""
