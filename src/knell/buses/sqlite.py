@@ -23,7 +23,14 @@ head in memory when armed and polls every ``poll_interval`` seconds for a
 post by someone else, with an in-process condition variable as a latency
 fast path. Killing a waiter at any moment therefore loses nothing.
 
-URL: ``sqlite:///path/to/file.db?poll_interval=0.05&synchronous=normal``.
+The same file serves the other two contracts through the same log: queue
+channels (:mod:`knell.buses.sqlite_queue`) and at-most-once role inboxes
+(:mod:`knell.buses.sqlite_roles`); a channel's kind
+(:mod:`knell.buses.sqlite_kinds`) is fixed by its first kind-specific use,
+so the broadcast operations here refuse queue and role channels.
+
+URL: ``sqlite:///path/to/file.db?poll_interval=0.05&synchronous=normal``
+(and ``max_deliveries=5``, for queues claimed without being declared).
 """
 
 from __future__ import annotations
@@ -37,6 +44,9 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 from knell.buses.contract import (
+    BROADCAST,
+    QUEUE,
+    ROLES,
     AckBeyondHead,
     DefiniteError,
     IndeterminateError,
@@ -45,6 +55,9 @@ from knell.buses.contract import (
     NotSubscribed,
     Wake,
 )
+from knell.buses.sqlite_kinds import KINDS_SCHEMA, ChannelKinds
+from knell.buses.sqlite_queue import DEFAULT_MAX_DELIVERIES, QUEUE_SCHEMA, SqliteQueue
+from knell.buses.sqlite_roles import ROLES_SCHEMA, SqliteRoles
 
 __all__ = ["SqliteBus", "open_sqlite"]
 
@@ -163,8 +176,12 @@ class _Head:
         self.backoff = 1  # the next rest after a wrong guess
 
 
-class SqliteBus:
-    """A :class:`knell.buses.contract.Bus` on one WAL SQLite file."""
+class SqliteBus(SqliteQueue, SqliteRoles):
+    """A :class:`knell.buses.contract.Bus` on one WAL SQLite file (and a
+    :class:`~knell.buses.contract.QueueBus` and
+    :class:`~knell.buses.contract.RoleBus` on the same log)."""
+
+    contracts = frozenset({BROADCAST, QUEUE, ROLES})
 
     def __init__(
         self,
@@ -173,6 +190,7 @@ class SqliteBus:
         poll_interval: float = 0.1,
         synchronous: str = "normal",
         busy_timeout: float = 10.0,
+        max_deliveries: int = DEFAULT_MAX_DELIVERIES,
     ) -> None:
         if poll_interval <= 0:
             raise ValueError(f"poll_interval must be > 0, got {poll_interval}")
@@ -187,10 +205,14 @@ class SqliteBus:
         )
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute(f"PRAGMA synchronous={_SYNCHRONOUS[synchronous.lower()]}")
+        if max_deliveries < 1:
+            raise ValueError(f"max_deliveries must be >= 1, got {max_deliveries}")
+        self.max_deliveries = max_deliveries
         with self._write():
-            for statement in SCHEMA.split(";"):
+            for statement in (SCHEMA + KINDS_SCHEMA + QUEUE_SCHEMA + ROLES_SCHEMA).split(";"):
                 if statement.strip():
                     self._db.execute(statement)
+        self._kinds = ChannelKinds()
         self._lock = threading.RLock()
         self._bell: threading.Condition = _bell(self.path)
         self._heads: dict[str, _Head] = {}
@@ -288,6 +310,7 @@ class SqliteBus:
         if at not in ("head", "start"):
             raise DefiniteError(f"subscribe at must be 'head' or 'start', got {at!r}")
         with self._lock, self._write() as db:
+            self._kinds.fix(db, channel, "broadcast", "subscribe")
             existing = self._cursor(handle, channel)
             if existing is not None:
                 return existing
@@ -304,6 +327,7 @@ class SqliteBus:
         if limit <= 0:
             raise DefiniteError(f"fetch limit must be > 0, got {limit}")
         with self._lock:
+            self._kinds.expect(self._db, channel, "broadcast", "fetch")
             if after is None:
                 cursor = self._cursor(handle, channel)
                 if cursor is None:
@@ -318,6 +342,7 @@ class SqliteBus:
 
     def ack(self, handle: str, channel: str, up_to: int) -> int:
         with self._lock, self._write() as db:
+            self._kinds.expect(db, channel, "broadcast", "ack")
             head = self._head(channel)
             if up_to > head:
                 raise AckBeyondHead(f"ack {up_to} is beyond head {head} of {channel!r}")
@@ -331,6 +356,7 @@ class SqliteBus:
 
     def cursor(self, handle: str, channel: str) -> int:
         with self._lock:
+            self._kinds.expect(self._db, channel, "broadcast", "cursor")
             value = self._cursor(handle, channel)
         if value is None:
             raise NotSubscribed(f"{handle!r} is not subscribed to {channel!r}")
@@ -393,7 +419,7 @@ def open_sqlite(url: str) -> SqliteBus:
     if not path:
         raise ValueError(f"sqlite URL names no file: {url!r}")
     query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
-    unknown = set(query) - {"poll_interval", "synchronous", "busy_timeout"}
+    unknown = set(query) - {"poll_interval", "synchronous", "busy_timeout", "max_deliveries"}
     if unknown:
         raise ValueError(f"sqlite URL has unknown option(s) {sorted(unknown)}: {url!r}")
     return SqliteBus(
@@ -401,4 +427,5 @@ def open_sqlite(url: str) -> SqliteBus:
         poll_interval=float(query.get("poll_interval", 0.1)),
         synchronous=query.get("synchronous", "normal"),
         busy_timeout=float(query.get("busy_timeout", 10.0)),
+        max_deliveries=int(query.get("max_deliveries", DEFAULT_MAX_DELIVERIES)),
     )
