@@ -1,7 +1,9 @@
 """Scenarios: a workload plus a fault schedule, declared in TOML.
 
 A scenario names the store, the processes (producers, consumers, waiters,
-joiners) and the nemesis specs. The seed turns those specs into exact timed
+joiners; claimers of queue channels; holders of role inboxes) and the
+nemesis specs. Its roles decide which delivery contract it tests
+(:mod:`knell.contracts`). The seed turns those specs into exact timed
 faults (see :mod:`knell.schedule`), so a scenario file plus a seed is a
 complete, replayable experiment.
 
@@ -22,12 +24,15 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from knell.contracts import contracts_of_roles
 from knell.durations import Duration, parse_duration
 from knell.errors import KnellError
 from knell.nemesis.kind import FaultSpec
 from knell.nemesis.registry import kinds, on_register
 from knell.workload.params import (
+    ClaimerParams,
     ConsumerParams,
+    HolderParams,
     JoinerParams,
     ProducerParams,
     ReaderParams,
@@ -41,8 +46,10 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 __all__ = [
+    "ClaimerSpec",
     "ConsumerSpec",
     "Expectation",
+    "HolderSpec",
     "JoinerSpec",
     "ProcessSpec",
     "ProducerSpec",
@@ -178,9 +185,80 @@ class JoinerSpec(_ReaderBase):
     )
 
 
-ProcessSpec = Annotated[
-    ProducerSpec | ConsumerSpec | WaiterSpec | JoinerSpec, Field(discriminator="role")
-]
+class ClaimerSpec(_ProcessBase):
+    """Claims work from a queue channel under a lease (the queue contract)."""
+
+    PARAMS = ClaimerParams
+    role: Literal["claimer"]
+    channel: Name = ClaimerParams.channel
+    lease: Duration = Field(
+        default=ClaimerParams.lease, gt=0, description="lease asked for on every claim and renew"
+    )
+    max_deliveries: int = Field(
+        default=ClaimerParams.max_deliveries,
+        ge=1,
+        le=1000,
+        description="deliveries before a message is dead (declared for the channel)",
+    )
+    work_time: Duration = Field(
+        default=ClaimerParams.work_time, description="simulated work per message"
+    )
+    renew: bool = Field(
+        default=ClaimerParams.renew,
+        description="renew the lease while working; off: work longer than the lease lapses",
+    )
+    finish: Literal["done", "rotate"] = Field(
+        default=ClaimerParams.finish,
+        description="'done', or 'rotate' through done, renew-then-done and release",
+    )
+    poison_every: int = Field(
+        default=ClaimerParams.poison_every,
+        ge=0,
+        description="one message in N is abandoned until it is dead (0 = none)",
+    )
+    release_every: int = Field(
+        default=ClaimerParams.release_every,
+        ge=0,
+        description="every Nth claim is released instead of worked (0 = never)",
+    )
+    kind_probe_every: int = Field(
+        default=ClaimerParams.kind_probe_every,
+        ge=0,
+        description="every N rounds, read the queue as a broadcast channel (must be refused)",
+    )
+    idle: Duration = Field(default=ClaimerParams.idle, description="sleep when nothing to claim")
+
+
+class HolderSpec(_ProcessBase):
+    """Takes turns holding a role, receives and reads (the at-most-once contract)."""
+
+    PARAMS = HolderParams
+    role: Literal["holder"]
+    channel: Name = Field(
+        default=HolderParams.channel, description="the role (producers post to it by this name)"
+    )
+    hold: Duration = Field(default=HolderParams.hold, gt=0, description="lease on the role")
+    tenure: Duration = Field(
+        default=HolderParams.tenure, gt=0, description="how long a run holds the role"
+    )
+    batch: int = Field(default=HolderParams.batch, ge=1, le=1000, description="receive limit")
+    read_after: Duration = Field(
+        default=HolderParams.read_after, description="delay between receiving and reading"
+    )
+    leave_unread_every: int = Field(
+        default=HolderParams.leave_unread_every,
+        ge=0,
+        description="every Nth run releases without reading its last receive (0 = never)",
+    )
+    probe: bool = Field(
+        default=HolderParams.probe,
+        description="on taking the role, try to read a stranded message (must be refused)",
+    )
+    idle: Duration = Field(default=HolderParams.idle, description="sleep when idle or waiting")
+
+
+AnySpec = ProducerSpec | ConsumerSpec | WaiterSpec | JoinerSpec | ClaimerSpec | HolderSpec
+ProcessSpec = Annotated[AnySpec, Field(discriminator="role")]
 
 
 def _nemesis_union() -> Any:
@@ -280,7 +358,37 @@ class Scenario(_Strict):
                 )
         return self
 
-    def instances(self) -> dict[str, ProducerSpec | ConsumerSpec | WaiterSpec | JoinerSpec]:
+    @model_validator(mode="after")
+    def _channel_kinds_agree(self) -> Scenario:
+        """A channel is a queue, a role inbox or a broadcast channel, never
+        two of them; the claimers of one queue declare the same max_deliveries."""
+        kinds: dict[str, tuple[str, int]] = {}
+        depth: dict[str, int] = {}
+        for index, spec in enumerate(self.process):
+            if isinstance(spec, ProducerSpec):
+                continue
+            kind = {"claimer": "queue", "holder": "role inbox"}.get(spec.role, "broadcast")
+            seen = kinds.setdefault(spec.channel, (kind, index))
+            if seen[0] != kind:
+                raise ValueError(
+                    f"process[{index}].channel: {spec.channel!r} is a {seen[0]} for "
+                    f"process[{seen[1]}], so it cannot be a {kind} too"
+                )
+            if isinstance(spec, ClaimerSpec):
+                first = depth.setdefault(spec.channel, spec.max_deliveries)
+                if first != spec.max_deliveries:
+                    raise ValueError(
+                        f"process[{index}].max_deliveries: the claimers of {spec.channel!r} "
+                        f"disagree ({first} and {spec.max_deliveries}); a queue has one"
+                    )
+        return self
+
+    @property
+    def contracts(self) -> tuple[str, ...]:
+        """The delivery contracts this scenario tests (by its roles)."""
+        return contracts_of_roles(spec.role for spec in self.process)
+
+    def instances(self) -> dict[str, AnySpec]:
         """Every process instance by name (``consumer-1``, ``consumer-2``...)."""
         return {
             f"{spec.group}-{i}": spec for spec in self.process for i in range(1, spec.count + 1)
@@ -314,7 +422,7 @@ on_register(_rebuild)
 
 def _tags() -> set[str]:
     """The union tags pydantic inserts in error paths (roles and faults)."""
-    return {"producer", "consumer", "waiter", "joiner", *kinds()}
+    return {"producer", "consumer", "waiter", "joiner", "claimer", "holder", *kinds()}
 
 
 def _locate(text: str, loc: tuple[int | str, ...]) -> int | None:
