@@ -36,6 +36,7 @@ from collections.abc import Callable
 from knell.buses.contract import (
     CONTRACT_METHODS,
     CONTRACTS,
+    STRANDED_CAP,
     AckBeyondHead,
     Bus,
     BusError,
@@ -69,6 +70,7 @@ __all__ = [
     "BUS_METHODS",
     "CONTRACTS",
     "CONTRACT_METHODS",
+    "STRANDED_CAP",
     "AckBeyondHead",
     "Bus",
     "BusError",

@@ -24,7 +24,9 @@ What a claimer does with a message, besides the plain claim, work, done:
 The queue's final phase (:func:`run_queue_drain`) claims until the queue
 has stayed empty for ``settle`` seconds (every lease the stopped claimers
 held has lapsed by then), finishing or releasing what it gets, and then
-lists the dead letters: after it, every message must be done or dead.
+lists the dead letters: after it, every message must be done or dead. It
+stops early if the bus hands it one message more often than any message
+may be delivered (a done that is not final would keep it busy forever).
 """
 
 from __future__ import annotations
@@ -220,6 +222,8 @@ def run_queue_drain(worker: Worker, params: QueueDrainParams) -> None:
             continue
         empty_since = None
         mine[held.body] = mine.get(held.body, 0) + 1
+        if mine[held.body] > params.max_deliveries + 1:
+            break  # handed the same message over and over (done is not final): the history shows it
         if is_poison(held.body, params.poison_every) and mine[held.body] <= params.max_deliveries:
             # Requeued until its deliveries are used up and it is dead. (More
             # claims of one message than that: the bus never lets it die; the

@@ -70,6 +70,9 @@ class Lease:
     renewed: Event | None = None
     ended: int | None = None
     ending: Event | None = None
+    taken_by: Lease | None = None
+    """the first later lease of the message by another consumer, claimed
+    after this one's claim returned"""
 
     def latest_expiry(self, sweep_ns: int) -> int:
         """The latest instant the lease may still have been honoured."""
@@ -82,7 +85,12 @@ class QueueCheck(Check):
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
         self.settings: dict[Any, QueueSettings] = {}
-        self.leases: dict[Key, list[Lease]] = {}
+        self.live: dict[Key, list[Lease]] = {}
+        """per message, its leases that may still be surely live (pruned when
+        they lapse or their holder ends them, so a message claimed a million
+        times stays cheap)"""
+        self._holders: dict[tuple[Any, Any, Any], Lease] = {}
+        self._untaken: dict[Key, list[Lease]] = {}
         self.now = 0
         """The time of the latest event this check was fed."""
 
@@ -94,10 +102,30 @@ class QueueCheck(Check):
 
     def held(self, channel: Any, mid: Any, consumer: Any) -> Lease | None:
         """The latest lease ``consumer`` got on message ``mid``."""
-        for lease in reversed(self.leases.get((channel, mid), ())):
-            if lease.consumer == consumer:
-                return lease
-        return None
+        return self._holders.get((channel, mid, consumer))
+
+    def _book(self, key: Key, lease: Lease) -> None:
+        """File a new lease: it takes the message from every earlier holder
+        whose claim had returned before it was asked for, and replaces its
+        own consumer's earlier lease."""
+        untaken = self._untaken.get(key)
+        if untaken is None:
+            untaken = self._untaken[key] = []
+        kept = []
+        for earlier in untaken:
+            if earlier.consumer == lease.consumer:
+                continue
+            if lease.invoke["time"] > earlier.ok["time"]:
+                earlier.taken_by = lease
+                continue
+            kept.append(earlier)
+        kept.append(lease)
+        self._untaken[key] = kept
+        self._holders[(key[0], key[1], lease.consumer)] = lease
+        at = lease.ok["time"]
+        live = [e for e in self.live.get(key, ()) if e.sure_until > at and e.ended is None]
+        live.append(lease)
+        self.live[key] = live
 
     # -- reading the history ----------------------------------------------
 
@@ -127,8 +155,9 @@ class QueueCheck(Check):
             sure_until=invoke["time"] + lease_ns,
             touch=done["time"],
         )
-        self.leases.setdefault((done["channel"], value["id"]), []).append(lease)
+        key = (done["channel"], value["id"])
         self.claimed(invoke, done, lease)
+        self._book(key, lease)
 
     @on_op("renew", "ok", "info", "fail")
     def _renewed(self, invoke: Event | None, done: Event) -> None:
@@ -140,6 +169,9 @@ class QueueCheck(Check):
             if done["type"] == "ok" and invoke is not None:
                 lease.sure_until = max(lease.sure_until, invoke["time"] + ns(value["lease_s"]))
                 lease.renewed = done
+                live = self.live.setdefault((done["channel"], value["id"]), [])
+                if lease not in live:
+                    live.append(lease)
         self.verb(invoke, done, lease)
 
     @on("done", "invoke")
@@ -169,7 +201,9 @@ class QueueCheck(Check):
     # -- hooks ------------------------------------------------------------
 
     def claimed(self, invoke: Event | None, done: Event, lease: Lease | None) -> None:
-        """A claim completed ok: ``lease`` is None when nothing was claimable."""
+        """A claim completed ok: ``lease`` is None when nothing was claimable.
+        Called before the new lease is filed: :attr:`live` holds the
+        message's earlier leases that may still be live."""
 
     def verb(self, invoke: Event | None, done: Event, lease: Lease | None) -> None:
         """A renew, done or release by a holder completed (any outcome)."""

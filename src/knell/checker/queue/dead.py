@@ -55,7 +55,11 @@ class DeadLetterCheck(QueueCheck):
             return
         key = (done["channel"], done["value"]["id"])
         claims = self._claims.setdefault(key, [])
-        claims.append(done)
+        most = self.setting(key[0]).max_deliveries
+        if most is None or len(claims) <= most:
+            claims.append(done)  # the witness of an over-delivery needs no more
+        else:
+            return  # reported already
         dead = self._dead.get(key)
         if dead is not None and invoke is not None and invoke["time"] > dead["time"]:
             self._flag(
@@ -65,7 +69,6 @@ class DeadLetterCheck(QueueCheck):
                 f"dead-letter listing showed it dead",
                 [dead, invoke, done],
             )
-        most = self.setting(key[0]).max_deliveries
         if most is not None and len(claims) == most + 1:
             self._flag(
                 key,

@@ -45,7 +45,7 @@ class LeaseExclusiveCheck(QueueCheck):
         at = done["time"]
         if at >= lease.sure_until - TOLERANCE_NS:
             return  # the new lease itself may have lapsed already
-        for earlier in self.leases[(done["channel"], mid)][:-1]:
+        for earlier in self.live.get((done["channel"], mid), ()):
             if at >= earlier.sure_until - TOLERANCE_NS:
                 continue
             if earlier.ended is not None and earlier.ended <= at:

@@ -40,13 +40,6 @@ class LeaseHolderCheck(QueueCheck):
         self._accepted = 0
         self._refused = 0
 
-    def _taken(self, channel: Any, mid: Any, lease: Lease) -> Lease | None:
-        """The first later lease of the message by someone else."""
-        for other in self.leases.get((channel, mid), ()):
-            if other is not lease and other.invoke["time"] > lease.ok["time"]:
-                return other
-        return None
-
     def verb(self, invoke: Event | None, done: Event, lease: Lease | None) -> None:
         if invoke is None or lease is None:
             return
@@ -56,7 +49,7 @@ class LeaseHolderCheck(QueueCheck):
         if done["type"] == "ok":
             self._accepted += 1
             expiry = lease.latest_expiry(self.setting(channel).sweep_ns)
-            other = self._taken(channel, mid, lease)
+            other = lease.taken_by
             taken = other is not None and other.ok["time"] < invoke["time"]
             if invoke["time"] > expiry or taken:
                 why = (
