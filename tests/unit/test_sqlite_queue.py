@@ -212,3 +212,40 @@ def test_two_processes_claiming_never_win_the_same_message(url: str) -> None:
     assert sorted(claimed) == sorted(f"m{i}" for i in range(300))  # each exactly once
     assert b.claim("jobs", "late", 1.0) is None
     b.close()
+
+
+def test_a_bus_declares_its_contracts_and_open_bus_checks_their_methods(tmp_path: Path) -> None:
+    from knell.buses import ContractMissing, DriverError, require_contract
+
+    class QueueOnly:
+        contracts = ("queue",)
+
+        def __getattr__(self, name: str) -> object:
+            if name in ("declare_queue", "post", "claim", "renew", "done", "release", "dead"):
+                return lambda *a: None
+            if name == "close":
+                return lambda: None
+            raise AttributeError(name)
+
+    url = f"sqlite:///{(tmp_path / 'x.db').as_posix().lstrip('/')}"
+    import sys
+    import types
+
+    module = types.ModuleType("queue_only_for_test")
+    module.make = lambda url: QueueOnly()  # type: ignore[attr-defined]
+    module.half = lambda url: type("Half", (), {"contracts": {"queue"}, "claim": print})()  # type: ignore[attr-defined]
+    module.odd = lambda url: type("Odd", (), {"contracts": {"stream"}})()  # type: ignore[attr-defined]
+    sys.modules["queue_only_for_test"] = module
+    try:
+        bus = open_bus(url, "queue_only_for_test:make")  # no broadcast method needed
+        assert contracts_of(bus) == {"queue"}
+        require_contract(bus, "queue", "q", "s")
+        with pytest.raises(ContractMissing, match="tests the at-most-once contract"):
+            require_contract(bus, "at-most-once", "q", "s")
+        with pytest.raises(DriverError, match="not a queue bus: it has no declare_queue"):
+            open_bus(url, "queue_only_for_test:half")
+        with pytest.raises(DriverError, match="known contracts"):
+            open_bus(url, "queue_only_for_test:odd")
+    finally:
+        del sys.modules["queue_only_for_test"]
+    assert contracts_of(object()) == {"broadcast"}  # a bus that declares nothing

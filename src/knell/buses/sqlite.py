@@ -213,6 +213,7 @@ class SqliteBus(SqliteQueue, SqliteRoles):
                 if statement.strip():
                     self._db.execute(statement)
         self._kinds = ChannelKinds()
+        self._swept: dict[str, float] = {}
         self._lock = threading.RLock()
         self._bell: threading.Condition = _bell(self.path)
         self._heads: dict[str, _Head] = {}

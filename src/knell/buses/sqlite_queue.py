@@ -14,6 +14,10 @@ Where the promises live:
   processes. The oldest claimable seq is chosen and leased in that one
   transaction, and the lease write is still a guarded UPDATE (it matches
   only a row that is claimable *now*), raven's atomic claim.
+* **Every lookup is an index range.** The oldest released message is the
+  first ``ready`` row by seq; lapsed leases are the ``leased`` rows whose
+  ``expires_at`` has passed, found by expiry, so the leases still running
+  (however many) are never scanned.
 * **Never-claimed messages need no row.** Seqs commit in order and a
   claim always takes the oldest claimable message, so the messages never
   claimed are exactly those above the highest claimed seq: finding the
@@ -38,7 +42,7 @@ import sqlite3
 import threading
 import time
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from knell.buses.contract import (
     Claim,
@@ -63,6 +67,7 @@ CREATE TABLE IF NOT EXISTS claims (
     PRIMARY KEY (channel, seq)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS claims_by_state ON claims (channel, state, seq);
+CREATE INDEX IF NOT EXISTS claims_by_expiry ON claims (channel, state, expires_at);
 """
 
 DEFAULT_MAX_DELIVERIES = 5
@@ -72,6 +77,23 @@ CLAIMABLE = "(state = 'ready' OR (state = 'leased' AND expires_at <= :now AND de
 
 _LIVE = "state = 'leased' AND consumer = :consumer AND expires_at > :now"
 """A claims row whose lease ``consumer`` holds right now."""
+
+_READY = "SELECT MIN(seq) FROM claims WHERE channel = :channel AND state = 'ready'"
+_LAPSED = (
+    # the expiry index: only the lapsed leases are read, never the running ones
+    "SELECT MIN(seq) FROM claims INDEXED BY claims_by_expiry WHERE channel = :channel"
+    " AND state = 'leased' AND expires_at <= :now AND deliveries < :max"
+)
+_FRESH = (
+    "SELECT MIN(seq) FROM messages WHERE channel = :channel AND seq >"
+    " (SELECT COALESCE(MAX(seq), 0) FROM claims WHERE channel = :channel)"
+)
+"""The oldest claimable message is the least of: the oldest released one,
+the oldest lapsed one with deliveries left, the oldest never claimed
+(above the highest claimed seq). Three index lookups (one statement each:
+SQLite plans a compound of them far worse)."""
+
+SWEEP_EVERY = 0.1
 
 
 def message_id(channel: str, seq: int) -> str:
@@ -100,6 +122,8 @@ class SqliteQueue:
 
     max_deliveries: int = DEFAULT_MAX_DELIVERIES
     """Used by a claim on a channel that was never declared."""
+
+    _swept: dict[str, float]
 
     if TYPE_CHECKING:
         _db: sqlite3.Connection
@@ -131,7 +155,7 @@ class SqliteQueue:
         with self._lock, self._write() as db:
             most = self._queue(db, channel, "claim")
             now = time.time()
-            args = {"channel": channel, "now": now, "max": most}
+            args: dict[str, Any] = {"channel": channel, "now": now, "max": most}
             self._sweep(db, args)
             seq, again = self._oldest(db, args)
             if seq is None:
@@ -156,9 +180,17 @@ class SqliteQueue:
                 raise DefiniteError(f"claim of {channel}/{seq} lost its guard")
             return self._claimed(db, channel, seq, consumer)
 
-    def _sweep(self, db: sqlite3.Connection, args: dict[str, object]) -> None:
+    def _sweep(self, db: sqlite3.Connection, args: dict[str, Any]) -> None:
         """Flip lapsed leases with no deliveries left to dead (durably, at
-        the moment their lease lapsed)."""
+        the moment their lease lapsed). Claims never take them and ``dead``
+        lists them either way, so this only keeps the lapsed range of the
+        expiry index short: done at most every :data:`SWEEP_EVERY` seconds
+        per connection and channel."""
+        now = time.monotonic()
+        channel = args["channel"]
+        if now - self._swept.get(channel, -SWEEP_EVERY) < SWEEP_EVERY:
+            return
+        self._swept[channel] = now
         db.execute(
             "UPDATE claims SET state = 'dead', updated_at = expires_at"
             " WHERE channel = :channel AND state = 'leased' AND expires_at <= :now"
@@ -166,25 +198,14 @@ class SqliteQueue:
             args,
         )
 
-    def _oldest(self, db: sqlite3.Connection, args: dict[str, object]) -> tuple[int | None, bool]:
-        """The oldest claimable seq, and whether it has a claims row already."""
-        row = db.execute(
-            "SELECT MIN(seq) FROM claims WHERE channel = :channel AND state = 'ready'", args
-        ).fetchone()
-        again = row[0]
-        row = db.execute(
-            "SELECT MIN(seq) FROM claims WHERE channel = :channel AND state = 'leased'"
-            " AND expires_at <= :now AND deliveries < :max",
-            args,
-        ).fetchone()
-        if row[0] is not None and (again is None or row[0] < again):
-            again = row[0]
-        row = db.execute(
-            "SELECT MIN(seq) FROM messages WHERE channel = :channel AND seq >"
-            " (SELECT COALESCE(MAX(seq), 0) FROM claims WHERE channel = :channel)",
-            args,
-        ).fetchone()
-        fresh = row[0]
+    def _oldest(self, db: sqlite3.Connection, args: dict[str, Any]) -> tuple[int | None, bool]:
+        """The oldest claimable seq, and whether it has a claims row already
+        (released or lapsed) or was never claimed."""
+        again = db.execute(_READY, args).fetchone()[0]
+        lapsed = db.execute(_LAPSED, args).fetchone()[0]
+        if lapsed is not None and (again is None or lapsed < again):
+            again = lapsed
+        fresh = db.execute(_FRESH, args).fetchone()[0]
         if again is None and fresh is None:
             return None, False
         if fresh is None or (again is not None and again < fresh):

@@ -96,7 +96,9 @@ class QueueHistory(History):
 
     def dead(self, process: str, channel: str, entries: Sequence[tuple[str, int, int]]) -> Pair:
         inv = self.invoke(process, "dead", {"after": 0}, channel=channel)
-        messages = [{"id": m, "seq": s, "msg": f"{channel}/{s}", "deliveries": d} for m, s, d in entries]
+        messages = [
+            {"id": m, "seq": s, "msg": f"{channel}/{s}", "deliveries": d} for m, s, d in entries
+        ]
         return inv, self.ok(process, "dead", {"after": 0, "messages": messages}, channel=channel)
 
     def final(self, channel: str, contract: str = "queue", name: str = "queue-drain-1") -> Pair:
