@@ -38,6 +38,15 @@ def bus(url: str, opened: list[SqliteBus], name: str | None = None) -> SqliteBus
     return b
 
 
+def _race(who: SqliteBus, name: str, start: threading.Barrier, won: dict[str, str]) -> None:
+    start.wait()
+    got = who.claim("jobs", name, 10.0)
+    if got is not None:
+        won[name] = got.body
+        with contextlib.suppress(LeaseLost):  # the other winner overwrote the lease
+            who.done(got.id, name)
+
+
 def test_claim_without_guard_lets_two_consumers_win(url: str, opened: list[SqliteBus]) -> None:
     a, b = bus(url, opened, "claim-without-guard"), bus(url, opened, "claim-without-guard")
     a.declare_queue("jobs", 99)
@@ -45,16 +54,9 @@ def test_claim_without_guard_lets_two_consumers_win(url: str, opened: list[Sqlit
         a.post("jobs", f"m{attempt}", "p")
         start = threading.Barrier(2)
         won: dict[str, str] = {}
-
-        def claim(who: SqliteBus, name: str) -> None:
-            start.wait()
-            got = who.claim("jobs", name, 10.0)
-            if got is not None:
-                won[name] = got.body
-                with contextlib.suppress(LeaseLost):  # the other winner overwrote the lease
-                    who.done(got.id, name)
-
-        threads = [threading.Thread(target=claim, args=(x, n)) for x, n in ((a, "a"), (b, "b"))]
+        threads = [
+            threading.Thread(target=_race, args=(x, n, start, won)) for x, n in ((a, "a"), (b, "b"))
+        ]
         for t in threads:
             t.start()
         for t in threads:
