@@ -383,6 +383,17 @@ class Scenario(_Strict):
                     )
         return self
 
+    @model_validator(mode="after")
+    def _final_names_free(self) -> Scenario:
+        """The final phase's workers are named ``drain-N``, ``queue-drain-N``
+        and ``role-drain-N``: no process group may take those names."""
+        for index, spec in enumerate(self.process):
+            if spec.group in ("drain", "queue-drain", "role-drain"):
+                raise ValueError(
+                    f"process[{index}].name: {spec.group!r} is reserved for the final phase"
+                )
+        return self
+
     @property
     def contracts(self) -> tuple[str, ...]:
         """The delivery contracts this scenario tests (by its roles)."""

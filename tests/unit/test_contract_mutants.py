@@ -160,3 +160,16 @@ def test_receive_marks_read(url: str, opened: list[SqliteBus]) -> None:
     m.receive("run-1")
     m.release_role("reviewer", "run-1")
     assert m.stranded("reviewer") == []  # what run-1 never read is nowhere
+
+
+def test_stranded_newest_first(url: str, opened: list[SqliteBus]) -> None:
+    m = bus(url, opened, "stranded-newest-first")
+    for body in ("old", "new"):
+        m.post("reviewer", body, "s")
+    for run in ("run-1", "run-2"):
+        m.claim_role("reviewer", run, 10.0)
+        m.receive(run, limit=1)
+        m.release_role("reviewer", run)
+        time.sleep(0.01)
+    assert [s.body for s in m.stranded("reviewer")] == ["new", "old"]
+    assert [s.body for s in bus(url, opened).stranded("reviewer")] == ["old", "new"]

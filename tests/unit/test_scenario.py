@@ -125,3 +125,13 @@ def test_a_channel_has_one_kind(tmp_path: Path) -> None:
     )
     with pytest.raises(ScenarioError, match="disagree"):
         load_scenario(path)
+
+
+def test_final_phase_names_are_reserved(tmp_path: Path) -> None:
+    path = tmp_path / "reserved.toml"
+    path.write_text(
+        'name = "r"\ndescription = "d"\nduration = "1s"\n'
+        '[[process]]\nrole = "claimer"\nname = "queue-drain"\n'
+    )
+    with pytest.raises(ScenarioError, match="reserved for the final phase"):
+        load_scenario(path)

@@ -21,6 +21,7 @@ __all__ = [
     "ReceiveMarksReadBus",
     "RedeliverToNewHolderBus",
     "StrandedMissesDeadRunsBus",
+    "StrandedNewestFirstBus",
 ]
 
 SCENARIOS = ("atmostonce-holder-churn",)
@@ -105,6 +106,26 @@ class StrandedMissesDeadRunsBus(_Mutant):
                 else set()
             )
         return [s for s in listed if s.run in left]
+
+
+@mutant(
+    "stranded-newest-first",
+    failure_mode="The stranded list is newest first: the oldest strandings fall off the cap",
+    killed_by=("stranded-listed:unordered",),
+    scenarios=SCENARIOS,
+    rule="Oldest delivery first, then the cap: what has waited longest is always shown",
+)
+class StrandedNewestFirstBus(_Mutant):
+    """Failure mode: the stranded list is ordered newest first.
+
+    The list sorts by delivery time descending (a "recent activity" view),
+    so once more than 50 messages are stranded, the oldest ones, which
+    have waited longest for a person, are the ones cut off. Proven by
+    ``stranded-listed`` (``unordered``).
+    """
+
+    def stranded(self, role: str) -> list[Stranded]:
+        return sorted(super().stranded(role), key=lambda s: (-s.delivered_at, -s.seq))
 
 
 @mutant(
