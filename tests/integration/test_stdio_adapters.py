@@ -17,6 +17,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from knell.scenario import load_scenario
 from tests.conftest import require_server
 from tests.integration.conftest import REPO, knell
 
@@ -27,7 +28,11 @@ NODE = f"exec:node {NODE_DIR.relative_to(REPO)}/adapter.js"
 PYTHON = f"exec:{sys.executable} examples/python-adapter/adapter.py"
 FLAKY = Path(__file__).parent / "adapters" / "flaky.py"
 SCHEMA = REPO / "docs" / "stdio-protocol.schema.json"
-SCENARIOS = sorted(p.stem for p in (REPO / "scenarios").glob("*.toml"))
+SCENARIOS = sorted(
+    p.stem
+    for p in (REPO / "scenarios").glob("*.toml")
+    if load_scenario(p).contracts == ("broadcast",)  # the stdio protocol speaks broadcast only
+)
 
 
 def need_node() -> None:
@@ -115,6 +120,12 @@ def test_shipped_scenarios_are_valid_through_the_adapter(
     run_dir, _ = results(proc.stdout)
     history = (run_dir / "history.jsonl").read_text()
     assert "AdapterError" not in history
+
+
+def test_a_queue_scenario_is_refused_through_the_adapter(driver: str, tmp_path: Path) -> None:
+    proc = knell("run", "queue-kill-claimers", "--reports", str(tmp_path), "--bus", driver)
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert "tests the queue contract" in proc.stderr and "implements broadcast only" in proc.stderr
 
 
 def test_quickstart_traffic_matches_the_schema_and_leaves_no_adapter(
