@@ -28,6 +28,33 @@ arm        {"timeout", "cursors"}               {"rang": bool}
 wake       (single ok event)                    {"seq", "sender", "reason"}
 =========  ===================================  ==========================================
 
+Queue channels (``channel`` at the top level; ``id`` is always the body's
+unique id, ``msg`` the bus's own id of the message)::
+
+    declare       {"max_deliveries"}            {"max_deliveries", "sweep_interval"}
+    claim         {"consumer", "lease_s"}       {"consumer", "lease_s", "id": null} when
+                                                nothing is claimable, else also "msg",
+                                                "seq", "deliveries"
+    renew         {"consumer", "id", "msg",     the same
+                   "lease_s"}
+    done/release  {"consumer", "id", "msg"}     the same
+    work          (single ok event)             {"consumer", "id", "msg"}: the work done
+    dead          {"after"}                     {"after", "messages": [{"id", "seq", "msg",
+                                                "deliveries"}]}
+
+At-most-once roles (``channel`` is the role)::
+
+    claim_role    {"run", "lease_s"}            the same
+    release_role  {"run"}                       the same
+    receive       {"run", "limit"}              {"run", "limit", "messages": [{"id", "seq",
+                                                "msg"}]}
+    read          {"run", "id", "msg"}          the same
+    stranded      {"run"?}                      {"messages": [{"id", "seq", "msg", "sender",
+                                                "run", "at"}]}
+
+A ``fail`` that is a refusal the contract requires (a lapsed holder's
+``done``, a ``read`` by another run) carries ``"refused": kind`` as well.
+
 ``fail``/``info`` completions carry ``{"error": text}`` merged into the
 invoke's value. Nemesis actions (kill, pause, resume, restart, ...) are
 events of the process ``"nemesis"`` with the target in ``value``.
@@ -68,7 +95,26 @@ Event = dict[str, Any]
 attribute access through a model would dominate its cost."""
 
 COMPLETIONS = ("ok", "fail", "info")
-OPERATIONS = ("post", "subscribe", "fetch", "ack", "cursor", "head", "arm")
+OPERATIONS = (
+    "post",
+    "subscribe",
+    "fetch",
+    "ack",
+    "cursor",
+    "head",
+    "arm",
+    "declare",
+    "claim",
+    "renew",
+    "done",
+    "release",
+    "dead",
+    "claim_role",
+    "release_role",
+    "receive",
+    "read",
+    "stranded",
+)
 """The ``f`` of every operation a worker invokes on a bus (each an invoke and
 one completion); everything else a worker logs is a single event."""
 _TYPES = frozenset(("invoke", *COMPLETIONS))

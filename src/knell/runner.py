@@ -12,7 +12,8 @@ The phases, in Jepsen's order:
 4. **Final phase**: every fault kind heals what it left broken, producers
    stop, readers stop, then one more incarnation of every handle that ever
    subscribed reads to the true head (the *drain*). Only a drained handle
-   can prove loss.
+   can prove loss. Queue claimers and role holders stop last, and each
+   queue and role gets its own final worker (:mod:`knell.contracts`).
 5. **Check** the merged history and write the run directory.
 
 Everything a run starts is recorded in the owner registry
@@ -35,8 +36,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from knell.buses import DriverError, open_bus, resolve_driver
+from knell.buses import DriverError, open_bus, require_contract, resolve_driver
 from knell.checker import CheckConfig, Verdict, check_events
+from knell.contracts import FINAL_ROLES, Final, finals
 from knell.errors import KnellError
 from knell.history import HistoryReader, HistoryWriter, merge_histories
 from knell.logcap import last_error
@@ -468,6 +470,43 @@ class _Run:
         self.stop(("producer",))
         self.stop(READER_ROLES)
         self.drain()
+        self.contract_finals()
+
+    # -- the queue and at-most-once contracts' final phase (knell.contracts) --
+
+    def contract_finals(self) -> None:
+        """Stop the claimers and holders, then run each queue's and each
+        role's final worker, recorded as drains like the broadcast ones."""
+        todo = finals(self.scenario)
+        if not todo:
+            return
+        self.stop(FINAL_ROLES)
+        for final in todo:
+            spec = self._spec(final.name, final.role, final.params, self.url, self.driver)
+            self.supervisor.add(final.name, spec)
+            self.nemesis.write(
+                "invoke",
+                "drain",
+                self._final_value(final),
+                handle=final.name,
+                channel=final.channel,
+            )
+            self.supervisor.start(final.name)
+        self.say(f"final phase of {len(todo)} queue(s) and role(s)")
+        stuck = set(self.supervisor.wait_exit([f.name for f in todo], self.scenario.drain_timeout))
+        for final in todo:
+            worker = self.supervisor.workers[final.name]
+            code = worker.exits[-1] if worker.exits else None
+            value = self._final_value(final)
+            if final.name in stuck or code != 0:
+                value["error"] = "timed out" if final.name in stuck else f"exited {code}"
+                self.nemesis.write("info", "drain", value, handle=final.name, channel=final.channel)
+            else:
+                self.nemesis.write("ok", "drain", value, handle=final.name, channel=final.channel)
+
+    @staticmethod
+    def _final_value(final: Final) -> dict[str, Any]:
+        return {"handle": final.name, "contract": final.contract}
 
 
 class _Unreadable:
@@ -527,7 +566,12 @@ def run_scenario(
         store.start()
         try:
             resolve_driver(store.url, driver)
-            open_bus(store.url, driver).close()  # creates the schema before workers race to
+            bus = open_bus(store.url, driver)  # creates the schema before workers race to
+            try:
+                for contract in scenario.contracts:
+                    require_contract(bus, contract, driver or store.describe_short(), scenario.name)
+            finally:
+                bus.close()
         except DriverError as exc:
             raise RunError(str(exc)) from None
     except BaseException:

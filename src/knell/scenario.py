@@ -1,7 +1,9 @@
 """Scenarios: a workload plus a fault schedule, declared in TOML.
 
 A scenario names the store, the processes (producers, consumers, waiters,
-joiners) and the nemesis specs. The seed turns those specs into exact timed
+joiners; claimers of queue channels; holders of role inboxes) and the
+nemesis specs. Its roles decide which delivery contract it tests
+(:mod:`knell.contracts`). The seed turns those specs into exact timed
 faults (see :mod:`knell.schedule`), so a scenario file plus a seed is a
 complete, replayable experiment.
 
@@ -29,12 +31,15 @@ from pydantic import (
     model_validator,
 )
 
+from knell.contracts import contracts_of_roles
 from knell.durations import Duration, parse_duration
 from knell.errors import KnellError
 from knell.nemesis.kind import FaultSpec
 from knell.nemesis.registry import kinds, on_register
 from knell.workload.params import (
+    ClaimerParams,
     ConsumerParams,
+    HolderParams,
     JoinerParams,
     ProducerParams,
     ReaderParams,
@@ -50,8 +55,10 @@ else:  # pragma: no cover
 __all__ = [
     "AnySpec",
     "BridgeSpec",
+    "ClaimerSpec",
     "ConsumerSpec",
     "Expectation",
+    "HolderSpec",
     "JoinerSpec",
     "ProcessSpec",
     "ProducerSpec",
@@ -202,6 +209,78 @@ class JoinerSpec(_ReaderBase):
     )
 
 
+class ClaimerSpec(_ProcessBase):
+    """Claims work from a queue channel under a lease (the queue contract)."""
+
+    PARAMS = ClaimerParams
+    role: Literal["claimer"]
+    channel: Name = ClaimerParams.channel
+    lease: Duration = Field(
+        default=ClaimerParams.lease, gt=0, description="lease asked for on every claim and renew"
+    )
+    max_deliveries: int = Field(
+        default=ClaimerParams.max_deliveries,
+        ge=1,
+        le=1000,
+        description="deliveries before a message is dead (declared for the channel)",
+    )
+    work_time: Duration = Field(
+        default=ClaimerParams.work_time, description="simulated work per message"
+    )
+    renew: bool = Field(
+        default=ClaimerParams.renew,
+        description="renew the lease while working; off: work longer than the lease lapses",
+    )
+    finish: Literal["done", "rotate"] = Field(
+        default=ClaimerParams.finish,
+        description="'done', or 'rotate' through done, renew-then-done and release",
+    )
+    poison_every: int = Field(
+        default=ClaimerParams.poison_every,
+        ge=0,
+        description="one message in N is abandoned until it is dead (0 = none)",
+    )
+    release_every: int = Field(
+        default=ClaimerParams.release_every,
+        ge=0,
+        description="every Nth claim is released instead of worked (0 = never)",
+    )
+    kind_probe_every: int = Field(
+        default=ClaimerParams.kind_probe_every,
+        ge=0,
+        description="every N rounds, read the queue as a broadcast channel (must be refused)",
+    )
+    idle: Duration = Field(default=ClaimerParams.idle, description="sleep when nothing to claim")
+
+
+class HolderSpec(_ProcessBase):
+    """Takes turns holding a role, receives and reads (the at-most-once contract)."""
+
+    PARAMS = HolderParams
+    role: Literal["holder"]
+    channel: Name = Field(
+        default=HolderParams.channel, description="the role (producers post to it by this name)"
+    )
+    hold: Duration = Field(default=HolderParams.hold, gt=0, description="lease on the role")
+    tenure: Duration = Field(
+        default=HolderParams.tenure, gt=0, description="how long a run holds the role"
+    )
+    batch: int = Field(default=HolderParams.batch, ge=1, le=1000, description="receive limit")
+    read_after: Duration = Field(
+        default=HolderParams.read_after, description="delay between receiving and reading"
+    )
+    leave_unread_every: int = Field(
+        default=HolderParams.leave_unread_every,
+        ge=0,
+        description="every Nth run releases without reading its last receive (0 = never)",
+    )
+    probe: bool = Field(
+        default=HolderParams.probe,
+        description="on taking the role, try to read a stranded message (must be refused)",
+    )
+    idle: Duration = Field(default=HolderParams.idle, description="sleep when idle or waiting")
+
+
 class BridgeSpec(_Strict):
     """An HTTP bridge in front of the bus (``knell bridge``): a server
     process that workers with ``via = "bridge"`` reach the bus through, and
@@ -220,8 +299,10 @@ class BridgeSpec(_Strict):
         return self.name or self.role
 
 
-AnySpec = ProducerSpec | ConsumerSpec | WaiterSpec | JoinerSpec | BridgeSpec
-WorkerSpecT = ProducerSpec | ConsumerSpec | WaiterSpec | JoinerSpec
+AnySpec = (
+    ProducerSpec | ConsumerSpec | WaiterSpec | JoinerSpec | ClaimerSpec | HolderSpec | BridgeSpec
+)
+WorkerSpecT = ProducerSpec | ConsumerSpec | WaiterSpec | JoinerSpec | ClaimerSpec | HolderSpec
 
 ProcessSpec = Annotated[AnySpec, Field(discriminator="role")]
 
@@ -444,6 +525,47 @@ class Scenario(_Strict):
                 )
         return self
 
+    @model_validator(mode="after")
+    def _channel_kinds_agree(self) -> Scenario:
+        """A channel is a queue, a role inbox or a broadcast channel, never
+        two of them; the claimers of one queue declare the same max_deliveries."""
+        kinds: dict[str, tuple[str, int]] = {}
+        depth: dict[str, int] = {}
+        for index, spec in enumerate(self.process):
+            if isinstance(spec, (ProducerSpec, BridgeSpec)):
+                continue
+            kind = {"claimer": "queue", "holder": "role inbox"}.get(spec.role, "broadcast")
+            seen = kinds.setdefault(spec.channel, (kind, index))
+            if seen[0] != kind:
+                raise ValueError(
+                    f"process[{index}].channel: {spec.channel!r} is a {seen[0]} for "
+                    f"process[{seen[1]}], so it cannot be a {kind} too"
+                )
+            if isinstance(spec, ClaimerSpec):
+                first = depth.setdefault(spec.channel, spec.max_deliveries)
+                if first != spec.max_deliveries:
+                    raise ValueError(
+                        f"process[{index}].max_deliveries: the claimers of {spec.channel!r} "
+                        f"disagree ({first} and {spec.max_deliveries}); a queue has one"
+                    )
+        return self
+
+    @model_validator(mode="after")
+    def _final_names_free(self) -> Scenario:
+        """The final phase's workers are named ``drain-N``, ``queue-drain-N``
+        and ``role-drain-N``: no process group may take those names."""
+        for index, spec in enumerate(self.process):
+            if spec.group in ("drain", "queue-drain", "role-drain"):
+                raise ValueError(
+                    f"process[{index}].name: {spec.group!r} is reserved for the final phase"
+                )
+        return self
+
+    @property
+    def contracts(self) -> tuple[str, ...]:
+        """The delivery contracts this scenario tests (by its roles)."""
+        return contracts_of_roles(spec.role for spec in self.process if spec.role != "bridge")
+
     def instances(self) -> dict[str, AnySpec]:
         """Every process instance by name (``consumer-1``, ``consumer-2``...)."""
         return {
@@ -494,7 +616,7 @@ on_register(_rebuild)
 
 def _tags() -> set[str]:
     """The union tags pydantic inserts in error paths (roles and faults)."""
-    return {"producer", "consumer", "waiter", "joiner", "bridge", *kinds()}
+    return {"producer", "consumer", "waiter", "joiner", "claimer", "holder", "bridge", *kinds()}
 
 
 def _locate(text: str, loc: tuple[int | str, ...]) -> int | None:

@@ -12,7 +12,7 @@ from tests.integration.conftest import knell
 
 pytestmark = pytest.mark.integration
 
-SECTIONS = {"bus", "checker", "runner", "wake", "proxy", "bridge", "stdio", "report"}
+SECTIONS = {"bus", "checker", "runner", "wake", "proxy", "bridge", "stdio", "queue", "report"}
 FIELDS = {
     "section",
     "name",
@@ -54,3 +54,16 @@ def test_bench_short_writes_bench_json(tmp_path: Path) -> None:
     assert (runs[0] / "bench.md").read_text().count("\n| ") >= len(rows)
     assert (runs[0] / "bench.html").read_text().count("<tr>") >= len(rows)
     assert (tmp_path / "bench" / "latest").resolve() == runs[0].resolve()
+
+
+def test_queue_bench_rows(tmp_path: Path) -> None:
+    from knell.bench.queue import run_queue_bench
+
+    rows = run_queue_bench(tmp_path, short=True, say=lambda _: None)
+    assert [r.section for r in rows] == ["queue"] * 3
+    claims, p50, p99 = rows
+    assert claims.unit == "claims/s" and claims.value and claims.baseline and claims.ratio
+    assert 0 < claims.ratio < 5
+    for row in (p50, p99):
+        assert row.unit == "ms" and row.value is not None and row.baseline
+    assert len(p50.extra["samples_ms"]) == 40

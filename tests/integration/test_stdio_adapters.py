@@ -17,6 +17,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from knell.scenario import load_scenario
 from tests.conftest import require_server
 from tests.integration.conftest import REPO, knell
 
@@ -30,12 +31,15 @@ SCHEMA = REPO / "docs" / "stdio-protocol.schema.json"
 
 
 def _on_sqlite_direct(path: Path) -> bool:
-    """The example adapters are SQLite buses reached directly: the shipped
-    scenarios for another store, or with bridges in front, are not theirs."""
-    from knell.scenario import load_scenario
-
+    """The example adapters are SQLite buses reached directly, and the stdio
+    protocol speaks broadcast only: scenarios for another store, with
+    bridges in front, or of another contract are not theirs."""
     scenario = load_scenario(path)
-    return scenario.store.kind == "sqlite" and not scenario.bridges()
+    return (
+        scenario.store.kind == "sqlite"
+        and not scenario.bridges()
+        and scenario.contracts == ("broadcast",)
+    )
 
 
 SCENARIOS = sorted(p.stem for p in (REPO / "scenarios").glob("*.toml") if _on_sqlite_direct(p))
@@ -126,6 +130,12 @@ def test_shipped_scenarios_are_valid_through_the_adapter(
     run_dir, _ = results(proc.stdout)
     history = (run_dir / "history.jsonl").read_text()
     assert "AdapterError" not in history
+
+
+def test_a_queue_scenario_is_refused_through_the_adapter(driver: str, tmp_path: Path) -> None:
+    proc = knell("run", "queue-kill-claimers", "--reports", str(tmp_path), "--bus", driver)
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert "tests the queue contract" in proc.stderr and "implements broadcast only" in proc.stderr
 
 
 def test_quickstart_traffic_matches_the_schema_and_leaves_no_adapter(

@@ -100,3 +100,38 @@ def test_shipped_scenarios_are_valid() -> None:
     assert files, "no shipped scenarios found"
     for path in files:
         load_scenario(path)
+
+
+def test_a_scenario_tests_the_contracts_of_its_roles() -> None:
+    shipped = Path(__file__).resolve().parents[2] / "scenarios"
+    assert load_scenario(shipped / "queue-kill-claimers.toml").contracts == ("queue",)
+    assert load_scenario(shipped / "atmostonce-holder-churn.toml").contracts == ("at-most-once",)
+    assert load_scenario(shipped / "quickstart.toml").contracts == ("broadcast",)
+
+
+def test_a_channel_has_one_kind(tmp_path: Path) -> None:
+    path = tmp_path / "mixed.toml"
+    path.write_text(
+        'name = "mixed"\ndescription = "d"\nduration = "1s"\n'
+        '[[process]]\nrole = "claimer"\nchannel = "jobs"\n'
+        '[[process]]\nrole = "consumer"\nchannel = "jobs"\n'
+    )
+    with pytest.raises(ScenarioError, match="'jobs' is a queue for process\\[0\\]"):
+        load_scenario(path)
+    path.write_text(
+        'name = "two"\ndescription = "d"\nduration = "1s"\n'
+        '[[process]]\nrole = "claimer"\nname = "a"\nmax_deliveries = 2\n'
+        '[[process]]\nrole = "claimer"\nname = "b"\nmax_deliveries = 3\n'
+    )
+    with pytest.raises(ScenarioError, match="disagree"):
+        load_scenario(path)
+
+
+def test_final_phase_names_are_reserved(tmp_path: Path) -> None:
+    path = tmp_path / "reserved.toml"
+    path.write_text(
+        'name = "r"\ndescription = "d"\nduration = "1s"\n'
+        '[[process]]\nrole = "claimer"\nname = "queue-drain"\n'
+    )
+    with pytest.raises(ScenarioError, match="reserved for the final phase"):
+        load_scenario(path)

@@ -1,6 +1,6 @@
 """Benchmarks: how close knell and its buses come to the physical limit.
 
-``knell bench`` (``make bench``) measures seven things, each against a
+``knell bench`` (``make bench``) measures nine things, each against a
 baseline taken in the same run on the same machine, because on a shared
 machine absolute times drift by a factor of two from one minute to the
 next while ratios hold:
@@ -100,6 +100,12 @@ def _stdio(work: Path, short: bool, say: Say) -> list[Row]:
     return run_stdio_bench(work, short=short, say=say)
 
 
+def _queue(work: Path, short: bool, say: Say) -> list[Row]:
+    from knell.bench.queue import run_queue_bench
+
+    return run_queue_bench(work, short=short, say=say)
+
+
 def _report(work: Path, short: bool, say: Say) -> list[Row]:
     from knell.bench.render import run_render_bench
 
@@ -114,6 +120,7 @@ SECTIONS: dict[str, Callable[[Path, bool, Say], list[Row]]] = {
     "proxy": _proxy,
     "bridge": _bridge,
     "stdio": _stdio,
+    "queue": _queue,
     "report": _report,
 }
 

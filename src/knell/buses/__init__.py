@@ -24,7 +24,9 @@ A *driver* ``module.path:factory`` overrides the scheme lookup: knell
 provisions the store as usual (a fresh SQLite file per run, say) and calls
 ``factory(store_url)``, so a user's bus, or a mutant of the reference bus,
 runs against the run's own store. The factory must return an object
-satisfying :class:`~knell.buses.contract.Bus`.
+satisfying :class:`~knell.buses.contract.Bus`, or, for a bus that declares
+other contracts (``contracts = {"queue"}``), the Protocols of those
+(:data:`~knell.buses.contract.CONTRACT_METHODS`).
 """
 
 from __future__ import annotations
@@ -36,34 +38,72 @@ import sys
 from collections.abc import Callable
 
 from knell.buses.contract import (
+    CONTRACT_METHODS,
+    CONTRACTS,
+    STRANDED_CAP,
     AckBeyondHead,
     Bus,
     BusError,
+    Claim,
+    DeadLetter,
     DefiniteError,
+    Delivery,
     DriverFault,
     IndeterminateError,
     JoinAt,
+    LeaseLost,
     Message,
+    NotDeliveredTo,
+    NotHolder,
     NotSubscribed,
+    QueueBus,
+    QueueInfo,
+    Refused,
+    RoleBus,
+    RoleHeld,
+    RoleHold,
+    Stranded,
     Wake,
+    WrongChannelKind,
+    contracts_of,
 )
 from knell.errors import KnellError
 from knell.text import clean
 
 __all__ = [
     "BUS_METHODS",
+    "CONTRACTS",
+    "CONTRACT_METHODS",
+    "STRANDED_CAP",
     "AckBeyondHead",
     "Bus",
     "BusError",
+    "Claim",
+    "ContractMissing",
+    "DeadLetter",
     "DefiniteError",
+    "Delivery",
     "DriverError",
     "DriverFault",
     "IndeterminateError",
     "JoinAt",
+    "LeaseLost",
     "Message",
+    "NotDeliveredTo",
+    "NotHolder",
     "NotSubscribed",
+    "QueueBus",
+    "QueueInfo",
+    "Refused",
+    "RoleBus",
+    "RoleHeld",
+    "RoleHold",
+    "Stranded",
     "Wake",
+    "WrongChannelKind",
+    "contracts_of",
     "open_bus",
+    "require_contract",
     "resolve_driver",
 ]
 
@@ -74,6 +114,10 @@ _MODULE_FACTORY = re.compile(r"^(?P<module>[A-Za-z_][\w.]*):(?P<attr>[A-Za-z_]\w
 
 class DriverError(KnellError):
     """A driver URL names no usable bus (unknown scheme, missing module...)."""
+
+
+class ContractMissing(DriverError):
+    """The bus does not implement the contract a scenario tests."""
 
 
 def _builtin(scheme: str) -> Factory | None:
@@ -191,10 +235,36 @@ def open_bus(url: str, driver: str | None = None) -> Bus:
         raise DriverError(
             f"bus driver {name!r}: opening the bus raised {type(exc).__name__}: {shown}"
         ) from exc
-    missing = [m for m in BUS_METHODS if not callable(getattr(bus, m, None))]
-    if missing:
+    declared = contracts_of(bus)
+    unknown = sorted(declared - set(CONTRACTS))
+    if unknown or not declared:
         raise DriverError(
-            f"bus driver {name!r} returned a {type(bus).__name__}, which is not a bus: "
-            f"it has no {', '.join(missing)} (a bus needs {', '.join(BUS_METHODS)})"
+            f"bus driver {name!r}: its contracts attribute names {sorted(declared)}; "
+            f"known contracts: {', '.join(CONTRACTS)}"
         )
+    for contract in sorted(declared):
+        needed = CONTRACT_METHODS[contract]
+        missing = [m for m in needed if not callable(getattr(bus, m, None))]
+        if missing:
+            what = "a bus" if contract == "broadcast" else f"a {contract} bus"
+            raise DriverError(
+                f"bus driver {name!r} returned a {type(bus).__name__}, which is not {what}: "
+                f"it has no {', '.join(missing)} ({what} needs {', '.join(needed)})"
+            )
     return bus
+
+
+def require_contract(bus: object, contract: str, name: str, scenario: str) -> None:
+    """Refuse (:class:`ContractMissing`, exit 3) to test ``contract`` on a
+    bus that does not declare it: the run would only show that a bus lacks
+    what it never promised."""
+    declared = contracts_of(bus)
+    if contract in declared:
+        return
+    methods = ", ".join(CONTRACT_METHODS[contract])
+    raise ContractMissing(
+        f"scenario {scenario!r} tests the {contract} contract, but bus {name!r} implements "
+        f"{' and '.join(sorted(declared))} only; a bus that implements it declares "
+        f"contracts = {{{', '.join(repr(c) for c in sorted({*declared, contract}))}}} "
+        f"and has {methods} (see knell.buses.contract)"
+    )

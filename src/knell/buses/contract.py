@@ -20,12 +20,46 @@ The promises, in one place (design section 1, broadcast channels):
   unacked backlog written by others, otherwise on the first post by someone
   else; never on the handle's own posts; carries no body.
 
+Two more contracts sit beside it (the raven and at-most-once seed designs),
+each its own Protocol so a bus can implement any of them:
+
+* :class:`QueueBus` (work claiming): ``claim`` leases the oldest claimable
+  message of a queue channel to one consumer for ``lease_s`` seconds;
+  ``renew``, ``done`` (terminal) and ``release`` (voluntary requeue) are
+  refused unless the caller holds a live lease. A lapsed lease requeues the
+  message with its delivery count kept; at ``max_deliveries`` it becomes
+  dead (listed by ``dead``), never silently dropped.
+* :class:`RoleBus` (at-most-once role delivery): one run at a time holds a
+  role (``claim_role``, ``release_role``, a lease so a dead run's hold
+  lapses); ``receive`` delivers each message addressed to the role at most
+  once, to the current holder's run; ``read`` is refused unless the caller
+  is the run it was delivered to; a delivery whose run left without
+  reading it is *stranded*: never redelivered, listed by ``stranded``.
+
+``post`` is shared: every contract appends to the same log, and a channel's
+kind (broadcast, queue or role) only decides which read-state serves it. A
+kind is fixed by the first kind-specific use (``subscribe``,
+``declare_queue`` or ``claim``, ``claim_role``) and never changes; an
+operation of another kind is refused with :class:`WrongChannelKind`.
+
+A bus says which contracts it implements with a ``contracts`` attribute
+(:func:`contracts_of`); a bus without one implements broadcast only, and
+knell refuses to run a scenario for a contract the bus lacks.
+
 Errors form a small tree so workers can log the right completion type::
 
     BusError                      base: the call failed
     ├── DefiniteError             it certainly did not happen  -> history "fail"
     │   ├── AckBeyondHead         ack above head refused
-    │   └── NotSubscribed         the handle has no cursor on the channel
+    │   ├── NotSubscribed         the handle has no cursor on the channel
+    │   └── Refused               a refusal the contract requires in this
+    │       │                     situation ("fail" with "refused": its kind;
+    │       │                     judged by the contract's checks, not an error)
+    │       ├── WrongChannelKind  an operation of another channel kind
+    │       ├── LeaseLost         renew/done/release without a live lease
+    │       ├── RoleHeld          another run holds the role
+    │       ├── NotHolder         the run does not hold the role
+    │       └── NotDeliveredTo    read by a run the message was not delivered to
     └── IndeterminateError        it may or may not have happened -> "info"
         └── DriverFault           the way to the bus failed, not the bus (an
                                   adapter that broke its protocol): "info",
@@ -38,22 +72,55 @@ worker cannot know whether a write it was in the middle of landed.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, Protocol, runtime_checkable
+from typing import ClassVar, Literal, Protocol, runtime_checkable
 
 __all__ = [
+    "BROADCAST",
+    "CONTRACTS",
+    "CONTRACT_METHODS",
+    "QUEUE",
+    "ROLES",
+    "STRANDED_CAP",
     "AckBeyondHead",
     "Bus",
     "BusError",
+    "ChannelKind",
+    "Claim",
+    "DeadLetter",
     "DefiniteError",
+    "Delivery",
     "DriverFault",
     "IndeterminateError",
     "JoinAt",
+    "LeaseLost",
     "Message",
+    "NotDeliveredTo",
+    "NotHolder",
     "NotSubscribed",
+    "QueueBus",
+    "QueueInfo",
+    "Refused",
+    "RoleBus",
+    "RoleHeld",
+    "RoleHold",
+    "Stranded",
     "Wake",
+    "WrongChannelKind",
+    "contracts_of",
 ]
 
 JoinAt = Literal["head", "start"]
+ChannelKind = Literal["broadcast", "queue", "role"]
+"""Which read-state serves a channel: cursors, leases, or role deliveries."""
+
+BROADCAST = "broadcast"
+QUEUE = "queue"
+ROLES = "at-most-once"
+CONTRACTS = (BROADCAST, QUEUE, ROLES)
+"""The delivery contracts knell can test, by name."""
+
+STRANDED_CAP = 50
+"""``stranded`` lists at most this many messages (the oldest deliveries)."""
 
 
 class BusError(Exception):
@@ -72,6 +139,49 @@ class NotSubscribed(DefiniteError):
     """The handle has no cursor on the channel (fetch from the cursor, ack,
     cursor); nothing was done. A bus may raise plain :class:`DefiniteError`
     instead: the history records ``fail`` either way."""
+
+
+class Refused(DefiniteError):
+    """The contract requires the bus to refuse this call in this situation,
+    and it did: nothing happened. Workers record the ``fail`` with
+    ``"refused": refusal``, so the availability check does not count it as
+    an error; the contract's own checks judge whether the refusal was right
+    (a refusal while the caller surely held its lease is a finding)."""
+
+    refusal: ClassVar[str] = "refused"
+
+
+class WrongChannelKind(Refused):
+    """An operation of one channel kind on a channel of another (a claim on
+    a broadcast channel, a subscribe on a queue)."""
+
+    refusal = "wrong-kind"
+
+
+class LeaseLost(Refused):
+    """``renew``, ``done`` or ``release`` by a consumer that holds no live
+    lease on the message (it lapsed, someone else claimed it, it is done)."""
+
+    refusal = "lease-lost"
+
+
+class RoleHeld(Refused):
+    """``claim_role`` while another run holds the role with a live lease."""
+
+    refusal = "role-held"
+
+
+class NotHolder(Refused):
+    """``receive`` or ``release_role`` by a run that does not hold the role
+    (never did, released it, or its hold lapsed)."""
+
+    refusal = "not-holder"
+
+
+class NotDeliveredTo(Refused):
+    """``read`` by a run the message was not delivered to."""
+
+    refusal = "not-delivered-to"
 
 
 class IndeterminateError(BusError):
@@ -110,6 +220,83 @@ class Wake:
     reason: Literal["backlog", "post"]
 
 
+@dataclass(frozen=True, slots=True)
+class QueueInfo:
+    """A queue channel's settings, as the bus holds them (the first
+    declaration wins; later ones return these). ``sweep_interval`` is the
+    bus's own promise: how long after a lease expires the message may still
+    be unclaimable (0 when expiry is judged at claim time)."""
+
+    channel: str
+    max_deliveries: int
+    sweep_interval: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """A leased message. ``id`` is the bus's own id of the message, opaque
+    to callers (``renew``, ``done`` and ``release`` take it); ``deliveries``
+    counts the deliveries so far, this one included."""
+
+    id: str
+    channel: str
+    seq: int
+    body: str
+    sender: str
+    consumer: str
+    deliveries: int
+    expires_at: float
+    """Unix time at which the lease lapses (the bus's clock)."""
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    """A message that used up ``max_deliveries`` deliveries without a done."""
+
+    id: str
+    channel: str
+    seq: int
+    body: str
+    sender: str
+    deliveries: int
+    died_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class RoleHold:
+    """A run's hold on a role, until ``expires_at`` unless renewed (by
+    claiming again) or released."""
+
+    role: str
+    run: str
+    expires_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """A message delivered to a run, at most once ever."""
+
+    id: str
+    role: str
+    seq: int
+    body: str
+    sender: str
+    run: str
+
+
+@dataclass(frozen=True, slots=True)
+class Stranded:
+    """A message delivered to a run that left the role without reading it."""
+
+    id: str
+    role: str
+    seq: int
+    body: str
+    sender: str
+    run: str
+    delivered_at: float
+
+
 @runtime_checkable
 class Bus(Protocol):
     """A broadcast bus with durable per-(handle, channel) cursors."""
@@ -133,3 +320,99 @@ class Bus(Protocol):
     def wait(self, handle: str, timeout: float) -> Wake | None: ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class QueueBus(Protocol):
+    """Queue channels: exactly one live lease per message (raven's claims).
+
+    * ``declare_queue`` fixes the channel's kind as a queue with
+      ``max_deliveries`` (idempotent: the first declaration wins and every
+      call returns the channel's actual settings); ``claim`` on an
+      undeclared channel declares it with the bus's default.
+    * ``claim`` leases the oldest claimable message (never claimed,
+      released, or whose lease lapsed with deliveries left) to
+      ``consumer`` until now + ``lease_s``, counting one delivery; ``None``
+      when nothing is claimable.
+    * ``renew`` extends a live lease, ``done`` ends the message (terminal),
+      ``release`` requeues it now; each is refused with :class:`LeaseLost`
+      unless ``consumer`` holds a live lease on ``id``.
+    * A lease that lapses (or a release) with ``max_deliveries`` used makes
+      the message dead: ``dead`` lists it, oldest first, paged by seq.
+    """
+
+    def declare_queue(self, channel: str, max_deliveries: int) -> QueueInfo: ...
+
+    def post(
+        self, channel: str, body: str, sender: str, idempotency_key: str | None = None
+    ) -> Message: ...
+
+    def claim(self, channel: str, consumer: str, lease_s: float) -> Claim | None: ...
+
+    def renew(self, id: str, consumer: str, lease_s: float) -> Claim: ...
+
+    def done(self, id: str, consumer: str) -> None: ...
+
+    def release(self, id: str, consumer: str) -> None: ...
+
+    def dead(self, channel: str, after: int = 0, limit: int = 100) -> list[DeadLetter]: ...
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class RoleBus(Protocol):
+    """At-most-once delivery to whichever run holds a role, with stranded
+    deliveries listed rather than lost or replayed.
+
+    * ``claim_role`` gives ``run`` the role until now + ``lease_s`` (the
+      same run claiming again renews); refused with :class:`RoleHeld`
+      while another run's hold is live. ``release_role`` ends the hold.
+    * ``receive`` delivers up to ``limit`` pending messages of the roles
+      ``run`` holds, oldest first, each at most once ever (refused with
+      :class:`NotHolder` if it holds none).
+    * ``read`` marks a delivered message read; refused with
+      :class:`NotDeliveredTo` unless ``run`` is the run it was delivered to.
+    * ``stranded`` lists the role's messages delivered to a run that no
+      longer holds the role and never read them: oldest delivery first, at
+      most 50. Nothing is redelivered.
+    """
+
+    def post(
+        self, channel: str, body: str, sender: str, idempotency_key: str | None = None
+    ) -> Message: ...
+
+    def claim_role(self, role: str, run: str, lease_s: float) -> RoleHold: ...
+
+    def release_role(self, role: str, run: str) -> None: ...
+
+    def receive(self, run: str, limit: int = 50) -> list[Delivery]: ...
+
+    def read(self, id: str, run: str) -> None: ...
+
+    def stranded(self, role: str) -> list[Stranded]: ...
+
+    def close(self) -> None: ...
+
+
+CONTRACT_METHODS: dict[str, tuple[str, ...]] = {
+    BROADCAST: ("post", "subscribe", "fetch", "ack", "cursor", "head", "wait", "close"),
+    QUEUE: ("declare_queue", "post", "claim", "renew", "done", "release", "dead", "close"),
+    ROLES: ("post", "claim_role", "release_role", "receive", "read", "stranded", "close"),
+}
+"""What an object must have to be driven under each contract."""
+
+
+def contracts_of(bus: object) -> frozenset[str]:
+    """The contracts ``bus`` declares (its ``contracts`` attribute: any
+    iterable of names from :data:`CONTRACTS`); broadcast when it declares
+    none, as every bus did before the other contracts existed."""
+    declared = getattr(bus, "contracts", None)
+    if declared is None:
+        return frozenset({BROADCAST})
+    if isinstance(declared, str):
+        return frozenset({declared})
+    try:
+        return frozenset(str(name) for name in declared)
+    except TypeError:
+        return frozenset({BROADCAST})

@@ -27,6 +27,14 @@ URL: ``sqlite:///path/to/file.db?poll_interval=0.05&synchronous=normal``
 (``sqlite:///C:/path/to/file.db`` on Windows, see :mod:`knell.buses.sqlite_url`).
 Opening retries for ``open_timeout`` seconds (default 10) while a killed
 process's locks are still being released (:mod:`knell.buses.sqlite_open`).
+
+The same file serves the other two contracts through the same log: queue
+channels (:mod:`knell.buses.sqlite_queue`) and at-most-once role inboxes
+(:mod:`knell.buses.sqlite_roles`); a channel's kind
+(:mod:`knell.buses.sqlite_kinds`) is fixed by its first kind-specific use,
+so the broadcast operations here refuse queue and role channels.
+
+The URL also takes ``max_deliveries=5``, for queues claimed without being declared.
 """
 
 from __future__ import annotations
@@ -39,6 +47,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from knell.buses.contract import (
+    BROADCAST,
+    QUEUE,
+    ROLES,
     AckBeyondHead,
     DefiniteError,
     IndeterminateError,
@@ -47,7 +58,10 @@ from knell.buses.contract import (
     NotSubscribed,
     Wake,
 )
+from knell.buses.sqlite_kinds import KINDS_SCHEMA, ChannelKinds
 from knell.buses.sqlite_open import OPEN_TIMEOUT, open_with_retry
+from knell.buses.sqlite_queue import DEFAULT_MAX_DELIVERIES, QUEUE_SCHEMA, SqliteQueue
+from knell.buses.sqlite_roles import ROLES_SCHEMA, SqliteRoles
 from knell.buses.sqlite_url import MEMORY, parse_sqlite_url
 
 __all__ = ["SqliteBus", "open_sqlite"]
@@ -167,8 +181,12 @@ class _Head:
         self.backoff = 1  # the next rest after a wrong guess
 
 
-class SqliteBus:
-    """A :class:`knell.buses.contract.Bus` on one WAL SQLite file."""
+class SqliteBus(SqliteQueue, SqliteRoles):
+    """A :class:`knell.buses.contract.Bus` on one WAL SQLite file (and a
+    :class:`~knell.buses.contract.QueueBus` and
+    :class:`~knell.buses.contract.RoleBus` on the same log)."""
+
+    contracts = frozenset({BROADCAST, QUEUE, ROLES})
 
     def __init__(
         self,
@@ -178,6 +196,7 @@ class SqliteBus:
         synchronous: str = "normal",
         busy_timeout: float = 10.0,
         open_timeout: float = OPEN_TIMEOUT,
+        max_deliveries: int = DEFAULT_MAX_DELIVERIES,
     ) -> None:
         if poll_interval <= 0:
             raise ValueError(f"poll_interval must be > 0, got {poll_interval}")
@@ -189,7 +208,12 @@ class SqliteBus:
         self.poll_interval = poll_interval
         self._busy_timeout = busy_timeout
         self._synchronous = _SYNCHRONOUS[synchronous.lower()]
+        if max_deliveries < 1:
+            raise ValueError(f"max_deliveries must be >= 1, got {max_deliveries}")
+        self.max_deliveries = max_deliveries
         self._db = open_with_retry(self._open_file, path=self.path, timeout=open_timeout)
+        self._kinds = ChannelKinds()
+        self._swept: dict[str, float] = {}
         self._lock = threading.RLock()
         self._bell: threading.Condition = _bell(self.path)
         self._heads: dict[str, _Head] = {}
@@ -205,7 +229,7 @@ class SqliteBus:
             db.execute(f"PRAGMA synchronous={self._synchronous}")
             db.execute("BEGIN IMMEDIATE")
             try:
-                for statement in SCHEMA.split(";"):
+                for statement in (SCHEMA + KINDS_SCHEMA + QUEUE_SCHEMA + ROLES_SCHEMA).split(";"):
                     if statement.strip():
                         db.execute(statement)
                 db.execute("COMMIT")
@@ -311,6 +335,7 @@ class SqliteBus:
         if at not in ("head", "start"):
             raise DefiniteError(f"subscribe at must be 'head' or 'start', got {at!r}")
         with self._lock, self._write() as db:
+            self._kinds.fix(db, channel, "broadcast", "subscribe")
             existing = self._cursor(handle, channel)
             if existing is not None:
                 return existing
@@ -327,6 +352,7 @@ class SqliteBus:
         if limit <= 0:
             raise DefiniteError(f"fetch limit must be > 0, got {limit}")
         with self._lock:
+            self._kinds.expect(self._db, channel, "broadcast", "fetch")
             if after is None:
                 cursor = self._cursor(handle, channel)
                 if cursor is None:
@@ -341,6 +367,7 @@ class SqliteBus:
 
     def ack(self, handle: str, channel: str, up_to: int) -> int:
         with self._lock, self._write() as db:
+            self._kinds.expect(db, channel, "broadcast", "ack")
             head = self._head(channel)
             if up_to > head:
                 raise AckBeyondHead(f"ack {up_to} is beyond head {head} of {channel!r}")
@@ -354,6 +381,7 @@ class SqliteBus:
 
     def cursor(self, handle: str, channel: str) -> int:
         with self._lock:
+            self._kinds.expect(self._db, channel, "broadcast", "cursor")
             value = self._cursor(handle, channel)
         if value is None:
             raise NotSubscribed(f"{handle!r} is not subscribed to {channel!r}")
@@ -412,7 +440,13 @@ def open_sqlite(url: str) -> SqliteBus:
     (the URL form is :mod:`knell.buses.sqlite_url`'s, on POSIX and Windows)."""
     parsed = parse_sqlite_url(url)
     query = parsed.options
-    unknown = set(query) - {"poll_interval", "synchronous", "busy_timeout", "open_timeout"}
+    unknown = set(query) - {
+        "poll_interval",
+        "synchronous",
+        "busy_timeout",
+        "open_timeout",
+        "max_deliveries",
+    }
     if unknown:
         raise ValueError(f"sqlite URL has unknown option(s) {sorted(unknown)}: {url!r}")
     return SqliteBus(
@@ -421,4 +455,5 @@ def open_sqlite(url: str) -> SqliteBus:
         synchronous=query.get("synchronous", "normal"),
         busy_timeout=float(query.get("busy_timeout", 10.0)),
         open_timeout=float(query.get("open_timeout", OPEN_TIMEOUT)),
+        max_deliveries=int(query.get("max_deliveries", DEFAULT_MAX_DELIVERIES)),
     )

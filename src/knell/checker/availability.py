@@ -23,6 +23,14 @@ its success. The history bounds the head without trusting the bus (seqs
 are dense: the head cannot exceed the number of posts invoked so far), as
 the ``ack-beyond-head`` check does.
 
+The same holds for the refusals the queue and at-most-once contracts
+require (a lapsed holder's ``done``, a ``read`` by a run the message was
+not delivered to, a claim of a role another run holds, an operation of the
+wrong channel kind): workers record them as ``fail`` with ``"refused":
+kind``, counted here as refusals, not errors. Whether each refusal was
+right is the contract's checks' business (``lease-holder`` and
+``read-refusal`` report a refusal the history shows was wrong).
+
 Anomaly: ``errors-outside-faults``, one per operation kind over the limit,
 with the first few failed operations (invoke and completion) as witness.
 """
@@ -61,6 +69,7 @@ class AvailabilityCheck(Check):
         self._tallies: dict[str, _Tally] = {}
         self._posts: dict[Any, int] = {}
         self._required_refusals = 0
+        self._contract_refusals: dict[str, int] = {}
         self._driver_faults: dict[str, int] = {}
         self._first_fault: Event | None = None
 
@@ -92,6 +101,10 @@ class AvailabilityCheck(Check):
         if error and self._required(invoke, done):
             self._required_refusals += 1
             error = False
+        elif error and done["type"] == "fail" and (done.get("value") or {}).get("refused"):
+            f = done["f"]
+            self._contract_refusals[f] = self._contract_refusals.get(f, 0) + 1
+            error = False
         start = invoke["time"] if invoke is not None else done["time"]
         inside = self.windows.touching(done["process"], start, done["time"]) is not None
         if inside:
@@ -106,7 +119,12 @@ class AvailabilityCheck(Check):
 
     def result(self) -> CheckResult:
         limit = self.config.max_error_rate
-        counts: dict[str, int] = {"required-refusals": self._required_refusals}
+        counts: dict[str, int] = {
+            "required-refusals": self._required_refusals,
+            "contract-refusals": sum(self._contract_refusals.values()),
+        }
+        for f, n in sorted(self._contract_refusals.items()):
+            counts[f"contract-refusals[{f}]"] = n
         metrics: dict[str, float | int | None] = {"max-error-rate": limit}
         for name in ("ops-outside", "errors-outside", "ops-inside", "errors-inside"):
             counts[name] = 0

@@ -2,13 +2,22 @@
 
 ``check_events`` instantiates each class with the :class:`CheckConfig` and
 the run's fault windows, and feeds it exactly the events its handlers
-declare. To add a check, write one module with one
-:class:`~knell.checker.base.Check` subclass and list it here.
+declare. The queue and at-most-once contracts' checks live in their own
+packages (:mod:`knell.checker.queue`, :mod:`knell.checker.atmostonce`);
+on a history without their operations they find nothing to judge. To
+add a check, write one module with one :class:`~knell.checker.base.Check`
+subclass and list it here.
 """
 
 from __future__ import annotations
 
 from knell.checker.ack_head import AckHeadCheck
+from knell.checker.atmostonce import (
+    AtMostOnceCheck,
+    NothingVanishesCheck,
+    ReadRefusalCheck,
+    StrandedListedCheck,
+)
 from knell.checker.availability import AvailabilityCheck
 from knell.checker.base import Check
 from knell.checker.cursor import CursorCheck
@@ -20,6 +29,15 @@ from knell.checker.liveness import LivenessCheck
 from knell.checker.loss import LossCheck
 from knell.checker.ordering import OrderingCheck
 from knell.checker.outcomes import OutcomeCheck
+from knell.checker.queue import (
+    DeadLetterCheck,
+    DoneTerminalCheck,
+    DuplicateWorkCheck,
+    LeaseExclusiveCheck,
+    LeaseExpiryCheck,
+    LeaseHolderCheck,
+    QueueLossCheck,
+)
 from knell.checker.redelivery import RedeliveryCheck
 from knell.checker.seq import SeqCheck
 from knell.checker.unexpected import UnexpectedCheck
@@ -41,6 +59,19 @@ CHECKS: tuple[type[Check], ...] = (
     LivenessCheck,
     AvailabilityCheck,
     OutcomeCheck,
+    # the queue contract
+    LeaseExclusiveCheck,
+    LeaseHolderCheck,
+    DoneTerminalCheck,
+    QueueLossCheck,
+    LeaseExpiryCheck,
+    DeadLetterCheck,
+    # the at-most-once contract
+    AtMostOnceCheck,
+    ReadRefusalCheck,
+    StrandedListedCheck,
+    NothingVanishesCheck,
     EvidenceCheck,
     RedeliveryCheck,
+    DuplicateWorkCheck,
 )

@@ -19,7 +19,9 @@ __all__ = ["bench"]
     "--section",
     "sections",
     multiple=True,
-    type=click.Choice(["bus", "checker", "runner", "wake", "proxy", "bridge", "stdio", "report"]),
+    type=click.Choice(
+        ["bus", "checker", "runner", "wake", "proxy", "bridge", "stdio", "queue", "report"]
+    ),
     help="Only this section (repeatable).",
 )
 def bench(short: bool, reports: Path, sections: tuple[str, ...]) -> None:

@@ -205,7 +205,8 @@ def check(run_dir: Path) -> None:
 @click.argument("directory", type=click.Path(path_type=Path, file_okay=False), required=False)
 def list_(directory: Path | None) -> None:
     """List the scenarios in DIRECTORY (default: ./scenarios, else the ones
-    shipped with knell) with what each does."""
+    shipped with knell): duration, the delivery contract each tests
+    (broadcast, queue, at-most-once), its faults and what it does."""
     files = scenario_files(directory)
     bad = 0
     for path in files:
@@ -217,9 +218,10 @@ def list_(directory: Path | None) -> None:
             continue
         faults = ", ".join(sorted({n.fault for n in scenario.nemesis})) or "no faults"
         expected = f" [yellow]({scenario.expect.describe()})[/]" if scenario.expect else ""
+        contract = "+".join(scenario.contracts)
         console.print(
-            f"[bold]{scenario.name:<28}[/] {scenario.duration:>5.0f}s  {faults:<12} "
-            f"{scenario.description}{expected}",
+            f"[bold]{scenario.name:<28}[/] {scenario.duration:>5.0f}s  {contract:<12} "
+            f"{faults:<12} {scenario.description}{expected}",
             soft_wrap=True,
         )
     console.print(f"({len(files)} in {files[0].parent})", soft_wrap=True)

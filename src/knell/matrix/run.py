@@ -67,8 +67,13 @@ class Task:
 
 def portable(scenario: Scenario) -> bool:
     """Whether a scenario can be re-targeted to another store: it runs on
-    the default SQLite store and names no bus of its own."""
-    return scenario.store == StoreTable() and scenario.bus is None
+    the default SQLite store, names no bus of its own, and tests the
+    broadcast contract (the one every store's reference bus offers)."""
+    return (
+        scenario.store == StoreTable()
+        and scenario.bus is None
+        and scenario.contracts == ("broadcast",)
+    )
 
 
 def targets(

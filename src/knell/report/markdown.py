@@ -19,6 +19,7 @@ import json
 from typing import Any
 
 from knell.checker import Verdict
+from knell.contracts import contracts_of_roles
 from knell.history import Event
 from knell.report.stats import RunStats
 from knell.text import md, md_code
@@ -101,6 +102,15 @@ def _expected(value: object, verdict: Verdict) -> list[str]:
     ]
 
 
+def _contracts(scenario: dict[str, Any]) -> str:
+    """The delivery contract(s) the run tested, from its roles."""
+    processes = scenario.get("process")
+    if not isinstance(processes, list):
+        return "unknown (no scenario.json)"
+    roles = [p.get("role") for p in processes if isinstance(p, dict)]
+    return ", ".join(contracts_of_roles(str(r) for r in roles if r))
+
+
 def render_markdown(
     scenario: dict[str, Any],
     verdict: Verdict,
@@ -119,6 +129,7 @@ def render_markdown(
     bus = scenario.get("bus") or f"reference {kind} bus"
     out += [
         f"- bus: {md_code(bus)}, store: {md(kind)}{where}",
+        f"- contract tested: {_contracts(scenario)}",
         f"- seed {scenario.get('seed', '?')},"
         f" configured duration {scenario.get('duration', '?')} s,"
         f" history {stats.events} events over {_fmt(stats.seconds, ' s')}",

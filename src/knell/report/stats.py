@@ -22,6 +22,9 @@ __all__ = ["RunStats"]
 NS = 1_000_000_000
 
 _FAULT_FS = ("kill", "pause", "resume", "restart", "crash")
+_FINAL_WORKERS = ("drain-", "queue-drain-", "role-drain-")
+"""The final phase's workers (:mod:`knell.runner`, :mod:`knell.contracts`):
+they start at the end, so they are not part of "all processes ready"."""
 
 
 @dataclass
@@ -143,7 +146,7 @@ class RunStats(_Figures, Consumer):
         self.faults = dict(self._faults)
         self.processes = len({p for p, _ in self._incarnations})
         self.incarnations = len(self._incarnations)
-        workers = [t for p, t in self._first_starts.items() if not p.startswith("drain-")]
+        workers = [t for p, t in self._first_starts.items() if not p.startswith(_FINAL_WORKERS)]
         if self._begin is not None and workers:
             self.ready_seconds = (max(workers) - self._begin) / NS
         self.restart_ms = _summary(self._restart)

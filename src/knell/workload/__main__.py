@@ -10,13 +10,19 @@ import errno
 import sys
 from pathlib import Path
 
+from knell.workload.claimer import run_claimer, run_queue_drain
 from knell.workload.consumer import run_consumer, run_drain
+from knell.workload.holder import run_holder, run_role_drain
 from knell.workload.joiner import run_joiner
 from knell.workload.params import (
+    ClaimerParams,
     ConsumerParams,
     DrainParams,
+    HolderParams,
     JoinerParams,
     ProducerParams,
+    QueueDrainParams,
+    RoleDrainParams,
     WaiterParams,
 )
 from knell.workload.producer import run_producer
@@ -37,6 +43,14 @@ def play(worker: Worker) -> None:
         run_joiner(worker, params)
     elif isinstance(params, DrainParams):
         run_drain(worker, params)
+    elif isinstance(params, ClaimerParams):
+        run_claimer(worker, params)
+    elif isinstance(params, QueueDrainParams):
+        run_queue_drain(worker, params)
+    elif isinstance(params, HolderParams):
+        run_holder(worker, params)
+    elif isinstance(params, RoleDrainParams):
+        run_role_drain(worker, params)
     else:  # pragma: no cover - the params union is closed
         raise TypeError(f"no role for {type(params).__name__}")
 

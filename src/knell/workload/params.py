@@ -20,11 +20,15 @@ from typing import Any, Literal
 
 __all__ = [
     "ROLE_PARAMS",
+    "ClaimerParams",
     "ConsumerParams",
     "DrainParams",
+    "HolderParams",
     "JoinerParams",
     "ProducerParams",
+    "QueueDrainParams",
     "ReaderParams",
+    "RoleDrainParams",
     "WaiterParams",
     "WorkerParams",
     "params_from_json",
@@ -33,6 +37,7 @@ __all__ = [
 
 Paging = Literal["after", "cursor"]
 JoinAt = Literal["head", "start"]
+Finish = Literal["done", "rotate"]
 
 
 @dataclass(frozen=True)
@@ -114,7 +119,91 @@ class DrainParams:
     batch: int = 200
 
 
-WorkerParams = ProducerParams | ConsumerParams | WaiterParams | JoinerParams | DrainParams
+@dataclass(frozen=True)
+class ClaimerParams:
+    """Claims work from a queue channel under a lease (the queue contract)."""
+
+    channel: str = "jobs"
+    lease: float = 1.0
+    """seconds of lease asked for on every claim and renew"""
+    max_deliveries: int = 3
+    """declared for the channel (the first declaration wins)"""
+    work_time: float = 0.02
+    """seconds of simulated work per message"""
+    renew: bool = True
+    """renew the lease while working (every third of it); without it, work
+    longer than the lease lets the lease lapse under the worker"""
+    finish: Finish = "done"
+    """after the work: "done"; or "rotate" through done, renew-then-done and
+    release, so a lapsed holder tries every verb it must be refused"""
+    poison_every: int = 0
+    """one message in N (by a hash of its id, the same in every process) is
+    poison: claimed and abandoned, so its lease lapses until it is dead (0 = none)"""
+    release_every: int = 0
+    """every Nth claim is released (voluntary requeue) instead of worked (0 = never)"""
+    kind_probe_every: int = 0
+    """every N rounds, read the queue as a broadcast channel (must be refused; 0 = never)"""
+    idle: float = 0.02
+    """seconds to sleep when nothing is claimable"""
+
+
+@dataclass(frozen=True)
+class QueueDrainParams:
+    """The queue's final phase: claim until the queue stays empty, then list
+    the dead letters."""
+
+    channel: str
+    lease: float = 1.0
+    max_deliveries: int = 3
+    poison_every: int = 0
+    settle: float = 1.5
+    """seconds of empty claims that prove the queue empty (every lease the
+    stopped claimers held has lapsed by then)"""
+
+
+@dataclass(frozen=True)
+class HolderParams:
+    """Takes its turn holding a role, receives, reads (the at-most-once contract)."""
+
+    channel: str = "reviewer"
+    """the role (its inbox is the channel producers post to)"""
+    hold: float = 1.0
+    """seconds of lease on the role, renewed while holding"""
+    tenure: float = 1.5
+    """seconds a run holds the role before it releases it"""
+    batch: int = 2
+    """messages per receive"""
+    read_after: float = 0.1
+    """seconds between receiving a message and reading it (a kill lands between)"""
+    leave_unread_every: int = 3
+    """every Nth run releases the role without reading its last receive (0 = never)"""
+    probe: bool = True
+    """on taking the role, list the stranded messages and try to read one (must be refused)"""
+    idle: float = 0.05
+    """seconds to sleep when nothing was received, or the role is held by another"""
+
+
+@dataclass(frozen=True)
+class RoleDrainParams:
+    """The role's final phase: one last run takes the role, reads everything
+    pending, and lists what is stranded."""
+
+    channel: str
+    hold: float = 1.0
+    batch: int = 50
+
+
+WorkerParams = (
+    ProducerParams
+    | ConsumerParams
+    | WaiterParams
+    | JoinerParams
+    | DrainParams
+    | ClaimerParams
+    | QueueDrainParams
+    | HolderParams
+    | RoleDrainParams
+)
 
 ROLE_PARAMS: dict[str, type[WorkerParams]] = {
     "producer": ProducerParams,
@@ -122,6 +211,10 @@ ROLE_PARAMS: dict[str, type[WorkerParams]] = {
     "waiter": WaiterParams,
     "joiner": JoinerParams,
     "drain": DrainParams,
+    "claimer": ClaimerParams,
+    "queue-drain": QueueDrainParams,
+    "holder": HolderParams,
+    "role-drain": RoleDrainParams,
 }
 
 

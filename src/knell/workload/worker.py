@@ -40,9 +40,11 @@ T = TypeVar("T")
 class OpFailed(Exception):
     """An operation completed ``fail`` or ``info``; already recorded."""
 
-    def __init__(self, definite: bool, error: str) -> None:
+    def __init__(self, definite: bool, error: str, refusal: str | None = None) -> None:
         super().__init__(error)
         self.definite = definite
+        self.refusal = refusal
+        """The contract's refusal kind (``lease-lost``...), when it was one."""
 
 
 @dataclass(frozen=True)
@@ -123,10 +125,12 @@ class Worker:
         try:
             result = call()
         except DefiniteError as exc:
-            self.history.write(
-                "fail", f, {**value, "error": str(exc)}, handle=handle, channel=channel
-            )
-            raise OpFailed(True, str(exc)) from exc
+            outcome = {**value, "error": str(exc)}
+            refusal = getattr(exc, "refusal", None)
+            if isinstance(refusal, str):
+                outcome["refused"] = refusal  # required by the contract: its checks judge it
+            self.history.write("fail", f, outcome, handle=handle, channel=channel)
+            raise OpFailed(True, str(exc), refusal) from exc
         except Exception as exc:
             error = f"{type(exc).__name__}: {exc}"
             outcome = {**value, "error": error}

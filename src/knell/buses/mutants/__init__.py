@@ -10,7 +10,8 @@ require that the shipped, generic scenarios catch it, with the check that
 names that promise. ``knell matrix`` runs them and prints the measured
 failure-mode matrix.
 
-One module per store (:mod:`.sqlite`, :mod:`.postgres`, :mod:`.redis`;
+One module per store (:mod:`.sqlite`, with :mod:`.queue` and :mod:`.roles`
+for its queue channels and role inboxes; :mod:`.postgres`, :mod:`.redis`;
 :mod:`.bridge` for HTTP bridges, served by ``knell bridge --mutant NAME``;
 :mod:`.stdio` for buses in other languages behind the exec driver), each
 mutant declared once with
@@ -34,7 +35,7 @@ from knell.buses.mutants.registry import MUTANTS, Mutant, mutant
 
 __all__ = ["MUTANTS", "Mutant", "all_mutants", "mutant"]
 
-_MODULES = ("sqlite", "postgres", "redis", "bridge", "stdio")
+_MODULES = ("sqlite", "queue", "roles", "postgres", "redis", "bridge", "stdio")
 """The mutant modules, imported on first use (some need a server's client
 library, which a SQLite-only run never loads)."""
 

@@ -199,7 +199,7 @@ class SeqFromSequenceBus(_PgMutant):
     "postgres-ack-read-then-write",
     failure_mode="Cursor clamp read, compared and written back from the client (lost update)",
     killed_by=("no-cursor-regression",),
-    scenarios=(KILL_CONSUMERS, STORE_CRASH),
+    scenarios=(KILL_CONSUMERS, STORE_CRASH, "contract-tour"),
     rule="The forward-only clamp is GREATEST(acked, up_to) inside the UPDATE",
     store="postgres",
 )

@@ -110,7 +110,7 @@ class SeqGetThenSetBus(_RedisMutant):
     "redis-ack-get-then-set",
     failure_mode="Cursor clamp done as GET-then-SET from the client",
     killed_by=("no-cursor-regression",),
-    scenarios=(KILL_CONSUMERS, STORE_CRASH),
+    scenarios=(KILL_CONSUMERS, STORE_CRASH, "contract-tour"),
     rule="The forward-only clamp runs inside one Lua script",
     store="redis",
 )

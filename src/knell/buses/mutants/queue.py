@@ -1,0 +1,274 @@
+"""Queue mutants: the reference SQLite queue with one seeded bug each.
+
+Each is a subclass of the reference SQLite bus that overrides whole public
+queue methods (``claim``, ``done``, ``release``, ``dead``), written against
+the reference's transaction and queue helpers (``_write``, ``_queue``,
+``_sweep``, ``_oldest``, ``_claimed``, ``_holder_update``), so the
+reference may change without the mutants drifting. The failure
+modes are raven's: what its queue design (atomic claim, lease auto-requeue
+with the attempt count kept, dead-letter) exists to prevent.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from typing import Any
+
+from knell.buses.contract import Claim, DeadLetter, LeaseLost
+from knell.buses.mutants.registry import mutant
+from knell.buses.mutants.sqlite import _Mutant
+from knell.buses.sqlite_queue import split_id
+
+__all__ = [
+    "AttemptsResetOnRequeueBus",
+    "ClaimWithoutGuardBus",
+    "DeadLetterDroppedBus",
+    "DoneFromLapsedHolderBus",
+    "DoneNotTerminalBus",
+    "LeaseNeverExpiresBus",
+]
+
+RACE_WINDOW = 0.002
+"""Seconds between reading the oldest claimable message and writing the
+lease, in the unguarded claim: the width of a real client's round trip."""
+
+
+def _lease(db: sqlite3.Connection, args: dict[str, Any], again: bool, deliveries: str) -> None:
+    """Write the lease *unguarded*: whatever the row's state now."""
+    if again:
+        db.execute(
+            "UPDATE claims SET state = 'leased', consumer = :consumer, expires_at = :expires,"
+            f" deliveries = {deliveries}, updated_at = :now"
+            " WHERE channel = :channel AND seq = :seq",
+            args,
+        )
+    else:
+        db.execute(
+            "INSERT INTO claims (channel, seq, state, consumer, expires_at, deliveries,"
+            " updated_at) VALUES (:channel, :seq, 'leased', :consumer, :expires, 1, :now)"
+            " ON CONFLICT (channel, seq) DO UPDATE SET state = 'leased',"
+            f" consumer = :consumer, expires_at = :expires, deliveries = {deliveries},"
+            " updated_at = :now",
+            args,
+        )
+
+
+class _QueueMutant(_Mutant):
+    """A claim written out step by step, so each mutant changes one step."""
+
+    def _claim_with(
+        self,
+        channel: str,
+        consumer: str,
+        lease_s: float,
+        *,
+        lapsed: bool = True,
+        sweep: bool = True,
+        deliveries: str = "deliveries + 1",
+    ) -> Claim | None:
+        with self._lock, self._write() as db:
+            most = self._queue(db, channel, "claim")
+            now = time.time()
+            args: dict[str, Any] = {"channel": channel, "now": now, "max": most}
+            if sweep:
+                self._sweep(db, args)
+            if lapsed:
+                seq, again = self._oldest(db, args)
+            else:
+                seq, again = _oldest_ready_or_fresh(db, args)
+            if seq is None:
+                return None
+            args.update(seq=seq, consumer=consumer, expires=now + lease_s)
+            _lease(db, args, again, deliveries)
+            return self._claimed(db, channel, seq, consumer)
+
+
+def _oldest_ready_or_fresh(db: sqlite3.Connection, args: dict[str, Any]) -> tuple[int | None, bool]:
+    """The oldest released or never-claimed message: lapsed leases never count."""
+    ready = db.execute(
+        "SELECT MIN(seq) FROM claims WHERE channel = :channel AND state = 'ready'", args
+    ).fetchone()[0]
+    fresh = db.execute(
+        "SELECT MIN(seq) FROM messages WHERE channel = :channel AND seq >"
+        " (SELECT COALESCE(MAX(seq), 0) FROM claims WHERE channel = :channel)",
+        args,
+    ).fetchone()[0]
+    if ready is None and fresh is None:
+        return None, False
+    if fresh is None or (ready is not None and ready < fresh):
+        return int(ready), True
+    return int(fresh), False
+
+
+@mutant(
+    "claim-without-guard",
+    failure_mode="Claim without an atomic guard: two consumers win one message",
+    killed_by=("lease-exclusive",),
+    scenarios=("queue-kill-claimers",),
+    rule="Read the oldest claimable message and lease it in one write transaction, "
+    "with a guarded UPDATE (rowcount 1 wins)",
+)
+class ClaimWithoutGuardBus(_QueueMutant):
+    """Failure mode: a claim without an atomic guard (two winners).
+
+    ``claim`` reads the oldest claimable message with a plain read, and
+    only then (a client round trip later) takes the write lock and writes
+    the lease, unconditionally: two claimers racing for the oldest message
+    both read it as free and both win it. Proven by ``lease-exclusive``.
+    """
+
+    def claim(self, channel: str, consumer: str, lease_s: float) -> Claim | None:
+        with self._lock:
+            with self._write() as db:  # kind and max (cached after the first claim)
+                most = self._queue(db, channel, "claim")
+            args: dict[str, Any] = {"channel": channel, "now": time.time(), "max": most}
+            seq, again = self._oldest(self._db, args)  # unlocked: anyone may claim it meanwhile
+        if seq is None:
+            return None
+        time.sleep(RACE_WINDOW)
+        with self._lock, self._write() as db:
+            now = time.time()
+            args.update(seq=seq, consumer=consumer, now=now, expires=now + lease_s)
+            _lease(db, args, again, "deliveries + 1")
+            return self._claimed(db, channel, seq, consumer)
+
+
+@mutant(
+    "lease-never-expires",
+    failure_mode="A lease that never expires: a crashed worker's message is stuck forever",
+    killed_by=("lease-expiry",),
+    scenarios=("queue-kill-claimers",),
+    rule="A lapsed lease makes the message claimable again (with deliveries left) "
+    "or dead, judged at every claim",
+)
+class LeaseNeverExpiresBus(_QueueMutant):
+    """Failure mode: a lease that never expires (stuck forever).
+
+    ``claim`` takes only never-claimed and released messages: a lease whose
+    holder died or froze is never taken back, so the message stays leased
+    to nobody, neither done nor dead (raven v1's "crashed consumer = message
+    stuck forever"). Proven by ``lease-expiry`` (``queue-no-loss`` follows).
+    """
+
+    def claim(self, channel: str, consumer: str, lease_s: float) -> Claim | None:
+        return self._claim_with(channel, consumer, lease_s, lapsed=False, sweep=False)
+
+
+@mutant(
+    "attempts-reset-on-requeue",
+    failure_mode="The attempt count resets on requeue: a poison message is never dead",
+    killed_by=("dead-letter",),
+    scenarios=("queue-lapsing-leases",),
+    rule="deliveries only ever grows; a lapse or release keeps it, and at "
+    "max_deliveries the message is dead",
+)
+class AttemptsResetOnRequeueBus(_QueueMutant):
+    """Failure mode: the attempt count resets on requeue (never dead).
+
+    A message that comes back (lease lapsed, or released) starts counting
+    its deliveries from one again, so a poison message that no worker can
+    finish circulates forever and is never dead-lettered. Proven by
+    ``dead-letter`` (``over-delivered``).
+    """
+
+    def claim(self, channel: str, consumer: str, lease_s: float) -> Claim | None:
+        return self._claim_with(channel, consumer, lease_s, deliveries="1")
+
+    def release(self, id: str, consumer: str) -> None:
+        with self._lock, self._write():
+            self._holder_update(
+                "release", id, consumer, "state = 'ready', expires_at = :now, updated_at = :now", {}
+            )
+
+
+@mutant(
+    "dead-letter-dropped",
+    failure_mode="Dead letters are dropped: a poison message silently disappears",
+    killed_by=("queue-no-loss",),
+    scenarios=("queue-lapsing-leases",),
+    rule="A message out of deliveries is kept as dead and listed, never deleted",
+)
+class DeadLetterDroppedBus(_QueueMutant):
+    """Failure mode: the dead-letter step drops the message (loss).
+
+    When a message runs out of deliveries the bus deletes it from the
+    queue instead of keeping it as dead: it is neither claimable, nor done,
+    nor listed. Proven by ``queue-no-loss``.
+    """
+
+    def claim(self, channel: str, consumer: str, lease_s: float) -> Claim | None:
+        with self._lock, self._write() as db:
+            most = self._queue(db, channel, "claim")
+            db.execute(
+                "UPDATE claims SET state = 'dropped' WHERE channel = ? AND state = 'leased'"
+                " AND expires_at <= ? AND deliveries >= ?",
+                (channel, time.time(), most),
+            )
+        return self._claim_with(channel, consumer, lease_s, sweep=False)
+
+    def release(self, id: str, consumer: str) -> None:
+        with self._lock, self._write():
+            self._holder_update(
+                "release",
+                id,
+                consumer,
+                "state = CASE WHEN deliveries >= :max THEN 'dropped' ELSE 'ready' END,"
+                " expires_at = :now, updated_at = :now",
+                {},
+            )
+
+    def dead(self, channel: str, after: int = 0, limit: int = 100) -> list[DeadLetter]:
+        return []  # nothing is ever kept
+
+
+@mutant(
+    "done-from-lapsed-holder",
+    failure_mode="done accepted from a lapsed holder: finished work overwrites the new owner's",
+    killed_by=("lease-holder",),
+    scenarios=("queue-lapsing-leases",),
+    rule="done, renew and release match only a live lease of the caller "
+    "(consumer and expires_at in the guard)",
+)
+class DoneFromLapsedHolderBus(_QueueMutant):
+    """Failure mode: ``done`` is accepted from a holder whose lease lapsed.
+
+    ``done`` checks only that the message is leased, not by whom or until
+    when: a worker that was slower than its lease marks done a message
+    that another worker has since claimed and is still doing. Proven by
+    ``lease-holder`` (``stale-holder-accepted``).
+    """
+
+    def done(self, id: str, consumer: str) -> None:
+        channel, seq = split_id(id)
+        with self._lock, self._write() as db:
+            self._kinds.expect(db, channel, "queue", "done")
+            updated = db.execute(
+                "UPDATE claims SET state = 'done', updated_at = ?"
+                " WHERE channel = ? AND seq = ? AND state = 'leased'",
+                (time.time(), channel, seq),
+            ).rowcount
+            if updated != 1:
+                raise LeaseLost(f"done {id}: not leased")
+
+
+@mutant(
+    "done-not-terminal",
+    failure_mode="done is not terminal: finished work is handed out again",
+    killed_by=("done-terminal",),
+    scenarios=("queue-kill-claimers",),
+    rule="done is a terminal state no claim ever matches",
+)
+class DoneNotTerminalBus(_QueueMutant):
+    """Failure mode: ``done`` does not end the message.
+
+    ``done`` only lets go of the lease (the message goes back to the queue,
+    as if released), so a finished work packet is claimed and done again.
+    Proven by ``done-terminal``.
+    """
+
+    def done(self, id: str, consumer: str) -> None:
+        with self._lock, self._write():
+            self._holder_update(
+                "done", id, consumer, "state = 'ready', expires_at = :now, updated_at = :now", {}
+            )

@@ -1,0 +1,183 @@
+"""At-most-once mutants: the reference SQLite role inbox with one seeded bug each.
+
+Each overrides whole public role methods (``receive``, ``read``,
+``stranded``, ``release_role``) of the reference SQLite bus, using its
+transaction helpers and the roles module's SQL. The failure modes are the
+seed design's: what "keep at-most-once delivery and make a stranded
+message visible" rules out.
+"""
+
+from __future__ import annotations
+
+import time
+
+from knell.buses.contract import Delivery, NotDeliveredTo, NotHolder, Stranded
+from knell.buses.mutants.registry import mutant
+from knell.buses.mutants.sqlite import _Mutant
+from knell.buses.sqlite_queue import message_id, split_id
+
+__all__ = [
+    "ReadByAnyRunBus",
+    "ReceiveMarksReadBus",
+    "RedeliverToNewHolderBus",
+    "StrandedMissesDeadRunsBus",
+    "StrandedNewestFirstBus",
+]
+
+SCENARIOS = ("atmostonce-holder-churn",)
+
+
+@mutant(
+    "redeliver-to-new-holder",
+    failure_mode="A departed run's unread messages are redelivered to the new holder",
+    killed_by=("at-most-once",),
+    scenarios=SCENARIOS,
+    rule="A delivery is written once, with its run, and never moved: "
+    "unread messages of a departed run are listed as stranded, not re-routed",
+)
+class RedeliverToNewHolderBus(_Mutant):
+    """Failure mode: redelivery to the new holder.
+
+    ``receive`` first hands the caller every unread message delivered to a
+    run that no longer holds the role (re-routing the delivery to the new
+    run), then the pending ones: the "helpful" fix the seed design rejects,
+    since the departed run may have acted on them. Proven by ``at-most-once``.
+    """
+
+    def receive(self, run: str, limit: int = 50) -> list[Delivery]:
+        with self._lock, self._write() as db:
+            now = time.time()
+            roles = [
+                str(r)
+                for (r,) in db.execute(
+                    "SELECT role FROM role_holds WHERE run = ? AND expires_at > ?", (run, now)
+                ).fetchall()
+            ]
+            if not roles:
+                raise NotHolder(f"run {run!r} holds no role")
+            out: list[Delivery] = []
+            for role in roles:
+                rows = db.execute(
+                    "SELECT d.seq, m.body, m.sender FROM deliveries d JOIN messages m"
+                    " ON m.channel = d.channel AND m.seq = d.seq WHERE d.channel = ?"
+                    " AND d.read_at IS NULL AND d.run != ? ORDER BY d.seq LIMIT ?",
+                    (role, run, limit),
+                ).fetchall()
+                db.executemany(
+                    "UPDATE deliveries SET run = ?, delivered_at = ? WHERE channel = ? AND seq = ?",
+                    [(run, now, role, seq) for seq, _, _ in rows],
+                )
+                out += [Delivery(message_id(role, s), role, s, b, snd, run) for s, b, snd in rows]
+        return out + super().receive(run, limit - len(out)) if len(out) < limit else out
+
+
+@mutant(
+    "stranded-misses-dead-runs",
+    failure_mode="The stranded list misses what a run that died left unread",
+    killed_by=("stranded-listed",),
+    scenarios=SCENARIOS,
+    rule="Stranded is derived from deliveries and the live hold at read time, "
+    "not recorded when a run releases the role",
+)
+class StrandedMissesDeadRunsBus(_Mutant):
+    """Failure mode: a stranded list missing entries.
+
+    The naive design records a run's unread messages as stranded when the
+    run *releases* the role; a run that dies (its hold lapses) never
+    releases, so what it received and never read is missing from the list.
+    Proven by ``stranded-listed``.
+    """
+
+    def release_role(self, role: str, run: str) -> None:
+        super().release_role(role, run)
+        with self._lock, self._write() as db:
+            db.execute("CREATE TABLE IF NOT EXISTS mutant_left (run TEXT PRIMARY KEY)")
+            db.execute("INSERT OR IGNORE INTO mutant_left (run) VALUES (?)", (run,))
+
+    def stranded(self, role: str) -> list[Stranded]:
+        listed = super().stranded(role)
+        with self._lock:
+            exists = self._db.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'mutant_left'"
+            ).fetchone()
+            left = (
+                {str(r) for (r,) in self._db.execute("SELECT run FROM mutant_left").fetchall()}
+                if exists
+                else set()
+            )
+        return [s for s in listed if s.run in left]
+
+
+@mutant(
+    "stranded-newest-first",
+    failure_mode="The stranded list is newest first: the oldest strandings fall off the cap",
+    killed_by=("stranded-listed:unordered",),
+    scenarios=SCENARIOS,
+    rule="Oldest delivery first, then the cap: what has waited longest is always shown",
+)
+class StrandedNewestFirstBus(_Mutant):
+    """Failure mode: the stranded list is ordered newest first.
+
+    The list sorts by delivery time descending (a "recent activity" view),
+    so once more than 50 messages are stranded, the oldest ones, which
+    have waited longest for a person, are the ones cut off. Proven by
+    ``stranded-listed`` (``unordered``).
+    """
+
+    def stranded(self, role: str) -> list[Stranded]:
+        return sorted(super().stranded(role), key=lambda s: (-s.delivered_at, -s.seq))
+
+
+@mutant(
+    "read-by-any-run",
+    failure_mode="A read is allowed for a run the message was not delivered to",
+    killed_by=("read-refusal",),
+    scenarios=SCENARIOS,
+    rule="read matches the delivery row only with the caller's run",
+)
+class ReadByAnyRunBus(_Mutant):
+    """Failure mode: a read allowed for a non-holder.
+
+    ``read`` checks that the message was delivered, not to whom: a new
+    holder can mark read what a departed run left stranded, and it
+    disappears from the list without anyone having acted on it. Proven by
+    ``read-refusal`` (the holders' probe).
+    """
+
+    def read(self, id: str, run: str) -> None:
+        role, seq = split_id(id)
+        with self._lock, self._write() as db:
+            updated = db.execute(
+                "UPDATE deliveries SET read_at = COALESCE(read_at, ?)"
+                " WHERE channel = ? AND seq = ?",
+                (time.time(), role, seq),
+            ).rowcount
+            if updated != 1:
+                raise NotDeliveredTo(f"{id} was not delivered")
+
+
+@mutant(
+    "receive-marks-read",
+    failure_mode="receive marks messages read: what a crashed run received vanishes",
+    killed_by=("nothing-vanishes",),
+    scenarios=SCENARIOS,
+    rule="Only read marks a message read; a delivery stays unread (and, once its "
+    "run leaves, stranded) until its recipient reads it",
+)
+class ReceiveMarksReadBus(_Mutant):
+    """Failure mode: a receive that marks messages read.
+
+    ``receive`` sets ``read_at`` as it delivers (delivered = handled), so a
+    run that dies between receive and read leaves nothing stranded: the
+    messages are neither read by anyone nor listed. Proven by
+    ``nothing-vanishes``.
+    """
+
+    def receive(self, run: str, limit: int = 50) -> list[Delivery]:
+        got = super().receive(run, limit)
+        with self._lock, self._write() as db:
+            db.executemany(
+                "UPDATE deliveries SET read_at = ? WHERE channel = ? AND seq = ?",
+                [(time.time(), d.role, d.seq) for d in got],
+            )
+        return got

@@ -1,0 +1,315 @@
+"""Queue channels on the reference SQLite bus: leases, requeue, dead-letter.
+
+raven's design, on knell's shared log. A queue channel's messages are the
+ordinary ``messages`` rows; the queue's read-state is one ``claims`` row
+per message that has ever been claimed::
+
+    state      leased (consumer, expires_at) | ready (released) | done | dead
+    deliveries how many times it was handed out (never reset)
+
+Where the promises live:
+
+* **One winner.** Every claim runs inside ``BEGIN IMMEDIATE``: SQLite's
+  write lock, taken before anything is read, serializes claimers across
+  processes. The oldest claimable seq is chosen and leased in that one
+  transaction, and the lease write is still a guarded UPDATE (it matches
+  only a row that is claimable *now*), raven's atomic claim.
+* **Every lookup is an index range.** The oldest released message is the
+  first ``ready`` row by seq; lapsed leases are the ``leased`` rows whose
+  ``expires_at`` has passed, found by expiry, so the leases still running
+  (however many) are never scanned.
+* **Never-claimed messages need no row.** Seqs commit in order and a
+  claim always takes the oldest claimable message, so the messages never
+  claimed are exactly those above the highest claimed seq: finding the
+  next one is an index lookup, not a scan of the done.
+* **Lapse is judged at claim time.** A lease lapses when its
+  ``expires_at`` passes: from then on renew, done and release by its
+  holder are refused, and the next claim may take the message (with
+  deliveries left) or, with ``max_deliveries`` used, flips it to dead
+  (the opportunistic sweep; ``dead`` also counts lapsed-and-used-up rows
+  the sweep has not flipped yet). Nothing waits for a sweeper, so the
+  declared ``sweep_interval`` is 0.
+* **Time** is the bus process's clock, read after the write lock is held:
+  a claimer frozen mid-call cannot act on a stale "now" while another
+  process moved on.
+
+Ids are ``CHANNEL/SEQ``; callers treat them as opaque.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any
+
+from knell.buses.contract import (
+    Claim,
+    DeadLetter,
+    DefiniteError,
+    LeaseLost,
+    QueueInfo,
+)
+from knell.buses.sqlite_kinds import ChannelKinds
+
+__all__ = ["QUEUE_SCHEMA", "SqliteQueue", "message_id", "split_id"]
+
+QUEUE_SCHEMA = """
+CREATE TABLE IF NOT EXISTS claims (
+    channel TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    state TEXT NOT NULL,
+    consumer TEXT,
+    expires_at REAL,
+    deliveries INTEGER NOT NULL,
+    updated_at REAL NOT NULL,
+    PRIMARY KEY (channel, seq)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS claims_by_state ON claims (channel, state, seq);
+CREATE INDEX IF NOT EXISTS claims_by_expiry ON claims (channel, state, expires_at);
+"""
+
+DEFAULT_MAX_DELIVERIES = 5
+
+CLAIMABLE = "(state = 'ready' OR (state = 'leased' AND expires_at <= :now AND deliveries < :max))"
+"""A claims row that may be leased now: released, or lapsed with deliveries left."""
+
+_LIVE = "state = 'leased' AND consumer = :consumer AND expires_at > :now"
+"""A claims row whose lease ``consumer`` holds right now."""
+
+_READY = "SELECT MIN(seq) FROM claims WHERE channel = :channel AND state = 'ready'"
+_LAPSED = (
+    # the expiry index: only the lapsed leases are read, never the running ones
+    "SELECT MIN(seq) FROM claims INDEXED BY claims_by_expiry WHERE channel = :channel"
+    " AND state = 'leased' AND expires_at <= :now AND deliveries < :max"
+)
+_FRESH = (
+    "SELECT MIN(seq) FROM messages WHERE channel = :channel AND seq >"
+    " (SELECT COALESCE(MAX(seq), 0) FROM claims WHERE channel = :channel)"
+)
+"""The oldest claimable message is the least of: the oldest released one,
+the oldest lapsed one with deliveries left, the oldest never claimed
+(above the highest claimed seq). Three index lookups (one statement each:
+SQLite plans a compound of them far worse)."""
+
+SWEEP_EVERY = 0.1
+
+
+def message_id(channel: str, seq: int) -> str:
+    return f"{channel}/{seq}"
+
+
+def split_id(message: str) -> tuple[str, int]:
+    """``CHANNEL/SEQ`` back into its parts; a malformed id is a definite
+    error (nothing can have happened to a message it cannot name)."""
+    channel, _, seq = str(message).rpartition("/")
+    if not channel or not seq.isdigit():
+        raise DefiniteError(f"not a message id of this bus: {message!r}")
+    return channel, int(seq)
+
+
+def _positive(name: str, value: float) -> None:
+    if not value > 0:
+        raise DefiniteError(f"{name} must be > 0, got {value!r}")
+
+
+class SqliteQueue:
+    """The :class:`~knell.buses.contract.QueueBus` half of the SQLite bus.
+
+    A mixin: the bus provides the connection, its lock, its write
+    transaction and the channel kinds."""
+
+    max_deliveries: int = DEFAULT_MAX_DELIVERIES
+    """Used by a claim on a channel that was never declared."""
+
+    _swept: dict[str, float]
+
+    if TYPE_CHECKING:
+        _db: sqlite3.Connection
+        _lock: threading.RLock
+        _kinds: ChannelKinds
+
+        def _write(self) -> AbstractContextManager[sqlite3.Connection]: ...
+
+    # -- declaring ----------------------------------------------------------
+
+    def declare_queue(self, channel: str, max_deliveries: int) -> QueueInfo:
+        if isinstance(max_deliveries, bool) or not isinstance(max_deliveries, int):
+            raise DefiniteError(f"max_deliveries must be an int, got {max_deliveries!r}")
+        if max_deliveries < 1:
+            raise DefiniteError(f"max_deliveries must be >= 1, got {max_deliveries}")
+        with self._lock, self._write() as db:
+            actual = self._kinds.fix(db, channel, "queue", "declare_queue", max_deliveries)
+        return QueueInfo(channel, int(actual or max_deliveries), 0.0)
+
+    def _queue(self, db: sqlite3.Connection, channel: str, op: str) -> int:
+        """Inside a write transaction: the channel's max_deliveries, fixing
+        an undeclared channel as a queue with the bus's default."""
+        return int(self._kinds.fix(db, channel, "queue", op, self.max_deliveries) or 1)
+
+    # -- claiming -----------------------------------------------------------
+
+    def claim(self, channel: str, consumer: str, lease_s: float) -> Claim | None:
+        _positive("lease_s", lease_s)
+        with self._lock, self._write() as db:
+            most = self._queue(db, channel, "claim")
+            now = time.time()
+            args: dict[str, Any] = {"channel": channel, "now": now, "max": most}
+            self._sweep(db, args)
+            seq, again = self._oldest(db, args)
+            if seq is None:
+                return None
+            expires = now + lease_s
+            lease = {**args, "seq": seq, "consumer": consumer, "expires": expires}
+            if again:
+                won = db.execute(
+                    "UPDATE claims SET state = 'leased', consumer = :consumer,"
+                    " expires_at = :expires, deliveries = deliveries + 1, updated_at = :now"
+                    f" WHERE channel = :channel AND seq = :seq AND {CLAIMABLE}",
+                    lease,
+                ).rowcount
+            else:
+                won = db.execute(
+                    "INSERT INTO claims (channel, seq, state, consumer, expires_at, deliveries,"
+                    " updated_at) VALUES (:channel, :seq, 'leased', :consumer, :expires, 1, :now)"
+                    " ON CONFLICT (channel, seq) DO NOTHING",
+                    lease,
+                ).rowcount
+            if won != 1:  # pragma: no cover - impossible under the write lock
+                raise DefiniteError(f"claim of {channel}/{seq} lost its guard")
+            return self._claimed(db, channel, seq, consumer)
+
+    def _sweep(self, db: sqlite3.Connection, args: dict[str, Any]) -> None:
+        """Flip lapsed leases with no deliveries left to dead (durably, at
+        the moment their lease lapsed). Claims never take them and ``dead``
+        lists them either way, so this only keeps the lapsed range of the
+        expiry index short: done at most every :data:`SWEEP_EVERY` seconds
+        per connection and channel."""
+        now = time.monotonic()
+        channel = args["channel"]
+        if now - self._swept.get(channel, -SWEEP_EVERY) < SWEEP_EVERY:
+            return
+        self._swept[channel] = now
+        db.execute(
+            "UPDATE claims SET state = 'dead', updated_at = expires_at"
+            " WHERE channel = :channel AND state = 'leased' AND expires_at <= :now"
+            " AND deliveries >= :max",
+            args,
+        )
+
+    def _oldest(self, db: sqlite3.Connection, args: dict[str, Any]) -> tuple[int | None, bool]:
+        """The oldest claimable seq, and whether it has a claims row already
+        (released or lapsed) or was never claimed."""
+        again = db.execute(_READY, args).fetchone()[0]
+        lapsed = db.execute(_LAPSED, args).fetchone()[0]
+        if lapsed is not None and (again is None or lapsed < again):
+            again = lapsed
+        fresh = db.execute(_FRESH, args).fetchone()[0]
+        if again is None and fresh is None:
+            return None, False
+        if fresh is None or (again is not None and again < fresh):
+            return int(again), True
+        return int(fresh), False
+
+    def _claimed(self, db: sqlite3.Connection, channel: str, seq: int, consumer: str) -> Claim:
+        row = db.execute(
+            "SELECT m.body, m.sender, c.deliveries, c.expires_at FROM claims c"
+            " JOIN messages m ON m.channel = c.channel AND m.seq = c.seq"
+            " WHERE c.channel = ? AND c.seq = ?",
+            (channel, seq),
+        ).fetchone()
+        return Claim(
+            message_id(channel, seq),
+            channel,
+            seq,
+            row[0],
+            row[1],
+            consumer,
+            int(row[2]),
+            float(row[3]),
+        )
+
+    # -- the holder's verbs ---------------------------------------------------
+
+    def _holder_update(
+        self, op: str, message: str, consumer: str, set_clause: str, extra: dict[str, object]
+    ) -> tuple[sqlite3.Connection, str, int]:
+        """Run ``UPDATE claims SET <set_clause>`` on a lease ``consumer``
+        holds live, inside the caller's write transaction; refuse with
+        :class:`LeaseLost` when there is none."""
+        channel, seq = split_id(message)
+        db = self._db
+        most = self._kinds.expect(db, channel, "queue", op)
+        now = time.time()
+        args = {
+            "channel": channel,
+            "seq": seq,
+            "consumer": consumer,
+            "now": now,
+            "max": most or self.max_deliveries,
+            **extra,
+        }
+        updated = db.execute(
+            f"UPDATE claims SET {set_clause} WHERE channel = :channel AND seq = :seq AND {_LIVE}",
+            args,
+        ).rowcount
+        if updated != 1:
+            raise LeaseLost(f"{op} {message}: {consumer!r} holds no live lease on it")
+        return db, channel, seq
+
+    def renew(self, id: str, consumer: str, lease_s: float) -> Claim:
+        _positive("lease_s", lease_s)
+        with self._lock, self._write():
+            db, channel, seq = self._holder_update(
+                "renew",
+                id,
+                consumer,
+                "expires_at = :now + :lease, updated_at = :now",
+                {"lease": lease_s},
+            )
+            return self._claimed(db, channel, seq, consumer)
+
+    def done(self, id: str, consumer: str) -> None:
+        with self._lock, self._write():
+            self._holder_update("done", id, consumer, "state = 'done', updated_at = :now", {})
+
+    def release(self, id: str, consumer: str) -> None:
+        with self._lock, self._write():
+            self._holder_update(
+                "release",
+                id,
+                consumer,
+                "state = CASE WHEN deliveries >= :max THEN 'dead' ELSE 'ready' END,"
+                " expires_at = :now, updated_at = :now",
+                {},
+            )
+
+    # -- dead letters ---------------------------------------------------------
+
+    def dead(self, channel: str, after: int = 0, limit: int = 100) -> list[DeadLetter]:
+        if limit <= 0:
+            raise DefiniteError(f"dead limit must be > 0, got {limit}")
+        with self._lock:
+            most = self._kinds.expect(self._db, channel, "queue", "dead")
+            if most is None:
+                return []  # not a queue (yet): nothing can have died
+            rows = self._db.execute(
+                "SELECT c.seq, m.body, m.sender, c.deliveries,"
+                " CASE WHEN c.state = 'dead' THEN c.updated_at ELSE c.expires_at END"
+                " FROM claims c JOIN messages m ON m.channel = c.channel AND m.seq = c.seq"
+                " WHERE c.channel = :channel AND c.seq > :after AND (c.state = 'dead'"
+                " OR (c.state = 'leased' AND c.expires_at <= :now AND c.deliveries >= :max))"
+                " ORDER BY c.seq LIMIT :limit",
+                {
+                    "channel": channel,
+                    "after": after,
+                    "now": time.time(),
+                    "max": most,
+                    "limit": limit,
+                },
+            ).fetchall()
+        return [
+            DeadLetter(message_id(channel, s), channel, int(s), b, snd, int(d), float(t))
+            for s, b, snd, d, t in rows
+        ]

@@ -1,0 +1,109 @@
+"""What the at-most-once checks know about a role inbox, from the history.
+
+A delivery is known when a ``receive`` returned ok with the message in it:
+the bus then wrote "delivered to run R", at some instant between that
+receive's invoke and its ok. A receive whose outcome is unknown (``info``,
+or its process died) may have delivered messages nobody saw, to its run.
+A read by the recipient *may* have happened from its invoke on (unless it
+failed) and surely happened at its ok.
+
+:class:`RoleCheck` keeps that book (each message's first known delivery,
+each run's receives of unknown outcome, reads by recipient) and calls a
+hook per delivery and per read; messages are keyed by ``(role, body id)``,
+never by the bus's own id.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from knell.checker.base import Check
+from knell.checker.consumer import on, on_op
+from knell.history import Event
+
+__all__ = ["Delivered", "RoleCheck"]
+
+Key = tuple[Any, Any]
+"""(role, body id)"""
+
+
+@dataclass(slots=True)
+class Delivered:
+    """A message's first known delivery, and whether its recipient read it."""
+
+    run: Any
+    invoke: Event | None
+    ok: Event
+    reading: Event | None = None
+    """the recipient's first read invoke that did not fail (it may have landed)"""
+    read: Event | None = None
+    """the recipient's first read that returned ok"""
+
+
+class RoleCheck(Check):
+    """Base of the at-most-once checks: keeps the delivery book, calls hooks."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.delivered: dict[Key, Delivered] = {}
+        self.unknown_receives: dict[Key, int] = {}
+        """(role, run) -> receives whose outcome is unknown"""
+        self.roles: set[Any] = set()
+
+    @on_op("receive", "ok", "info", "lost")
+    def _received(self, invoke: Event | None, done: Event | None) -> None:
+        event = done or invoke
+        if event is None:
+            return
+        role = event["channel"]
+        self.roles.add(role)
+        if done is None or done["type"] == "info":
+            key = (role, event["value"]["run"])
+            self.unknown_receives[key] = self.unknown_receives.get(key, 0) + 1
+            return
+        run = done["value"]["run"]
+        for entry in done["value"]["messages"]:
+            key = (role, entry["id"])
+            first = self.delivered.get(key)
+            if first is None:
+                self.delivered[key] = Delivered(run, invoke, done)
+                self.delivery(key, None, invoke, done)
+            else:
+                self.delivery(key, first, invoke, done)
+
+    @on("read", "invoke")
+    def _reading(self, event: Event) -> None:
+        got = self.delivered.get((event["channel"], event["value"]["id"]))
+        if got is not None and got.run == event["value"]["run"] and got.reading is None:
+            got.reading = event
+
+    @on_op("read", "ok", "fail", "info")
+    def _read(self, invoke: Event | None, done: Event) -> None:
+        got = self.delivered.get((done["channel"], done["value"]["id"]))
+        if got is not None and got.run == done["value"]["run"]:
+            if done["type"] == "ok" and got.read is None:
+                got.read = done
+            elif done["type"] == "fail" and got.reading is invoke:
+                got.reading = None  # refused: it did not happen
+        self.reading(invoke, done, got)
+
+    @on_op("claim_role", "ok")
+    def _role(self, invoke: Event | None, done: Event) -> None:
+        self.roles.add(done["channel"])
+
+    def maybe_delivered_to(self, role: Any, run: Any) -> bool:
+        """Whether a receive of unknown outcome by ``run`` may have delivered
+        messages nobody saw."""
+        return self.unknown_receives.get((role, run), 0) > 0
+
+    # -- hooks ------------------------------------------------------------
+
+    def delivery(
+        self, key: Key, first: Delivered | None, invoke: Event | None, done: Event
+    ) -> None:
+        """A receive returned this message: ``first`` is its earlier known
+        delivery, if there was one (there must not be)."""
+
+    def reading(self, invoke: Event | None, done: Event, got: Delivered | None) -> None:
+        """A read completed (ok, refused, unknown)."""

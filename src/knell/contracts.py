@@ -1,0 +1,98 @@
+"""Which delivery contract a scenario tests, and how each one ends a run.
+
+knell tests three contracts (:mod:`knell.buses.contract`): broadcast
+channels (consumers, waiters, joiners), queue channels (claimers) and
+at-most-once role delivery (holders). A scenario tests the contracts of
+its roles (producers post, which every contract shares), so the runner
+can refuse a bus that does not implement one (exit 3, before anything
+starts), and ``knell list`` and the report can say what was tested.
+
+Each contract needs its own final phase before loss is decidable. The
+broadcast one (drain every handle to the true head) is the runner's own;
+the other two are here, as *final workers* the runner starts after it has
+stopped every role, recording each as a ``drain`` of the nemesis process
+(``contract`` says which), exactly like a broadcast drain:
+
+* queue: one ``queue-drain`` worker per queue channel claims until the
+  queue has stayed empty longer than any claimer's lease (every lease the
+  stopped claimers held has lapsed), then lists the dead letters;
+* at-most-once: one ``role-drain`` worker per role waits for the role,
+  reads everything pending and lists what is stranded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from knell.buses.contract import BROADCAST, CONTRACTS, QUEUE, ROLES
+from knell.workload.params import QueueDrainParams, RoleDrainParams, WorkerParams
+
+if TYPE_CHECKING:
+    from knell.scenario import Scenario
+
+__all__ = ["FINAL_ROLES", "ROLE_CONTRACT", "Final", "contracts_of_roles", "finals"]
+
+ROLE_CONTRACT: dict[str, str | None] = {
+    "producer": None,
+    "consumer": BROADCAST,
+    "waiter": BROADCAST,
+    "joiner": BROADCAST,
+    "claimer": QUEUE,
+    "holder": ROLES,
+}
+"""The contract each scenario role exercises (producers post, which every
+contract shares)."""
+
+FINAL_ROLES = ("claimer", "holder")
+"""Roles the runner stops (after producers and readers) before the final workers."""
+
+SETTLE_MARGIN = 0.5
+"""Seconds of empty claims beyond the longest lease before a queue counts as empty."""
+
+
+def contracts_of_roles(roles: Iterable[str]) -> tuple[str, ...]:
+    """The contracts a scenario with these roles tests, in the order of
+    :data:`~knell.buses.contract.CONTRACTS` (broadcast when none says)."""
+    found = {ROLE_CONTRACT.get(role) for role in roles} - {None}
+    return tuple(c for c in CONTRACTS if c in (found or {BROADCAST}))
+
+
+@dataclass(frozen=True)
+class Final:
+    """One final worker: what the runner starts to end a contract's run."""
+
+    name: str
+    role: str
+    params: WorkerParams
+    channel: str
+    contract: str
+
+
+def finals(scenario: Scenario) -> list[Final]:
+    """The final workers of a scenario, one per queue channel and per role."""
+    from knell.scenario import ClaimerSpec, HolderSpec
+
+    queues: dict[str, list[ClaimerSpec]] = {}
+    roles: dict[str, list[HolderSpec]] = {}
+    for spec in scenario.process:
+        if isinstance(spec, ClaimerSpec):
+            queues.setdefault(spec.channel, []).append(spec)
+        elif isinstance(spec, HolderSpec):
+            roles.setdefault(spec.channel, []).append(spec)
+    out: list[Final] = []
+    for index, (channel, claimers) in enumerate(queues.items(), start=1):
+        lease = max(c.lease for c in claimers)
+        params = QueueDrainParams(
+            channel=channel,
+            lease=lease,
+            max_deliveries=claimers[0].max_deliveries,
+            poison_every=max(c.poison_every for c in claimers),
+            settle=lease + SETTLE_MARGIN,
+        )
+        out.append(Final(f"queue-drain-{index}", "queue-drain", params, channel, QUEUE))
+    for index, (channel, holders) in enumerate(roles.items(), start=1):
+        params_r = RoleDrainParams(channel=channel, hold=max(h.hold for h in holders))
+        out.append(Final(f"role-drain-{index}", "role-drain", params_r, channel, ROLES))
+    return out
