@@ -1,7 +1,7 @@
 """The ``knell`` command.
 
 One module per group of commands (:mod:`.run`: run, check, list;
-:mod:`.matrix`; :mod:`.bench`; :mod:`.admin`: reap), and here the entry
+:mod:`.matrix`; :mod:`.explore`; :mod:`.bench`; :mod:`.admin`: reap), and here the entry
 point, which owns the exit-code contract (:mod:`knell.errors`): a command
 ends with 0 (valid), 1 (invalid), 2 (unknown); bad input or environment is
 one line on stderr and exit 3; anything else is a bug in knell, written
@@ -24,6 +24,7 @@ from knell.bridge.cli import bridge
 from knell.cli.admin import reap
 from knell.cli.bench import bench
 from knell.cli.common import err
+from knell.cli.explore import explore
 from knell.cli.matrix import matrix
 from knell.cli.run import check, list_, run
 from knell.errors import ExitCode, KnellError
@@ -52,7 +53,7 @@ def cli() -> None:
     """knell: chaos testing for durable agent message buses."""
 
 
-for _command in (run, check, list_, matrix, bench, reap, proxy, bridge, compose):
+for _command in (run, check, list_, matrix, explore, bench, reap, proxy, bridge, compose):
     cli.add_command(_command)
 
 

@@ -1,0 +1,145 @@
+"""The search space of ``knell explore``: variants of one scenario.
+
+A *candidate* is the scenario under exploration with three things changed,
+each drawn so that Hypothesis's shrinking makes the candidate smaller in
+the way a person reading a reproduction cares about:
+
+* **processes**: each process group is kept or dropped (a dropped group
+  shrinks the run; at least one producer group and one reader group always
+  stay, or the run proves nothing), and each kept group runs 1 to its
+  declared count of instances (shrinks towards 1);
+* **duration**: between ``min_duration`` and ``max_duration`` (shrinks
+  towards the shortest);
+* **faults**: a list of single-shot faults on the kept processes
+  (:func:`knell.strategies.faults`: shrinks towards fewer, earlier,
+  shorter faults).
+
+Everything else (store, rates, handles, check settings) is the scenario's
+own, so a shrunk candidate is the original experiment with less in it.
+Its ``[[nemesis]]`` tables are one fault each, so the candidate *is* the
+reproduction file: written out as TOML, it replays the same fault plan.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from hypothesis import strategies as st
+
+from knell.scenario import Scenario
+from knell.strategies import faults, with_faults
+from knell.strategies._validate import check_seconds, check_size, check_type
+
+__all__ = ["READER_ROLES", "Size", "Space", "size_of"]
+
+READER_ROLES = ("consumer", "waiter", "joiner")
+_MS = 1000
+_KEEP = (False, True, True, True)
+"""Drawn per process group: shrinks to the first entry (dropped), while a
+fresh draw keeps a group three times in four, so most candidates still
+exercise most of the scenario."""
+
+
+@dataclass(frozen=True)
+class Size:
+    """How big a candidate is, as a person reading it would count."""
+
+    faults: int
+    processes: int
+    duration: float
+
+    def describe(self) -> str:
+        return f"{self.faults} fault(s), {self.processes} process(es), {self.duration:g} s"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"faults": self.faults, "processes": self.processes, "duration_s": self.duration}
+
+
+def size_of(scenario: Scenario) -> Size:
+    return Size(len(scenario.nemesis), len(scenario.instances()), scenario.duration)
+
+
+@dataclass(frozen=True)
+class Space:
+    """The candidates for one scenario (see the module docstring)."""
+
+    base: Scenario
+    kinds: Sequence[str] | None = None
+    max_faults: int = 8
+    min_duration: float = 2.0
+    max_duration: float | None = None
+    min_hold: float = 0.05
+    max_hold: float = 2.0
+    drop_groups: bool = True
+
+    def __post_init__(self) -> None:
+        check_type("base", self.base, Scenario, "a knell.scenario.Scenario")
+        check_size("max_faults", self.max_faults, minimum=1)
+        check_seconds("min_duration", self.min_duration, positive=True)
+        if self.max_duration is not None:
+            check_seconds("max_duration", self.max_duration, positive=True)
+        if self.min_duration > self.longest:
+            from hypothesis.errors import InvalidArgument
+
+            raise InvalidArgument(
+                f"min_duration={self.min_duration:g} must not exceed max_duration={self.longest:g}"
+            )
+        # Draw one plan now: a bad kind, hold or target fails here, with the
+        # argument named, rather than in the middle of a search.
+        faults(
+            scenario=self.base.with_overrides(duration=self.longest),
+            kinds=self.kinds,
+            max_size=self.max_faults,
+            min_hold=self.min_hold,
+            max_hold=self.max_hold,
+        )
+
+    @property
+    def longest(self) -> float:
+        return self.base.duration if self.max_duration is None else self.max_duration
+
+    def _processes(self, draw: Any) -> list[Any]:
+        specs = list(self.base.process)
+        keep = [draw(st.sampled_from(_KEEP)) if self.drop_groups else True for _ in specs]
+        for roles in (("producer",), READER_ROLES):
+            members = [i for i, spec in enumerate(specs) if spec.role in roles]
+            if members and not any(keep[i] for i in members):
+                keep[members[0]] = True
+        kept = []
+        for spec, wanted in zip(specs, keep, strict=True):
+            if not wanted:
+                continue
+            count = draw(st.integers(1, spec.count)) if spec.count > 1 else 1
+            kept.append(spec.model_copy(update={"count": count}))
+        return kept
+
+    def candidates(self) -> st.SearchStrategy[Scenario]:
+        """The strategy Hypothesis searches and shrinks."""
+
+        @st.composite
+        def drawn(draw: Any) -> Scenario:
+            processes = self._processes(draw)
+            low, high = round(self.min_duration * _MS), round(self.longest * _MS)
+            duration = draw(st.integers(low, high)) / _MS
+            data = self.base.model_dump()
+            data.update(
+                duration=duration,
+                process=[spec.model_dump() for spec in processes],
+                nemesis=[],
+                expect=None,
+            )
+            bare = Scenario.model_validate(data)
+            plan = draw(
+                faults(
+                    scenario=bare,
+                    kinds=self.kinds,
+                    max_size=self.max_faults,
+                    min_hold=self.min_hold,
+                    max_hold=self.max_hold,
+                )
+            )
+            return with_faults(bare, plan)
+
+        return drawn()

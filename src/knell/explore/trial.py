@@ -1,0 +1,187 @@
+"""Judging a candidate: real runs, made deterministic for Hypothesis.
+
+Hypothesis assumes a test is a function: the same input, the same answer.
+When it replays a failing input (to shrink it, and once more at the end)
+and the input passes, it raises a flakiness error and the search is over.
+Real processes are not deterministic: a kill that lands between fetch and
+ack in one run lands after the ack in the next.
+
+So the judge is made a function on purpose, and says how:
+
+* **confirmed failures only.** A candidate runs once; if that run is
+  INVALID it runs a second time, and it counts as failing only if the
+  second run is INVALID too (and, once a first failure is known, fires one
+  of the same checks, so shrinking cannot drift to a different bug). A
+  candidate that fails once and passes once is recorded as *flaky*, counts
+  as passing, and is listed in the report with its run directories: the
+  anomaly it showed is still real (exit 1), but it is no base for a
+  reproduction. Requiring two failures in a row makes the shrinker prefer
+  fault plans that fail reliably, which is what a reproduction file needs.
+* **memoized.** Each distinct candidate (its scenario, as canonical JSON)
+  is judged once; replays get the recorded answer, so Hypothesis never
+  sees a candidate change its mind and never raises a flakiness error.
+* **budgeted.** Past the deadline a new candidate is not run and counts as
+  passing: the search stops finding, the shrinker stops improving, and the
+  smallest confirmed failure so far is what Hypothesis returns.
+* **knell's own trouble stops the search.** A run that cannot start (a
+  bad driver, a full disk) is not a finding: the judge records the error,
+  answers "passing" from then on so Hypothesis ends quickly, and the
+  explore raises it afterwards (exit 3, or 4 for a bug in knell).
+
+Every run is an ordinary :func:`knell.runner.run_scenario` in the calling
+thread (Hypothesis calls the judge from the thread that called it, which
+lives until the search ends: a worker's parent-death signal follows the
+thread that started it).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from knell.report import verdict_word
+from knell.runner import run_scenario
+from knell.scenario import Scenario
+
+__all__ = ["Judge", "Run", "Status", "Trial"]
+
+Status = Literal["failing", "flaky", "passing", "unknown", "skipped"]
+
+
+@dataclass(frozen=True)
+class Run:
+    """One real run of a candidate."""
+
+    verdict: str
+    """``valid``, ``invalid`` or ``unknown``."""
+    fired: dict[str, list[str]]
+    run_dir: Path
+    wall: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "verdict": self.verdict,
+            "fired": self.fired,
+            "run_dir": str(self.run_dir),
+            "wall_s": round(self.wall, 2),
+        }
+
+
+@dataclass
+class Trial:
+    """One candidate, judged."""
+
+    index: int
+    scenario: Scenario
+    status: Status
+    at: float
+    """seconds from the start of the search"""
+    runs: list[Run] = field(default_factory=list)
+
+    @property
+    def fired(self) -> list[str]:
+        return sorted({check for run in self.runs for check in run.fired})
+
+    def to_json(self) -> dict[str, Any]:
+        from knell.explore.space import size_of
+
+        return {
+            "index": self.index,
+            "status": self.status,
+            "at_s": round(self.at, 2),
+            "size": size_of(self.scenario).to_json(),
+            "runs": [run.to_json() for run in self.runs],
+        }
+
+
+class Judge:
+    """``judge(candidate) -> bool``: does this candidate fail? (See the
+    module docstring for the rules.)"""
+
+    def __init__(
+        self,
+        *,
+        reports: Path,
+        driver: str | None,
+        deadline: float,
+        say: Callable[[str], None] = lambda _: None,
+        describe: Callable[[Scenario], str] = lambda s: s.name,
+    ) -> None:
+        self.reports = reports
+        self.driver = driver
+        self.deadline = deadline
+        """``time.monotonic()`` after which no new candidate runs."""
+        self.say = say
+        self.describe = describe
+        self.started = time.monotonic()
+        self.trials: list[Trial] = []
+        self.skipped = 0
+        self.error: BaseException | None = None
+        self.signature: frozenset[str] | None = None
+        """The checks of the first confirmed failure: later candidates must
+        fire one of them to count as the same failure."""
+        self.first: Trial | None = None
+        self.found_at: float | None = None
+        self.on_first: Callable[[Trial], None] = lambda _: None
+        self._memo: dict[str, bool] = {}
+
+    @property
+    def invalid_runs(self) -> int:
+        return sum(1 for t in self.trials for r in t.runs if r.verdict == "invalid")
+
+    def _run(self, scenario: Scenario) -> Run:
+        started = time.monotonic()
+        outcome = run_scenario(scenario, reports=self.reports, driver=self.driver)
+        return Run(
+            verdict=verdict_word(outcome.verdict.valid).lower(),
+            fired=outcome.verdict.fired(),
+            run_dir=outcome.run_dir,
+            wall=time.monotonic() - started,
+        )
+
+    def _fails(self, run: Run) -> bool:
+        if run.verdict != "invalid":
+            return False
+        return self.signature is None or bool(self.signature & set(run.fired))
+
+    def __call__(self, scenario: Scenario) -> bool:
+        key = scenario.model_dump_json()
+        if key in self._memo:
+            return self._memo[key]
+        if self.error is not None or time.monotonic() > self.deadline:
+            self.skipped += 1
+            return False
+        trial = Trial(len(self.trials) + 1, scenario, "passing", time.monotonic() - self.started)
+        self.trials.append(trial)
+        try:
+            trial.runs.append(self._run(scenario))
+            if self._fails(trial.runs[0]):
+                trial.runs.append(self._run(scenario))
+        except Exception as exc:  # knell's own trouble: stop, and raise it after the search
+            self.error = exc
+            trial.status = "skipped"
+            self.say(f"#{trial.index}: the run could not be made ({exc}); stopping the search")
+            return False
+        first = trial.runs[0]
+        if len(trial.runs) == 2 and self._fails(trial.runs[1]):
+            trial.status = "failing"
+        elif first.verdict == "invalid":
+            trial.status = "flaky"
+        elif first.verdict == "unknown":
+            trial.status = "unknown"
+        failing = trial.status == "failing"
+        if failing and self.first is None:
+            self.first = trial
+            self.found_at = trial.at + sum(r.wall for r in trial.runs)
+            common = set(trial.runs[0].fired) & set(trial.runs[1].fired)
+            self.signature = frozenset(common or trial.fired)
+        verdicts = " + ".join(r.verdict.upper() for r in trial.runs)
+        fired = f" ({', '.join(trial.fired)})" if trial.fired else ""
+        self.say(f"#{trial.index} {self.describe(scenario)}: {verdicts}{fired} -> {trial.status}")
+        if failing and self.first is trial:
+            self.on_first(trial)
+        self._memo[key] = failing
+        return failing
