@@ -92,9 +92,27 @@ def scenario_toml(scenario: Scenario, header: list[str]) -> str:
     first = ["name", "description", "store", "bus", "duration", "seed"]
     ordered = {k: data[k] for k in first if k in data}
     ordered.update({k: v for k, v in data.items() if k not in ordered})
-    body = tomli_w.dumps(_readable(scenario, ordered))
+    readable = _readable(scenario, ordered)
+    tables = {k: v for k, v in readable.items() if _is_tables(v)}
+    body = tomli_w.dumps({k: v for k, v in readable.items() if k not in tables})
+    for key, entries in tables.items():
+        # One [[key]] table per entry, as people write scenarios (tomli-w
+        # would inline short ones).
+        for entry in entries:
+            body += f"\n[[{key}]]\n" + tomli_w.dumps(entry)
     comments = "".join(f"# {line}".rstrip() + "\n" for line in header)
     return comments + body
+
+
+def _is_tables(value: Any) -> bool:
+    return (
+        isinstance(value, list)
+        and bool(value)
+        and all(
+            isinstance(v, dict) and not any(isinstance(x, (dict, list)) for x in v.values())
+            for v in value
+        )
+    )
 
 
 def write_repro(scenario: Scenario, path: Path, header: list[str]) -> Path:

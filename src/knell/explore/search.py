@@ -10,6 +10,8 @@ Hypothesis's example database lives in the project's cache folder
 (``.knell-cache/hypothesis`` by default), keyed by the scenario, the bus
 and the shape of the space, so a later search of the same scenario and bus
 replays past failures (their shrunk forms) before it draws anything new.
+A ``seed`` makes the search's own choices repeatable; Hypothesis then
+leaves the database alone (a seeded search neither replays nor records).
 The ``explain`` phase is off (it would re-run a failure many times just to
 annotate it), and every health check is off (a candidate takes seconds by
 design).

@@ -10,9 +10,10 @@ the way a person reading a reproduction cares about:
   declared count of instances (shrinks towards 1);
 * **duration**: between ``min_duration`` and ``max_duration`` (shrinks
   towards the shortest);
-* **faults**: a list of single-shot faults on the kept processes
+* **faults**: a list of single-shot faults on the scenario's processes
   (:func:`knell.strategies.faults`: shrinks towards fewer, earlier,
-  shorter faults).
+  shorter faults), of which a candidate keeps those that hit a process it
+  runs, before its end.
 
 Everything else (store, rates, handles, check settings) is the scenario's
 own, so a shrunk candidate is the original experiment with less in it.
@@ -23,11 +24,12 @@ reproduction file: written out as TOML, it replays the same fault plan.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from hypothesis import strategies as st
 
+from knell.nemesis.kind import FaultSpec
 from knell.scenario import Scenario
 from knell.strategies import faults, with_faults
 from knell.strategies._validate import check_seconds, check_size, check_type
@@ -73,6 +75,9 @@ class Space:
     min_hold: float = 0.05
     max_hold: float = 2.0
     drop_groups: bool = True
+    _faults: st.SearchStrategy[tuple[FaultSpec, ...]] = field(
+        init=False, repr=False, compare=False, default=st.nothing()
+    )
 
     def __post_init__(self) -> None:
         check_type("base", self.base, Scenario, "a knell.scenario.Scenario")
@@ -86,15 +91,17 @@ class Space:
             raise InvalidArgument(
                 f"min_duration={self.min_duration:g} must not exceed max_duration={self.longest:g}"
             )
-        # Draw one plan now: a bad kind, hold or target fails here, with the
-        # argument named, rather than in the middle of a search.
-        faults(
-            scenario=self.base.with_overrides(duration=self.longest),
+        # Built now: a bad kind or hold fails here, with the argument named,
+        # rather than in the middle of a search.
+        whole = self.base.with_overrides(duration=self.longest)
+        plans = faults(
+            scenario=whole,
             kinds=self.kinds,
             max_size=self.max_faults,
             min_hold=self.min_hold,
             max_hold=self.max_hold,
         )
+        object.__setattr__(self, "_faults", plans)
 
     @property
     def longest(self) -> float:
@@ -131,15 +138,13 @@ class Space:
                 expect=None,
             )
             bare = Scenario.model_validate(data)
-            plan = draw(
-                faults(
-                    scenario=bare,
-                    kinds=self.kinds,
-                    max_size=self.max_faults,
-                    min_hold=self.min_hold,
-                    max_hold=self.max_hold,
-                )
-            )
-            return with_faults(bare, plan)
+            # Faults are drawn against the whole scenario and then kept only
+            # when their process and time are in this candidate: dropping a
+            # process or shortening the run never re-aims the other faults,
+            # so each shrinking step changes one thing.
+            plan = draw(self._faults)
+            present = set(bare.instances())
+            kept = [f for f in plan if f.target in present and f.start < duration]
+            return with_faults(bare, kept)
 
         return drawn()

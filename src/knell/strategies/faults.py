@@ -11,8 +11,9 @@ fewer faults, earlier and shorter ones, lower target indices.
 
 Faults on one target never overlap, by the rule :func:`knell.schedule.expand`
 applies (a target is busy until its heal plus 50 ms): a drawn fault whose
-target is busy moves to the next free target of its kind, or is dropped
-when none is free. The kinds come from the registry
+target is busy is dropped. (Moving it to another target instead would tie
+two drawn faults together, and the shrinker could not delete one without
+the other changing target.) The kinds come from the registry
 (:func:`knell.nemesis.registry.kinds`), so a fault kind added as a plugin is
 drawn like the built-in ones; its *hold* (the parameter that says how long
 the fault lasts: ``restart_after`` for ``kill``, ``duration`` for ``pause``)
@@ -208,14 +209,11 @@ def faults(
         for kind_index, target_index, at_ms, hold_ms in sorted(drawn, key=lambda d: d[2]):
             fault = chosen[kind_index]
             at = at_ms / _MS
-            pool = fault.targets
-            preferred = target_index % len(pool)
-            order = [pool[(preferred + i) % len(pool)] for i in range(len(pool))]
-            free = [t for t in order if busy.get(t, -1.0) <= at]
-            if not free:
+            target = fault.targets[target_index % len(fault.targets)]
+            if busy.get(target, -1.0) > at:
                 continue
-            spec = single_fault(fault.name, free[0], at, hold_ms / _MS)
-            busy[free[0]] = at + fault.kind.hold(spec) + _BUSY_MARGIN
+            spec = single_fault(fault.name, target, at, hold_ms / _MS)
+            busy[target] = at + fault.kind.hold(spec) + _BUSY_MARGIN
             out.append(spec)
         return tuple(out)
 
