@@ -125,9 +125,7 @@ def test_nothing_found_is_none() -> None:
 
 def test_reproduction_file_round_trips(tmp_path: Path) -> None:
     space = Space(base=BASE, max_duration=4)
-    candidate = find(
-        space.candidates(), lambda s: len(s.nemesis) >= 3, settings=QUICK
-    )
+    candidate = find(space.candidates(), lambda s: len(s.nemesis) >= 3, settings=QUICK)
     named = candidate.with_overrides(name="kc-repro", bus="knell.buses.mutants:fetch_consumes")
     path = tmp_path / "kc-repro.toml"
     schedule = write_repro(named, path, ["a header line"])
@@ -136,8 +134,9 @@ def test_reproduction_file_round_trips(tmp_path: Path) -> None:
     assert 'bus = "knell.buses.mutants:fetch_consumes"' in text
     assert 'duration = "2s"' in text
     assert load_scenario(path) == named
-    assert expand(load_scenario(path)).to_json()["actions"] == (
-        __import__("json").loads(schedule.read_text())["actions"]
+    assert (
+        expand(load_scenario(path)).to_json()["actions"]
+        == (__import__("json").loads(schedule.read_text())["actions"])
     )
 
 
