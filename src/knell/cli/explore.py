@@ -43,6 +43,10 @@ def _seconds(flag: str, value: str | None, *, allow_zero: bool = False) -> float
     return seconds
 
 
+def _names(value: str | None) -> list[str] | None:
+    return None if value is None else [n.strip() for n in value.split(",") if n.strip()]
+
+
 @click.command()
 @click.argument("scenario")
 @click.option("--bus", "driver", help="Bus driver 'module:factory' (default: the reference bus).")
@@ -61,6 +65,11 @@ def _seconds(flag: str, value: str | None, *, allow_zero: bool = False) -> float
     help="Re-run the written reproduction this many times and report the rate.",
 )
 @click.option("--kinds", help="Fault kinds to draw, comma-separated (default: every kind).")
+@click.option(
+    "--targets",
+    help="Processes faults may hit, comma-separated: instances, groups or roles "
+    "(default: every process).",
+)
 @click.option("--max-faults", type=click.IntRange(1, 64), default=8, show_default=True)
 @click.option("--min-duration", default="2s", show_default=True, help="Shortest candidate run.")
 @click.option("--max-duration", help="Longest candidate run (default: the scenario's, at most 6s).")
@@ -96,6 +105,7 @@ def explore(
     shrink_budget: str | None,
     repeats: int,
     kinds: str | None,
+    targets: str | None,
     max_faults: int,
     min_duration: str,
     max_duration: str | None,
@@ -151,7 +161,8 @@ def explore(
     try:
         space = Space(
             base=base,
-            kinds=None if kinds is None else [k.strip() for k in kinds.split(",") if k.strip()],
+            kinds=_names(kinds),
+            targets=_names(targets),
             max_faults=max_faults,
             min_duration=_seconds("--min-duration", min_duration) or 2.0,
             max_duration=longest if longest is not None else min(base.duration, 6.0),

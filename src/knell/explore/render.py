@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from knell.explore.space import size_of
+from knell.explore.trial import describe_faults
 
 if TYPE_CHECKING:
     from knell.explore.session import Exploration
@@ -47,6 +48,10 @@ def render_markdown(result: Exploration) -> str:
         if result.shrunk is not None:
             small = size_of(result.shrunk)
             out.append(f"| shrunk | {small.faults} | {small.processes} | {small.duration:g} s |")
+        out.append("")
+        shown = result.shrunk if result.shrunk is not None else result.first.scenario
+        out += ["Faults of the smallest failing candidate:", ""]
+        out += [f"- {line}" for line in describe_faults(shown)] or ["- (none)"]
         out.append("")
         if result.repro_file is not None:
             out.append(f"Reproduction: `{result.repro_file}` (`knell run` it).")

@@ -45,7 +45,7 @@ def database_key(space: Space, driver: str | None) -> bytes:
     parts = [
         space.base.model_dump_json(),
         driver or "",
-        repr((space.kinds, space.max_faults, space.min_duration, space.longest)),
+        repr((space.kinds, space.targets, space.max_faults, space.min_duration, space.longest)),
         repr((space.min_hold, space.max_hold, space.drop_groups)),
     ]
     return b"knell-explore:" + hashlib.sha256("\n".join(parts).encode()).hexdigest().encode()

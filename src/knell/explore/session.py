@@ -95,6 +95,7 @@ class Exploration:
             "shrink_s": round(self.shrink_s, 1),
             "space": {
                 "kinds": None if self.space.kinds is None else list(self.space.kinds),
+                "targets": None if self.space.targets is None else list(self.space.targets),
                 "max_faults": self.space.max_faults,
                 "min_duration_s": self.space.min_duration,
                 "max_duration_s": self.space.longest,

@@ -73,6 +73,7 @@ class Space:
 
     base: Scenario
     kinds: Sequence[str] | None = None
+    targets: Sequence[str] | None = None
     max_faults: int = 8
     min_duration: float = 2.0
     max_duration: float | None = None
@@ -101,6 +102,7 @@ class Space:
         plans = faults(
             scenario=whole,
             kinds=self.kinds,
+            targets=self.targets,
             max_size=self.max_faults,
             min_hold=self.min_hold,
             max_hold=self.max_hold,

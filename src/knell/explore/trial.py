@@ -46,7 +46,7 @@ from knell.report import verdict_word
 from knell.runner import run_scenario
 from knell.scenario import Scenario
 
-__all__ = ["Judge", "Run", "Status", "Trial"]
+__all__ = ["Judge", "Run", "Status", "Trial", "describe_faults"]
 
 Status = Literal["failing", "flaky", "passing", "unknown", "skipped"]
 
@@ -93,8 +93,20 @@ class Trial:
             "status": self.status,
             "at_s": round(self.at, 2),
             "size": size_of(self.scenario).to_json(),
+            "faults": describe_faults(self.scenario),
             "runs": [run.to_json() for run in self.runs],
         }
+
+
+def describe_faults(scenario: Scenario) -> list[str]:
+    """``kill worker-2 at 1.234 s for 0.15 s``, one per fault."""
+    from knell.nemesis.registry import kinds
+
+    registry = kinds()
+    return [
+        f"{n.fault} {n.target} at {n.start:g} s for {registry[n.fault].hold(n):g} s"
+        for n in scenario.nemesis
+    ]
 
 
 class Judge:
