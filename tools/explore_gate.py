@@ -100,7 +100,7 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=Path("reports/explore-gate"))
     args = parser.parse_args()
     if args.short:
-        args.budget, args.shrink_budget, args.repeats, args.max_duration = "60s", "60s", 3, "3s"
+        args.budget, args.shrink_budget, args.repeats, args.max_duration = "60s", "45s", 3, "3s"
         args.min_rate = 2 / 3
         cases = SHORT
     else:
@@ -111,7 +111,8 @@ def main() -> int:
     rows, failed = [], False
     for case in cases:
         if case.bus is None:
-            args_ref = argparse.Namespace(**{**vars(args), "repeats": 0})
+            budget = "30s" if args.short else args.budget  # one or two candidates in CI
+            args_ref = argparse.Namespace(**{**vars(args), "repeats": 0, "budget": budget})
             code, data, wall = explore(case, args_ref, args.out)
         else:
             code, data, wall = explore(case, args, args.out)

@@ -13,7 +13,7 @@ from knell.cli import main
         (["no-such-scenario"], "no-such-scenario: no such scenario file"),
         (["quickstart", "--budget", "soon"], "--budget: expected a duration"),
         (["quickstart", "--budget", "0s"], "--budget: must be positive"),
-        (["quickstart", "--shrink-budget", "10m"], "--shrink-budget: at most 5m"),
+        (["quickstart", "--shrink-budget", "10m", "--seed", "1"], "--shrink-budget: at most 5m"),
         (["quickstart", "--kinds", "kill,explode"], "kinds: 'explode' is not one of"),
         (["quickstart", "--bus", "no_such_module_q:make"], "--bus: "),
         (["quickstart", "--min-duration", "9s", "--max-duration", "3s"], "min_duration=9"),

@@ -13,7 +13,6 @@ import sys
 from pathlib import Path
 
 import click
-from hypothesis.errors import InvalidArgument
 
 from knell.cli.common import (
     REPORTS,
@@ -28,7 +27,8 @@ from knell.errors import ExitCode
 __all__ = ["explore"]
 
 SHRINK_LIMIT = 300.0
-"""Hypothesis ends any shrink after five minutes of its own accord."""
+"""Hypothesis ends any shrink after five minutes of its own accord; an
+unseeded search resumes it from the example database."""
 
 
 def _seconds(flag: str, value: str | None, *, allow_zero: bool = False) -> float | None:
@@ -53,8 +53,7 @@ def _names(value: str | None) -> list[str] | None:
 @click.option("--budget", default="5m", show_default=True, help="Time to search for a failure.")
 @click.option(
     "--shrink-budget",
-    help="Time to shrink a failure once found (default: the --budget; at most 5m, "
-    "Hypothesis's own limit).",
+    help="Time to shrink a failure once found (default: the --budget).",
 )
 @click.option(
     "--reproduce",
@@ -128,6 +127,8 @@ def explore(
     failing only if it fails twice (see the README). Exit codes: 1 a
     failure was found, 0 nothing within the budget, 3 bad input.
     """
+    from hypothesis.errors import InvalidArgument  # hypothesis is slow to import: only here
+
     from knell.explore import Space
     from knell.explore import explore as run_explore
 
@@ -135,12 +136,11 @@ def explore(
     assert search_s is not None
     shrink_s = _seconds("--shrink-budget", shrink_budget, allow_zero=True)
     shrink_s = search_s if shrink_s is None else shrink_s
-    if shrink_s > SHRINK_LIMIT:
+    if shrink_s > SHRINK_LIMIT and seed is not None:
         raise UsageProblem(
-            f"--shrink-budget: at most 5m (Hypothesis ends a shrink after 5 minutes), "
-            f"got {shrink_budget!r}"
+            f"--shrink-budget: at most 5m with --seed (a seeded search cannot resume a shrink "
+            f"after Hypothesis's own five-minute limit), got {shrink_budget!r}"
         )
-    shrink_s = min(shrink_s, SHRINK_LIMIT)
     (base,) = load_scenarios([scenario], scenarios_dir)
     if store is not None:
         from pydantic import ValidationError

@@ -11,7 +11,10 @@ Hypothesis's example database lives in the project's cache folder
 and the shape of the space, so a later search of the same scenario and bus
 replays past failures (their shrunk forms) before it draws anything new.
 A ``seed`` makes the search's own choices repeatable; Hypothesis then
-leaves the database alone (a seeded search neither replays nor records).
+leaves the database alone (a seeded search neither replays nor records),
+and a shrink ends after Hypothesis's own five-minute limit. Without a
+seed, a shrink that hits that limit is resumed from the database (an
+in-memory one with ``--no-cache``) until the shrink budget is spent.
 The ``explain`` phase is off (it would re-run a failure many times just to
 annotate it), and every health check is off (a candidate takes seconds by
 design).
@@ -21,10 +24,15 @@ from __future__ import annotations
 
 import hashlib
 import random
+import time
 from pathlib import Path
 
 from hypothesis import HealthCheck, Phase, Verbosity, find, settings
-from hypothesis.database import DirectoryBasedExampleDatabase
+from hypothesis.database import (
+    DirectoryBasedExampleDatabase,
+    ExampleDatabase,
+    InMemoryExampleDatabase,
+)
 from hypothesis.errors import NoSuchExample
 
 from knell.explore.space import Space
@@ -62,7 +70,7 @@ def search(
 ) -> Scenario | None:
     """The smallest confirmed-failing candidate, or None when the budget
     (``budget`` seconds, enforced by the judge) ran out first."""
-    database = None
+    database: ExampleDatabase = InMemoryExampleDatabase()
     if cache is not None:
         cache.mkdir(parents=True, exist_ok=True)
         database = DirectoryBasedExampleDatabase(str(cache / "hypothesis"))
@@ -75,13 +83,23 @@ def search(
         verbosity=Verbosity.quiet,
         print_blob=False,
     )
-    try:
-        return find(
-            space.candidates(),
-            judge,
-            settings=config,
-            random=None if seed is None else random.Random(seed),
-            database_key=database_key(space, driver),
-        )
-    except NoSuchExample:
-        return None
+    found: Scenario | None = None
+    while True:
+        try:
+            smallest = find(
+                space.candidates(),
+                judge,
+                settings=config,
+                random=None if seed is None else random.Random(seed),
+                database_key=database_key(space, driver),
+            )
+        except NoSuchExample:
+            return found
+        # Hypothesis ends a shrink after five minutes of its own accord. While
+        # the shrink budget lasts, start again: the database hands the new
+        # search the smallest failure so far (its runs are memoized, so that
+        # costs nothing), and shrinking goes on from there. A search that
+        # comes back with the same candidate has converged.
+        if seed is not None or smallest == found or time.monotonic() >= judge.deadline:
+            return smallest
+        found = smallest
