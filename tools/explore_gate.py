@@ -104,7 +104,7 @@ def main() -> int:
         args.min_rate = 2 / 3
         cases = SHORT
     else:
-        args.budget, args.shrink_budget, args.repeats, args.max_duration = "5m", "5m", 10, "6s"
+        args.budget, args.shrink_budget, args.repeats, args.max_duration = "5m", "5m", 10, "4s"
         args.min_rate = 0.8
         cases = FULL
     shutil.rmtree(args.out, ignore_errors=True)

@@ -26,10 +26,10 @@ class ScriptedJudge(Judge):
     """The judge with its real runs replaced by a verdict function (a test
     double of the run, inside a unit test of the judge and the search)."""
 
-    def __init__(self, verdict: Callable[[Scenario, int], str], **kwargs: object) -> None:
+    def __init__(self, verdict: Callable[[Scenario, int], str], confirm: int = 3) -> None:
         super().__init__(
-            reports=Path("unused"), driver=None, deadline=time.monotonic() + 60, **kwargs
-        )  # type: ignore[arg-type]
+            reports=Path("unused"), driver=None, deadline=time.monotonic() + 60, confirm=confirm
+        )
         self.verdict = verdict
         self.calls = 0
 
@@ -61,20 +61,27 @@ def test_keep_processes_never_drops_a_group() -> None:
     assert [p.group for p in smallest.process] == [p.group for p in BASE.process]
 
 
-def test_a_failure_counts_only_when_confirmed_and_answers_are_memoized() -> None:
-    flips: Iterator[str] = iter(["invalid", "valid", "invalid", "invalid"])
-    judge = ScriptedJudge(lambda s, call: next(flips))
-    one = BASE.with_overrides(seed=1)
-    two = BASE.with_overrides(seed=2)
-    assert judge(one) is False  # failed once, passed on the re-run: flaky, not failing
-    assert judge.trials[0].status == "flaky"
-    assert judge(two) is True
-    assert judge.trials[1].status == "failing"
-    assert judge.first is judge.trials[1]
+def test_one_run_finds_and_a_smaller_one_must_fail_in_a_row() -> None:
+    verdicts: Iterator[str] = iter(["invalid", "invalid", "valid", "invalid", "invalid"])
+    judge = ScriptedJudge(lambda s, call: next(verdicts), confirm=2)
+    one, two, three = (BASE.with_overrides(seed=n) for n in (1, 2, 3))
+    assert judge(one) is True  # finding: a single INVALID run
+    assert judge.first is judge.trials[0] and len(judge.trials[0].runs) == 1
     assert judge.signature == frozenset({"no-loss"})
+    assert judge(two) is False  # shrinking: failed, then passed
+    assert judge.trials[1].status == "flaky"
+    assert judge(three) is True  # failed twice in a row
+    assert [len(t.runs) for t in judge.trials] == [1, 2, 2]
     calls = judge.calls
-    assert judge(one) is False and judge(two) is True  # replays: no new runs
+    assert (judge(one), judge(two), judge(three)) == (True, False, True)  # memoized
     assert judge.calls == calls
+
+
+def test_a_passing_candidate_costs_one_run() -> None:
+    judge = ScriptedJudge(lambda s, call: "invalid" if call == 1 else "valid", confirm=3)
+    assert judge(BASE) is True
+    assert judge(BASE.with_overrides(seed=4)) is False
+    assert len(judge.trials[1].runs) == 1
 
 
 def test_after_the_first_failure_only_the_same_checks_count() -> None:
@@ -82,6 +89,7 @@ def test_after_the_first_failure_only_the_same_checks_count() -> None:
     assert judge(BASE) is True
     judge.signature = frozenset({"idempotency"})
     assert judge(BASE.with_overrides(seed=5)) is False
+    assert judge.trials[1].status == "other-failure"
 
 
 def test_past_the_budget_nothing_runs() -> None:

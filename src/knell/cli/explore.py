@@ -63,6 +63,13 @@ def _names(value: str | None) -> list[str] | None:
     show_default=True,
     help="Re-run the written reproduction this many times and report the rate.",
 )
+@click.option(
+    "--confirm",
+    type=click.IntRange(1, 20),
+    default=3,
+    show_default=True,
+    help="While shrinking, a smaller plan counts only if it fails this many runs in a row.",
+)
 @click.option("--kinds", help="Fault kinds to draw, comma-separated (default: every kind).")
 @click.option(
     "--targets",
@@ -103,6 +110,7 @@ def explore(
     budget: str,
     shrink_budget: str | None,
     repeats: int,
+    confirm: int,
     kinds: str | None,
     targets: str | None,
     max_faults: int,
@@ -123,9 +131,10 @@ def explore(
     """Search fault plans for SCENARIO's processes; shrink a failure to the
     smallest plan that still fails and write it as a scenario file.
 
-    Each candidate runs for real; one that fails runs again, and counts as
-    failing only if it fails twice (see the README). Exit codes: 1 a
-    failure was found, 0 nothing within the budget, 3 bad input.
+    Each candidate runs for real. One INVALID run is a finding; while it is
+    shrunk, a smaller plan replaces it only if it fails --confirm runs in a
+    row (see docs/explore.md). Exit codes: 1 a failure was found, 0 nothing
+    within the budget, 3 bad input.
     """
     from hypothesis.errors import InvalidArgument  # hypothesis is slow to import: only here
 
@@ -181,6 +190,7 @@ def explore(
         budget=search_s,
         shrink_budget=shrink_s,
         repeats=repeats,
+        confirm=confirm,
         reports=reports,
         cache=None if no_cache else cache,
         seed=seed,

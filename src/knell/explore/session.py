@@ -49,6 +49,7 @@ class Exploration:
     out_dir: Path
     command: str
     started: datetime
+    confirm: int = 3
     trials: list[Trial] = field(default_factory=list)
     skipped: int = 0
     first: Trial | None = None
@@ -63,7 +64,7 @@ class Exploration:
 
     @property
     def flaky(self) -> list[Trial]:
-        return [t for t in self.trials if t.status == "flaky"]
+        return [t for t in self.trials if t.status in ("flaky", "other-failure")]
 
     @property
     def invalid_runs(self) -> int:
@@ -91,6 +92,7 @@ class Exploration:
             "started": self.started.isoformat(),
             "budget_s": self.budget,
             "shrink_budget_s": self.shrink_budget,
+            "confirm": self.confirm,
             "search_s": round(self.search_s, 1),
             "shrink_s": round(self.shrink_s, 1),
             "space": {
@@ -150,6 +152,7 @@ def explore(
     budget: float,
     shrink_budget: float,
     repeats: int,
+    confirm: int = 3,
     reports: Path,
     cache: Path | None,
     seed: int | None = None,
@@ -170,12 +173,14 @@ def explore(
         out_dir=out_dir,
         command=command,
         started=started,
+        confirm=confirm,
     )
     t0 = time.monotonic()
     judge = Judge(
         reports=out_dir / "runs",
         driver=driver,
         deadline=t0 + budget,
+        confirm=confirm,
         say=say,
         describe=lambda s: size_of(s).describe(),
     )

@@ -8,15 +8,20 @@ ack in one run lands after the ack in the next.
 
 So the judge is made a function on purpose, and says how:
 
-* **confirmed failures only.** A candidate runs once; if that run is
-  INVALID it runs a second time, and it counts as failing only if the
-  second run is INVALID too (and, once a first failure is known, fires one
-  of the same checks, so shrinking cannot drift to a different bug). A
-  candidate that fails once and passes once is recorded as *flaky*, counts
-  as passing, and is listed in the report with its run directories: the
-  anomaly it showed is still real (exit 1), but it is no base for a
-  reproduction. Requiring two failures in a row makes the shrinker prefer
-  fault plans that fail reliably, which is what a reproduction file needs.
+* **finding: one INVALID run.** Until a first failure is known, a
+  candidate runs once, and an INVALID run makes it the failure to shrink:
+  a check proved an anomaly in a real history, whether or not the next run
+  would show it again (exit 1 either way).
+* **shrinking: ``confirm`` INVALID runs in a row** (default 3). A smaller
+  candidate replaces the current one only if it fails that many runs in a
+  row, each firing one of the checks of the first failure (so shrinking
+  cannot drift to another bug). It runs until one run passes or the count
+  is reached, so a passing candidate costs one run. One that fails and then
+  passes is recorded as *flaky*, counts as passing, and is listed in the
+  report with its run directories. Asking for several failures in a row
+  makes the shrinker prefer plans that fail reliably, which is what a
+  reproduction file needs: a plan that fails half the time passes three
+  runs in a row one time in eight.
 * **memoized.** Each distinct candidate (its scenario, as canonical JSON)
   is judged once; replays get the recorded answer, so Hypothesis never
   sees a candidate change its mind and never raises a flakiness error.
@@ -48,7 +53,10 @@ from knell.scenario import Scenario
 
 __all__ = ["Judge", "Run", "Status", "Trial", "describe_faults"]
 
-Status = Literal["failing", "flaky", "passing", "unknown", "skipped"]
+Status = Literal["failing", "flaky", "other-failure", "passing", "unknown", "skipped"]
+"""``failing``: counts as the failure (see the rules); ``flaky``: failed,
+then passed; ``other-failure``: INVALID, but on checks other than the
+failure being shrunk; ``skipped``: the run could not be made."""
 
 
 @dataclass(frozen=True)
@@ -119,13 +127,18 @@ class Judge:
         reports: Path,
         driver: str | None,
         deadline: float,
+        confirm: int = 3,
         say: Callable[[str], None] = lambda _: None,
         describe: Callable[[Scenario], str] = lambda s: s.name,
     ) -> None:
+        if confirm < 1:
+            raise ValueError(f"confirm must be at least 1, got {confirm}")
         self.reports = reports
         self.driver = driver
         self.deadline = deadline
         """``time.monotonic()`` after which no new candidate runs."""
+        self.confirm = confirm
+        """INVALID runs in a row a candidate needs once a failure is known."""
         self.say = say
         self.describe = describe
         self.started = time.monotonic()
@@ -133,8 +146,8 @@ class Judge:
         self.skipped = 0
         self.error: BaseException | None = None
         self.signature: frozenset[str] | None = None
-        """The checks of the first confirmed failure: later candidates must
-        fire one of them to count as the same failure."""
+        """The checks of the first failure: later candidates must fire one
+        of them to count as the same failure."""
         self.first: Trial | None = None
         self.found_at: float | None = None
         self.on_first: Callable[[Trial], None] = lambda _: None
@@ -168,28 +181,30 @@ class Judge:
             return False
         trial = Trial(len(self.trials) + 1, scenario, "passing", time.monotonic() - self.started)
         self.trials.append(trial)
+        needed = 1 if self.first is None else self.confirm
         try:
-            trial.runs.append(self._run(scenario))
-            if self._fails(trial.runs[0]):
+            while len(trial.runs) < needed:
                 trial.runs.append(self._run(scenario))
+                if not self._fails(trial.runs[-1]):
+                    break
         except Exception as exc:  # knell's own trouble: stop, and raise it after the search
             self.error = exc
             trial.status = "skipped"
             self.say(f"#{trial.index}: the run could not be made ({exc}); stopping the search")
             return False
-        first = trial.runs[0]
-        if len(trial.runs) == 2 and self._fails(trial.runs[1]):
+        if len(trial.runs) == needed and all(self._fails(r) for r in trial.runs):
             trial.status = "failing"
-        elif first.verdict == "invalid":
+        elif any(self._fails(r) for r in trial.runs):
             trial.status = "flaky"
-        elif first.verdict == "unknown":
+        elif any(r.verdict == "invalid" for r in trial.runs):
+            trial.status = "other-failure"
+        elif trial.runs[0].verdict == "unknown":
             trial.status = "unknown"
         failing = trial.status == "failing"
         if failing and self.first is None:
             self.first = trial
             self.found_at = trial.at + sum(r.wall for r in trial.runs)
-            common = set(trial.runs[0].fired) & set(trial.runs[1].fired)
-            self.signature = frozenset(common or trial.fired)
+            self.signature = frozenset(trial.fired)
         verdicts = " + ".join(r.verdict.upper() for r in trial.runs)
         fired = f" ({', '.join(trial.fired)})" if trial.fired else ""
         self.say(f"#{trial.index} {self.describe(scenario)}: {verdicts}{fired} -> {trial.status}")
