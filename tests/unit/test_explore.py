@@ -125,6 +125,25 @@ def test_search_finds_shrinks_and_replays_past_failures(tmp_path: Path) -> None:
     assert again.trials[0].status == "failing"  # the stored failure is tried first
 
 
+def test_the_reproduction_is_the_smallest_failure_as_a_person_counts() -> None:
+    from knell.explore.session import smallest
+    from knell.explore.trial import Trial
+    from knell.strategies import single_fault, with_faults
+
+    def plan(*targets: str) -> Scenario:
+        return with_faults(BASE, [single_fault("kill", t, 1.0 + i) for i, t in enumerate(targets)])
+
+    hypothesis_pick = plan("worker-1", "worker-2", "reviewer-1")
+    fewer = plan("worker-3", "reviewer-1")
+    trials = [
+        Trial(1, plan("worker-1"), "flaky", 0.0),  # smaller, but not a failure
+        Trial(2, fewer, "failing", 1.0),
+        Trial(3, hypothesis_pick, "failing", 2.0),
+    ]
+    assert smallest(trials, hypothesis_pick) == fewer
+    assert smallest(trials[:1], hypothesis_pick) == hypothesis_pick
+
+
 def test_nothing_found_is_none() -> None:
     judge = ScriptedJudge(lambda s, call: "valid")
     judge.deadline = time.monotonic() + 0.5

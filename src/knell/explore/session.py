@@ -33,7 +33,7 @@ from knell.explore.trial import Judge, Trial
 from knell.rundir import atomic_write, new_dir, point_latest
 from knell.scenario import Scenario
 
-__all__ = ["Exploration", "explore"]
+__all__ = ["Exploration", "explore", "smallest"]
 
 MAX_NAME = 64
 
@@ -118,6 +118,20 @@ class Exploration:
             "flaky": [t.to_json() for t in self.flaky],
             "trials": [t.to_json() for t in self.trials],
         }
+
+
+def smallest(trials: list[Trial], found: Scenario) -> Scenario:
+    """The smallest failing candidate as a person counts (fewest faults,
+    then processes, then seconds). Hypothesis orders candidates by how
+    they were drawn, so the one it returns can have more faults than
+    another that also failed; ties go to Hypothesis's."""
+
+    def key(scenario: Scenario) -> tuple[int, int, float, int]:
+        size = size_of(scenario)
+        return (size.faults, size.processes, size.duration, 0 if scenario == found else 1)
+
+    failing = [t.scenario for t in trials if t.status == "failing"]
+    return min([found, *failing], key=key)
 
 
 def _repro_name(base: Scenario) -> str:
@@ -206,6 +220,7 @@ def explore(
     if judge.error is not None:
         raise judge.error
     if shrunk is not None:
+        shrunk = smallest(judge.trials, shrunk)
         result.shrunk = shrunk
         named = shrunk.with_overrides(
             name=_repro_name(base),
