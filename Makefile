@@ -41,8 +41,8 @@ matrix: $(STAMP)
 	$(BIN)/knell matrix --short
 
 ## explore: knell explore against three mutants that only fail under a fault and the reference
-## bus (5 min budgets, 10 re-runs of each reproduction; about 45 min); fails unless each is found,
-## shrunk and reproduced in 8 of 10 runs, and the reference gives nothing
+## bus (5 min budgets, 10 re-runs of each reproduction; about 40 min); fails unless each is found,
+## shrunk and reproduced in 8 of 10 runs, and the reference gives nothing (docs/explore.md)
 explore: $(STAMP)
 	$(BIN)/python tools/explore_gate.py
 
