@@ -51,11 +51,11 @@ FULL = [
     Case("reference", "scenarios/kill-consumers.toml", None),
 ]
 SHORT = [
-    # CI: the search narrowed to kills of the twin consumers, so a short
-    # budget finds it on a loaded machine; shrinking and re-runs as in full.
+    # CI: the search narrowed to kills of the backlogged consumers, so a
+    # short budget finds it on a loaded machine; then shrunk and re-run.
     Case(
         "fetch-consumes",
-        "scenarios/kill-consumers.toml",
+        "examples/explore/busy-consumers.toml",
         f"{MUTANTS}:fetch_consumes",
         ("--kinds", "kill", "--targets", "worker"),
     ),
