@@ -39,14 +39,8 @@ FULL = [
         "examples/explore/caught-up-consumers.toml",
         f"{MUTANTS}:resubscribe_resets_cursor",
     ),
-    # A kill lands between a post's commit and its reply about one time in
-    # ten here: a reliable reproduction needs many kills, so the search is
-    # narrowed to producer kills and may use more of them.
     Case(
-        "no-idempotency",
-        "examples/explore/retrying-producers.toml",
-        f"{MUTANTS}:no_idempotency",
-        ("--kinds", "kill", "--targets", "producer", "--max-faults", "24"),
+        "stale-ack-regresses", "examples/explore/slow-twins.toml", f"{MUTANTS}:stale_ack_regresses"
     ),
     Case("reference", "scenarios/kill-consumers.toml", None),
 ]
