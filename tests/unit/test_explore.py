@@ -144,6 +144,24 @@ def test_the_reproduction_is_the_smallest_failure_as_a_person_counts() -> None:
     assert smallest(trials[:1], hypothesis_pick) == hypothesis_pick
 
 
+def test_drop_faults_keeps_only_the_faults_that_matter() -> None:
+    from knell.explore.session import drop_faults
+    from knell.strategies import single_fault, with_faults
+
+    plan = with_faults(
+        BASE,
+        [
+            single_fault("kill", "producer-1", 0.5),
+            single_fault("kill", "worker-2", 1.0),
+            single_fault("pause", "reviewer-1", 2.0),
+        ],
+    )
+    judge = ScriptedJudge(kills_a_worker, confirm=1)
+    assert judge(plan) is True
+    smaller = drop_faults(judge, plan, lambda _: None)
+    assert [(n.fault, n.target) for n in smaller.nemesis] == [("kill", "worker-2")]
+
+
 def test_nothing_found_is_none() -> None:
     judge = ScriptedJudge(lambda s, call: "valid")
     judge.deadline = time.monotonic() + 0.5

@@ -5,9 +5,11 @@ The phases:
 1. **Search** (``budget``): Hypothesis draws candidates from the space
    (:mod:`.space`) and the judge runs them (:mod:`.trial`), past failures
    from the example database first, until a candidate fails twice in a row.
-2. **Shrink** (``shrink_budget``, from the first confirmed failure):
-   Hypothesis shrinks it (fewer faults, fewer processes, shorter) while each
-   smaller candidate still fails twice in a row with one of the same checks.
+2. **Shrink** (``shrink_budget``, from the first failure): Hypothesis
+   shrinks it (fewer faults, fewer processes, shorter) for 70% of the
+   budget, while each smaller candidate still fails ``confirm`` runs in a
+   row with one of the same checks; then, with the rest, faults are dropped
+   one at a time while it still fails (:func:`drop_faults`).
 3. **Write** the smallest as a scenario file plus ``schedule.json``
    (:mod:`.repro`).
 4. **Re-run** that file ``repeats`` times and report the rate.
@@ -32,10 +34,14 @@ from knell.explore.space import Size, Space, size_of
 from knell.explore.trial import Judge, Trial
 from knell.rundir import atomic_write, new_dir, point_latest
 from knell.scenario import Scenario
+from knell.strategies import with_faults
 
-__all__ = ["Exploration", "explore", "smallest"]
+__all__ = ["Exploration", "drop_faults", "explore", "smallest"]
 
 MAX_NAME = 64
+HYPOTHESIS_SHARE = 0.7
+"""Of the shrink budget, Hypothesis's share; the rest goes to dropping
+faults one at a time (:func:`drop_faults`)."""
 
 
 @dataclass
@@ -120,6 +126,26 @@ class Exploration:
         }
 
 
+def drop_faults(judge: Judge, scenario: Scenario, say: Callable[[str], None]) -> Scenario:
+    """Delta debugging on the faults, after Hypothesis: try the plan without
+    each fault in turn and keep every removal after which it still fails
+    (by the judge's rules, so ``confirm`` runs in a row), while the shrink
+    budget lasts. Hypothesis shrinks by how candidates were drawn and can
+    spend its budget on times and holds; this pass spends the rest on the
+    measure a reader counts first."""
+    current = scenario
+    index = 0
+    while index < len(current.nemesis) and time.monotonic() < judge.deadline:
+        fewer = [f for i, f in enumerate(current.nemesis) if i != index]
+        candidate = with_faults(current, fewer)
+        if judge(candidate):
+            say(f"dropped a fault: {size_of(candidate).describe()}")
+            current = candidate
+        else:
+            index += 1
+    return current
+
+
 def smallest(trials: list[Trial], found: Scenario) -> Scenario:
     """The smallest failing candidate as a person counts (fewest faults,
     then processes, then seconds). Hypothesis orders candidates by how
@@ -199,8 +225,12 @@ def explore(
         describe=lambda s: size_of(s).describe(),
     )
 
+    shrink_end: list[float] = []
+
     def shrinking(trial: Trial) -> None:
-        judge.deadline = time.monotonic() + shrink_budget
+        now = time.monotonic()
+        shrink_end.append(now + shrink_budget)
+        judge.deadline = now + shrink_budget * HYPOTHESIS_SHARE
         say(f"found a failure ({', '.join(trial.fired)}); shrinking it")
 
     judge.on_first = shrinking
@@ -221,6 +251,11 @@ def explore(
         raise judge.error
     if shrunk is not None:
         shrunk = smallest(judge.trials, shrunk)
+        if shrink_end:
+            judge.deadline = shrink_end[0]
+            shrunk = drop_faults(judge, shrunk, say)
+        result.trials, result.skipped = judge.trials, judge.skipped
+        result.shrink_s = time.monotonic() - t0 - (result.found_at or 0.0)
         result.shrunk = shrunk
         named = shrunk.with_overrides(
             name=_repro_name(base),
