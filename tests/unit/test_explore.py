@@ -61,27 +61,20 @@ def test_keep_processes_never_drops_a_group() -> None:
     assert [p.group for p in smallest.process] == [p.group for p in BASE.process]
 
 
-def test_one_run_finds_and_a_smaller_one_must_fail_in_a_row() -> None:
-    verdicts: Iterator[str] = iter(["invalid", "invalid", "valid", "invalid", "invalid"])
+def test_a_failure_counts_only_when_it_fails_in_a_row_and_answers_are_memoized() -> None:
+    verdicts: Iterator[str] = iter(["invalid", "valid", "invalid", "invalid", "valid"])
     judge = ScriptedJudge(lambda s, call: next(verdicts), confirm=2)
     one, two, three = (BASE.with_overrides(seed=n) for n in (1, 2, 3))
-    assert judge(one) is True  # finding: a single INVALID run
-    assert judge.first is judge.trials[0] and len(judge.trials[0].runs) == 1
+    assert judge(one) is False  # failed, then passed: flaky, not the failure to shrink
+    assert judge.trials[0].status == "flaky" and judge.first is None
+    assert judge(two) is True  # failed twice in a row
+    assert judge.first is judge.trials[1]
     assert judge.signature == frozenset({"no-loss"})
-    assert judge(two) is False  # shrinking: failed, then passed
-    assert judge.trials[1].status == "flaky"
-    assert judge(three) is True  # failed twice in a row
-    assert [len(t.runs) for t in judge.trials] == [1, 2, 2]
+    assert judge(three) is False  # a passing candidate costs one run
+    assert [len(t.runs) for t in judge.trials] == [2, 2, 1]
     calls = judge.calls
-    assert (judge(one), judge(two), judge(three)) == (True, False, True)  # memoized
+    assert (judge(one), judge(two), judge(three)) == (False, True, False)  # memoized
     assert judge.calls == calls
-
-
-def test_a_passing_candidate_costs_one_run() -> None:
-    judge = ScriptedJudge(lambda s, call: "invalid" if call == 1 else "valid", confirm=3)
-    assert judge(BASE) is True
-    assert judge(BASE.with_overrides(seed=4)) is False
-    assert len(judge.trials[1].runs) == 1
 
 
 def test_after_the_first_failure_only_the_same_checks_count() -> None:

@@ -68,7 +68,7 @@ def _names(value: str | None) -> list[str] | None:
     type=click.IntRange(1, 20),
     default=3,
     show_default=True,
-    help="While shrinking, a smaller plan counts only if it fails this many runs in a row.",
+    help="A plan counts as failing only if it fails this many runs in a row.",
 )
 @click.option("--kinds", help="Fault kinds to draw, comma-separated (default: every kind).")
 @click.option(
@@ -131,10 +131,10 @@ def explore(
     """Search fault plans for SCENARIO's processes; shrink a failure to the
     smallest plan that still fails and write it as a scenario file.
 
-    Each candidate runs for real. One INVALID run is a finding; while it is
-    shrunk, a smaller plan replaces it only if it fails --confirm runs in a
-    row (see docs/explore.md). Exit codes: 1 a failure was found, 0 nothing
-    within the budget, 3 bad input.
+    Each candidate runs for real and counts as failing only if it fails
+    --confirm runs in a row; one that fails and then passes is recorded as
+    flaky (see docs/explore.md). Exit codes: 1 a failure was found (flaky
+    included), 0 nothing within the budget, 3 bad input.
     """
     from hypothesis.errors import InvalidArgument  # hypothesis is slow to import: only here
 

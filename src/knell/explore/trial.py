@@ -8,20 +8,19 @@ ack in one run lands after the ack in the next.
 
 So the judge is made a function on purpose, and says how:
 
-* **finding: one INVALID run.** Until a first failure is known, a
-  candidate runs once, and an INVALID run makes it the failure to shrink:
-  a check proved an anomaly in a real history, whether or not the next run
-  would show it again (exit 1 either way).
-* **shrinking: ``confirm`` INVALID runs in a row** (default 3). A smaller
-  candidate replaces the current one only if it fails that many runs in a
-  row, each firing one of the checks of the first failure (so shrinking
-  cannot drift to another bug). It runs until one run passes or the count
-  is reached, so a passing candidate costs one run. One that fails and then
-  passes is recorded as *flaky*, counts as passing, and is listed in the
-  report with its run directories. Asking for several failures in a row
-  makes the shrinker prefer plans that fail reliably, which is what a
+* **failing: ``confirm`` INVALID runs in a row** (default 3). A candidate
+  runs until one run passes or the count is reached, so a passing
+  candidate costs one run; it counts as failing only if every run was
+  INVALID, each firing (once a first failure is known) one of that
+  failure's checks, so shrinking cannot drift to another bug. Asking for
+  several failures in a row makes both the failure that is shrunk and the
+  plans it shrinks to ones that fail reliably, which is what a
   reproduction file needs: a plan that fails half the time passes three
   runs in a row one time in eight.
+* **flaky: failed, then passed.** It counts as passing (the search goes
+  on), and it is recorded with its run directories: the anomaly it showed
+  is real, so the exit code is 1 even if nothing else fails, but it is no
+  base for a reproduction.
 * **memoized.** Each distinct candidate (its scenario, as canonical JSON)
   is judged once; replays get the recorded answer, so Hypothesis never
   sees a candidate change its mind and never raises a flakiness error.
@@ -138,7 +137,7 @@ class Judge:
         self.deadline = deadline
         """``time.monotonic()`` after which no new candidate runs."""
         self.confirm = confirm
-        """INVALID runs in a row a candidate needs once a failure is known."""
+        """INVALID runs in a row a candidate needs to count as failing."""
         self.say = say
         self.describe = describe
         self.started = time.monotonic()
@@ -181,7 +180,7 @@ class Judge:
             return False
         trial = Trial(len(self.trials) + 1, scenario, "passing", time.monotonic() - self.started)
         self.trials.append(trial)
-        needed = 1 if self.first is None else self.confirm
+        needed = self.confirm
         try:
             while len(trial.runs) < needed:
                 trial.runs.append(self._run(scenario))
