@@ -4,7 +4,7 @@ The phases:
 
 1. **Search** (``budget``): Hypothesis draws candidates from the space
    (:mod:`.space`) and the judge runs them (:mod:`.trial`), past failures
-   from the example database first, until a candidate fails twice in a row.
+   from the example database first, until a candidate fails ``confirm`` runs in a row.
 2. **Shrink** (``shrink_budget``, from the first failure): Hypothesis
    shrinks it (fewer faults, fewer processes, shorter) for 70% of the
    budget, while each smaller candidate still fails ``confirm`` runs in a
