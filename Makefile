@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-unit test-integration compose-test compose-images lint lint-workflows format matrix bench clean node-adapter
+.PHONY: run test test-unit test-integration compose-test compose-images lint lint-workflows format matrix bench explore explore-short clean node-adapter
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -41,6 +41,16 @@ compose-test: compose-images
 ## fails on a miss
 matrix: $(STAMP)
 	$(BIN)/knell matrix --short --store all
+
+## explore: knell explore against three mutants that only fail under a fault and the reference
+## bus (5 min budgets, 10 re-runs of each reproduction; about 40 min); fails unless each is found,
+## shrunk and reproduced in 8 of 10 runs, and the reference gives nothing (docs/explore.md)
+explore: $(STAMP)
+	$(BIN)/python tools/explore_gate.py
+
+## explore-short: the CI form (one mutant and the reference bus, about 4 min)
+explore-short: $(STAMP)
+	$(BIN)/python tools/explore_gate.py --short
 
 ## bench: how close knell and its buses come to the limit (< 5 min); reports/bench/<timestamp>/
 bench: $(STAMP)

@@ -174,8 +174,12 @@ def reap(states: Path | None = None, *, say: Callable[[str], None] = lambda _: N
             alive = isinstance(pid, int) and isinstance(started, (int, float))
             if alive and pid_alive(int(pid), float(started)):  # type: ignore[arg-type]
                 continue
-        elif time.time() - path.stat().st_mtime < 5:
-            continue  # being written right now
+        else:
+            try:
+                if time.time() - path.stat().st_mtime < 5:
+                    continue  # being written right now
+            except FileNotFoundError:
+                continue  # another reaper (a run starting elsewhere) removed it just now
         # Reverse order: the last started (servers, containers) go first.
         for record in reversed(records):
             try:

@@ -27,7 +27,7 @@ from knell.checker.registry import CHECKS
 from knell.history import Event, HistoryReader
 from knell.nemesis.windows import FaultWindows
 
-__all__ = ["CheckFactory", "Verdict", "check_events", "check_history"]
+__all__ = ["CheckFactory", "Verdict", "check_events", "check_history", "fired_checks"]
 
 CheckFactory = Callable[[CheckConfig, FaultWindows], Check]
 
@@ -58,11 +58,7 @@ class Verdict:
     def fired(self) -> dict[str, list[str]]:
         """Check name -> the anomaly kinds it found, for the checks that
         failed: what a scenario's ``expect`` is matched against."""
-        return {
-            name: sorted({a.kind for a in result.anomalies})
-            for name, result in self.checks.items()
-            if result.valid is False
-        }
+        return fired_checks(self.checks)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -73,6 +69,20 @@ class Verdict:
             "problems": list(self.problems),
             "checks": {name: result.to_json() for name, result in self.checks.items()},
         }
+
+
+def fired_checks(results: dict[str, CheckResult]) -> dict[str, list[str]]:
+    """Check -> the anomaly kinds it reported, for the checks that found one.
+    Stored anomalies are capped per check; the counts name every kind, so a
+    kind is listed even when none of its anomalies was kept."""
+    kinds_of = {check.name: check.kinds for check in CHECKS}
+    out: dict[str, list[str]] = {}
+    for name, result in results.items():
+        if result.valid is False:
+            kinds = {a.kind for a in result.anomalies}
+            kinds |= {k for k in kinds_of.get(name, ()) if result.counts.get(k, 0) > 0}
+            out[name] = sorted(kinds or {"anomaly"})
+    return out
 
 
 def check_events(

@@ -1,7 +1,8 @@
 """The ``knell`` command.
 
 One module per group of commands (:mod:`.run`: run, check, list;
-:mod:`.report`; :mod:`.matrix`; :mod:`.bench`; :mod:`.admin`: reap), and here the entry
+:mod:`.report`; :mod:`.matrix`; :mod:`.explore`; :mod:`.bench`; :mod:`.admin`: reap,
+doctor), and here the entry
 point, which owns the exit-code contract (:mod:`knell.errors`): a command
 ends with 0 (valid), 1 (invalid), 2 (unknown); bad input or environment is
 one line on stderr and exit 3; anything else is a bug in knell, written
@@ -24,6 +25,7 @@ from knell.bridge.cli import bridge
 from knell.cli.admin import doctor, reap
 from knell.cli.bench import bench
 from knell.cli.common import err
+from knell.cli.explore import explore
 from knell.cli.matrix import matrix
 from knell.cli.report import report
 from knell.cli.run import check, list_, run
@@ -53,7 +55,20 @@ def cli() -> None:
     """knell: chaos testing for durable agent message buses."""
 
 
-for _command in (run, check, list_, report, matrix, bench, reap, doctor, proxy, bridge, compose):
+for _command in (
+    run,
+    check,
+    list_,
+    report,
+    matrix,
+    explore,
+    bench,
+    reap,
+    doctor,
+    proxy,
+    bridge,
+    compose,
+):
     cli.add_command(_command)
 
 

@@ -31,7 +31,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from knell.buses.mutants import Mutant
-from knell.checker import CHECKS, CheckResult, Validity
+from knell.checker import CheckResult, Validity
+from knell.checker.verdict import fired_checks
 from knell.history import HistoryError, read_history
 
 __all__ = [
@@ -47,7 +48,6 @@ __all__ = [
 REFERENCE = "reference"
 
 _NS = 1_000_000_000
-_KINDS = {check.name: check.kinds for check in CHECKS}
 
 Status = Literal["caught", "weak", "wrong-check", "missed", "valid", "false-positive", "unknown"]
 
@@ -360,13 +360,9 @@ def _timing(
 
 def judge(cell: Cell, results: dict[str, CheckResult], mutant: Mutant | None) -> None:
     """Fill in what fired, which expected checks hit, and when."""
+    cell.fired.update(fired_checks(results))
     for name, result in results.items():
-        if result.valid is False:
-            # Stored anomalies are capped per check; the counts name every kind.
-            kinds = {a.kind for a in result.anomalies}
-            kinds |= {k for k in _KINDS.get(name, ()) if result.counts.get(k, 0) > 0}
-            cell.fired[name] = sorted(kinds or {"anomaly"})
-        elif result.valid == "unknown":
+        if result.valid == "unknown":
             cell.unknown[name] = result.unknown_reason or "unknown"
     expected = mutant.killed_by if mutant is not None else ()
     cell.expected_hit = [

@@ -222,6 +222,12 @@ class FaultKind(ABC):
         """The candidates ``spec.target`` covers (default: process instances)."""
         return scenario.targets(spec.target)
 
+    def applicable(self, scenario: Scenario) -> bool:
+        """Whether a fault of this kind can happen in ``scenario`` at all (a
+        network fault needs a link, a store fault a store that can suffer
+        it): strategies that invent fault plans ask this."""
+        return True
+
     def known_targets(self, scenario: Scenario) -> set[str]:
         """Every name a spec of this kind may target, for validation."""
         groups = {spec.group for spec in scenario.process}

@@ -79,6 +79,10 @@ class LinkFault(FaultKind):
     effect = "degraded"
     grace = GRACE
 
+    def applicable(self, scenario: Scenario) -> bool:
+        """A link exists to a network store, and to every bridge."""
+        return scenario.store.kind in ("postgres", "redis") or bool(scenario.bridges())
+
     def hold(self, spec: FaultSpec) -> float:
         assert isinstance(spec, LinkFaultSpec)
         return spec.duration

@@ -58,6 +58,13 @@ class StoreFault(FaultKind):
     scenario asking for it on a store without it is refused before the run
     starts."""
 
+    def applicable(self, scenario: Scenario) -> bool:
+        """The scenario's store can suffer this fault (see
+        :func:`knell.stores.capabilities`)."""
+        from knell.stores import capabilities
+
+        return self.needs in capabilities(scenario.store)
+
     def targets(self, spec: FaultSpec, scenario: Scenario) -> list[str]:
         return ["store"]
 

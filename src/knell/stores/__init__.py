@@ -17,10 +17,20 @@ module is imported when its kind is asked for.
 
 from __future__ import annotations
 
+from typing import Any
+
 from knell.stores.base import Store, StoreError
 from knell.stores.spec import StoreSpec, create_store
 
-__all__ = ["KINDS", "Store", "StoreError", "StoreSpec", "create_store", "unavailable"]
+__all__ = [
+    "KINDS",
+    "Store",
+    "StoreError",
+    "StoreSpec",
+    "capabilities",
+    "create_store",
+    "unavailable",
+]
 
 KINDS = ("sqlite", "postgres", "redis")
 """The store kinds knell can provision."""
@@ -42,3 +52,20 @@ def unavailable(kind: str) -> str | None:
     except StoreError as exc:
         return str(exc)
     return None
+
+
+def capabilities(table: Any) -> frozenset[str]:
+    """The store faults a scenario's ``[store]`` table will be able to
+    suffer, without making the store (``Store.faults`` once it is made): a
+    private server can be crashed and paused, a container also restarted
+    and disconnected, an existing server crashed only through its
+    ``crash_command`` and ``restart_command``, an embedded SQLite file not
+    at all."""
+    if table.kind == "sqlite":
+        return frozenset()
+    if table.provider == "compose":
+        return frozenset({"crash", "pause", "restart", "disconnect"})
+    if table.url is not None:
+        both = table.crash_command and table.restart_command
+        return frozenset({"crash"}) if both else frozenset()
+    return frozenset({"crash", "pause"})

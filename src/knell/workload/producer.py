@@ -32,6 +32,8 @@ def _unfinished_post(worker: Worker) -> tuple[str, str] | None:
     if worker.incarnation <= 1:
         return None
     path = Path(worker.spec.history_dir) / f"{worker.name}.{worker.incarnation - 1}.jsonl"
+    if not path.exists():
+        return None  # killed before it wrote anything (still starting): it posted nothing
     last = None
     for event in HistoryReader(path):
         if event.get("f") == "post":
