@@ -23,7 +23,6 @@ recovery on the same data directory and port.
 from __future__ import annotations
 
 import shutil
-import time
 from pathlib import Path
 from typing import Any
 
@@ -32,9 +31,10 @@ import psycopg
 from knell.owners import Owner
 from knell.platform import give_to, is_root
 from knell.stores import tempdirs
-from knell.stores.base import Store, StoreError, free_port, port_in_use, tail
+from knell.stores.base import StoreError, tail
 from knell.stores.discovery import PostgresBinaries, find_postgres
 from knell.stores.process import KeptProcess
+from knell.stores.server import ServerStore
 
 __all__ = ["SYNCHRONOUS_COMMIT", "PostgresServer"]
 
@@ -42,15 +42,15 @@ SYNCHRONOUS_COMMIT = ("on", "off", "local", "remote_write", "remote_apply")
 
 SUPERUSER = "knell"
 DATABASE = "postgres"
-_BIND_RETRIES = 3
 
 
-class PostgresServer(Store):
+class PostgresServer(ServerStore):
     """A Postgres cluster in the run directory (or a temporary folder as
     root), served on 127.0.0.1."""
 
     kind = "postgres"
-    faults = frozenset({"crash", "pause"})
+    title = "Postgres"
+    ready_timeout = 60.0
 
     def __init__(
         self,
@@ -70,17 +70,14 @@ class PostgresServer(Store):
         op_timeout: float = 5.0,
         settings: dict[str, str] | None = None,
     ) -> None:
-        super().__init__(run_dir, poll_interval=poll_interval, op_timeout=op_timeout)
+        super().__init__(
+            run_dir, owner=owner, port=port, poll_interval=poll_interval, op_timeout=op_timeout
+        )
         if synchronous_commit not in SYNCHRONOUS_COMMIT:
             raise StoreError(
                 f"synchronous_commit must be one of {', '.join(SYNCHRONOUS_COMMIT)}, "
                 f"got {synchronous_commit!r}"
             )
-        if port is not None and not 0 < port < 65536:
-            raise StoreError(f"port must be between 1 and 65535, got {port}")
-        self.owner = owner
-        self.port = port
-        self._fixed_port = port is not None
         self.fsync = fsync
         self.synchronous_commit = synchronous_commit
         self.bin_dir = bin_dir
@@ -91,10 +88,8 @@ class PostgresServer(Store):
         self.schema = schema
         self.settings = dict(settings or {})
         self.binaries: PostgresBinaries | None = None
-        self.log = self.store_dir / "postgres.log"
         self.initdb_log = self.store_dir / "initdb.log"
         self._temp: Path | None = None
-        self._server: KeptProcess | None = None
         self._started = False
 
     # -- the URL --------------------------------------------------------------
@@ -235,86 +230,19 @@ class PostgresServer(Store):
             command += ["-c", f"{key}={value}"]
         return command
 
-    def _launch(self) -> None:
-        if self.port is not None and port_in_use(self.port):
-            raise StoreError(
-                f"port {self.port} on 127.0.0.1 is in use: Postgres cannot listen there"
-            )
-        self._server = KeptProcess(
-            "postgres",
-            self._command(),
-            log=self.log,
-            pidfile=self.store_dir / "postgres.pid",
-            user=self.user,
-            owner=self.owner,
-        )
-        self._server.start()
+    def _kept_options(self) -> dict[str, Any]:
+        return {"user": self.user}
 
-    def _launch_and_wait(self) -> None:
-        for attempt in range(_BIND_RETRIES):
-            if not self._fixed_port:
-                self.port = free_port()
-            self._launch()
-            try:
-                self.wait_ready(60.0)
-                return
-            except _PortTaken:
-                if self._fixed_port or attempt == _BIND_RETRIES - 1:
-                    raise StoreError(
-                        f"port {self.port} on 127.0.0.1 is in use: Postgres cannot listen there"
-                    ) from None
-
-    def wait_ready(self, timeout: float = 30.0) -> float:
-        started = time.monotonic()
-        deadline = started + timeout
-        last = "no answer yet"
-        while True:
-            server = self._server
-            if server is None or not server.alive():
-                log = tail(self.log, 12)
-                if "Address already in use" in log:
-                    raise _PortTaken(log)
-                code = None if server is None else server.exit_code()
-                raise StoreError(
-                    f"postgres exited (code {code}) before accepting connections: {log}"
-                )
-            try:
-                with psycopg.connect(self.admin_url, connect_timeout=2, autocommit=True) as conn:
-                    conn.execute("SELECT 1")
-                return time.monotonic() - started
-            except psycopg.Error as exc:
-                last = " ".join(str(exc).split())
-            if time.monotonic() >= deadline:
-                raise StoreError(
-                    f"postgres on 127.0.0.1:{self.port} did not accept connections within "
-                    f"{timeout:g} s ({last})"
-                )
-            time.sleep(0.05)
-
-    def crash(self) -> None:
-        if self._server is None:
-            raise StoreError("the Postgres store is not running")
-        self._server.kill()
-
-    def restart(self) -> None:
-        if self._server is not None and self._server.alive():
-            raise StoreError("the Postgres store is still running: crash or stop it first")
-        self._launch()
-
-    def pause(self) -> None:
-        if self._server is None or not self._server.signal("stop"):
-            raise StoreError("the Postgres store is not running: nothing to pause")
-
-    def resume(self) -> None:
-        if self._server is None or not self._server.signal("continue"):
-            raise StoreError("the Postgres store is not running: nothing to resume")
+    def _probe(self) -> str | None:
+        try:
+            with psycopg.connect(self.admin_url, connect_timeout=2, autocommit=True) as conn:
+                conn.execute("SELECT 1")
+            return None
+        except psycopg.Error as exc:
+            return " ".join(str(exc).split())
 
     def stop(self) -> None:
-        if self._server is not None:
-            try:
-                self._server.stop("interrupt")  # "fast" shutdown: no waiting for clients
-            except Exception:
-                self._server.kill()
+        self._stop_server("interrupt")  # "fast" shutdown: no waiting for clients
         if self._temp is not None and not self.keep:
             shutil.rmtree(self._temp, ignore_errors=True)
 
@@ -333,10 +261,3 @@ class PostgresServer(Store):
             "fsync": self.fsync,
             "synchronous_commit": self.synchronous_commit,
         }
-
-    def describe_short(self) -> str:
-        return f"postgres on 127.0.0.1:{self.port}"
-
-
-class _PortTaken(StoreError):
-    """The server could not bind its port (another took it meanwhile)."""

@@ -20,7 +20,6 @@ the AOF says.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -28,22 +27,20 @@ from redis.connection import Connection
 from redis.exceptions import BusyLoadingError, RedisError
 
 from knell.owners import Owner
-from knell.stores.base import Store, StoreError, free_port, port_in_use, tail
+from knell.stores.base import StoreError
 from knell.stores.discovery import find_redis_server
-from knell.stores.process import KeptProcess
+from knell.stores.server import ServerStore
 
 __all__ = ["PERSISTENCE", "RedisServer"]
 
 PERSISTENCE = ("none", "everysec", "always")
 
-_BIND_RETRIES = 3
 
-
-class RedisServer(Store):
+class RedisServer(ServerStore):
     """A Redis server whose data lives in the run directory."""
 
     kind = "redis"
-    faults = frozenset({"crash", "pause"})
+    title = "Redis"
     frozen_client_stalls = False
 
     def __init__(
@@ -61,16 +58,13 @@ class RedisServer(Store):
         op_timeout: float = 5.0,
         settings: dict[str, str] | None = None,
     ) -> None:
-        super().__init__(run_dir, poll_interval=poll_interval, op_timeout=op_timeout)
+        super().__init__(
+            run_dir, owner=owner, port=port, poll_interval=poll_interval, op_timeout=op_timeout
+        )
         if persistence not in PERSISTENCE:
             raise StoreError(
                 f"redis persistence must be one of {', '.join(PERSISTENCE)}, got {persistence!r}"
             )
-        if port is not None and not 0 < port < 65536:
-            raise StoreError(f"port must be between 1 and 65535, got {port}")
-        self.owner = owner
-        self.port = port
-        self._fixed_port = port is not None
         self.persistence = persistence
         self.binary_name = binary
         self.binary: Path | None = None
@@ -78,8 +72,6 @@ class RedisServer(Store):
         self.password = password
         self.prefix = prefix
         self.settings = dict(settings or {})
-        self.log = self.store_dir / "redis.log"
-        self._server: KeptProcess | None = None
         self._started = False
 
     @property
@@ -135,93 +127,30 @@ class RedisServer(Store):
             command += [f"--{key}", value]
         return command
 
-    def _launch(self) -> None:
-        if self.port is not None and port_in_use(self.port):
-            raise StoreError(f"port {self.port} on 127.0.0.1 is in use: Redis cannot listen there")
-        self._server = KeptProcess(
-            "redis",
-            self._command(),
-            log=self.log,
-            pidfile=self.store_dir / "redis.pid",
-            owner=self.owner,
-            cwd=self.data_dir,
+    def _kept_options(self) -> dict[str, Any]:
+        return {"cwd": self.data_dir}
+
+    def _probe(self) -> str | None:
+        conn = Connection(
+            host="127.0.0.1",
+            port=self.port or 0,
+            password=self.password,
+            socket_timeout=2,
+            socket_connect_timeout=2,
         )
-        self._server.start()
-
-    def _launch_and_wait(self) -> None:
-        for attempt in range(_BIND_RETRIES):
-            if not self._fixed_port:
-                self.port = free_port()
-            self._launch()
-            try:
-                self.wait_ready(30.0)
-                return
-            except _PortTaken:
-                if self._fixed_port or attempt == _BIND_RETRIES - 1:
-                    raise StoreError(
-                        f"port {self.port} on 127.0.0.1 is in use: Redis cannot listen there"
-                    ) from None
-
-    def wait_ready(self, timeout: float = 30.0) -> float:
-        started = time.monotonic()
-        deadline = started + timeout
-        last = "no answer yet"
-        while True:
-            server = self._server
-            if server is None or not server.alive():
-                log = tail(self.log, 12)
-                if "Address already in use" in log:
-                    raise _PortTaken(log)
-                code = None if server is None else server.exit_code()
-                raise StoreError(f"redis exited (code {code}) before accepting connections: {log}")
-            conn = Connection(
-                host="127.0.0.1",
-                port=self.port or 0,
-                password=self.password,
-                socket_timeout=2,
-                socket_connect_timeout=2,
-            )
-            try:
-                conn.send_command("PING")
-                conn.read_response()
-                return time.monotonic() - started
-            except BusyLoadingError:
-                last = "loading its data"
-            except (RedisError, OSError) as exc:
-                last = " ".join(str(exc).split())
-            finally:
-                conn.disconnect()
-            if time.monotonic() >= deadline:
-                raise StoreError(
-                    f"redis on 127.0.0.1:{self.port} did not accept connections within "
-                    f"{timeout:g} s ({last})"
-                )
-            time.sleep(0.05)
-
-    def crash(self) -> None:
-        if self._server is None:
-            raise StoreError("the Redis store is not running")
-        self._server.kill()
-
-    def restart(self) -> None:
-        if self._server is not None and self._server.alive():
-            raise StoreError("the Redis store is still running: crash or stop it first")
-        self._launch()
-
-    def pause(self) -> None:
-        if self._server is None or not self._server.signal("stop"):
-            raise StoreError("the Redis store is not running: nothing to pause")
-
-    def resume(self) -> None:
-        if self._server is None or not self._server.signal("continue"):
-            raise StoreError("the Redis store is not running: nothing to resume")
+        try:
+            conn.send_command("PING")
+            conn.read_response()
+            return None
+        except BusyLoadingError:
+            return "loading its data"
+        except (RedisError, OSError) as exc:
+            return " ".join(str(exc).split())
+        finally:
+            conn.disconnect()
 
     def stop(self) -> None:
-        if self._server is not None:
-            try:
-                self._server.stop("terminate")
-            except Exception:
-                self._server.kill()
+        self._stop_server("terminate")
 
     @property
     def logs(self) -> list[Path]:
@@ -236,10 +165,3 @@ class RedisServer(Store):
             "data_dir": str(self.data_dir),
             "persistence": self.persistence,
         }
-
-    def describe_short(self) -> str:
-        return f"redis on 127.0.0.1:{self.port}"
-
-
-class _PortTaken(StoreError):
-    """The server could not bind its port (another took it meanwhile)."""
