@@ -257,14 +257,23 @@ def open_bus(url: str, driver: str | None = None) -> Bus:
 def require_contract(bus: object, contract: str, name: str, scenario: str) -> None:
     """Refuse (:class:`ContractMissing`, exit 3) to test ``contract`` on a
     bus that does not declare it: the run would only show that a bus lacks
-    what it never promised."""
+    what it never promised. A bus reached through a protocol (the stdio
+    driver) may say how *its* implementers declare a contract, with a
+    ``contract_hint(contract) -> str`` method."""
     declared = contracts_of(bus)
     if contract in declared:
         return
-    methods = ", ".join(CONTRACT_METHODS[contract])
+    hint = getattr(bus, "contract_hint", None)
+    if callable(hint):
+        how = str(hint(contract))
+    else:
+        methods = ", ".join(CONTRACT_METHODS[contract])
+        how = (
+            "a bus that implements it declares contracts = "
+            f"{{{', '.join(repr(c) for c in sorted({*declared, contract}))}}} "
+            f"and has {methods} (see knell.buses.contract)"
+        )
     raise ContractMissing(
         f"scenario {scenario!r} tests the {contract} contract, but bus {name!r} implements "
-        f"{' and '.join(sorted(declared))} only; a bus that implements it declares "
-        f"contracts = {{{', '.join(repr(c) for c in sorted({*declared, contract}))}}} "
-        f"and has {methods} (see knell.buses.contract)"
+        f"{' and '.join(sorted(declared))} only; {how}"
     )

@@ -9,6 +9,11 @@ language::
 
     knell run quickstart --bus 'exec:node examples/node-adapter/adapter.js'
 
+The protocol covers the three contracts (broadcast, queue, at-most-once);
+an adapter declares those it implements in its ``hello`` reply, that is
+what :attr:`StdioBus.contracts` says, and ``knell run`` refuses a
+scenario for a contract the adapter does not declare.
+
 The driver string is ``exec:`` followed by a command line (split like a
 POSIX shell would, without running one). knell still provisions the run's
 store (a fresh SQLite file) and calls the driver's factory with its URL;

@@ -1,11 +1,19 @@
 """A bus in any language, reached through its adapter's stdin and stdout.
 
-:class:`StdioBus` satisfies :class:`~knell.buses.contract.Bus` by starting
-the user's adapter program, greeting it (``hello``: protocol version, the
-store URL, the contracts knell needs), and then sending one request per
-contract call and waiting for its reply. Requests are strictly one at a
-time (the worker calling it is single-threaded; a lock keeps it so), which
-keeps an adapter as simple as a read-eval-print loop.
+:class:`StdioBus` satisfies :class:`~knell.buses.contract.Bus`,
+:class:`~knell.buses.contract.QueueBus` and
+:class:`~knell.buses.contract.RoleBus` by starting the user's adapter
+program, greeting it (``hello``: protocol version, the store URL, the
+contracts knell can drive), and then sending one request per contract call
+and waiting for its reply. Requests are strictly one at a time (the worker
+calling it is single-threaded; a lock keeps it so), which keeps an adapter
+as simple as a read-eval-print loop.
+
+Its ``contracts`` are those the adapter declared in its ``hello`` reply
+(the ones knell knows), so ``knell run`` refuses a scenario for a contract
+the adapter lacks before any worker starts, naming the adapter and the
+contract. ``hello`` itself fails only when the adapter declares no contract
+knell can drive, or lacks one the caller asked for with ``require``.
 
 Replies are trusted only as far as the protocol goes. The bus's own error
 replies map through the contract's tree; everything else that can go
@@ -34,10 +42,25 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
-from knell.buses.contract import BusError, DefiniteError, JoinAt, Message, Wake
+from knell.buses.contract import (
+    CONTRACT_METHODS,
+    CONTRACTS,
+    BusError,
+    Claim,
+    DeadLetter,
+    DefiniteError,
+    Delivery,
+    JoinAt,
+    Message,
+    QueueInfo,
+    RoleHold,
+    Stranded,
+    Wake,
+)
 from knell.buses.stdio.child import EOF, TIMEOUT, AdapterProcess, StderrSink, adapter_env
 from knell.buses.stdio.errors import AdapterError, AdapterStartError, ProblemKind
 from knell.buses.stdio.wire import (
+    OPS_OF,
     PROTOCOL_VERSION,
     Envelope,
     WireError,
@@ -45,10 +68,18 @@ from knell.buses.stdio.wire import (
     envelope,
     result_of,
     snippet,
+    to_claim,
     to_cursor,
+    to_dead,
+    to_deliveries,
     to_head,
+    to_hold,
     to_message,
     to_messages,
+    to_nothing,
+    to_queue_info,
+    to_renewed,
+    to_stranded,
     to_wake,
 )
 
@@ -67,7 +98,8 @@ BACKOFF_FIRST, BACKOFF_MAX = 0.05, 1.0
 
 
 class StdioBus:
-    """A :class:`~knell.buses.contract.Bus` behind an adapter program.
+    """A :class:`~knell.buses.contract.Bus` (and ``QueueBus``, ``RoleBus``,
+    as the adapter declares) behind an adapter program.
 
     ``command``: the program and its arguments (a string is split like a
     shell would). ``store``: the store URL knell provisioned for the run,
@@ -75,9 +107,12 @@ class StdioBus:
     Keyword options: ``cwd`` for the adapter, per-reply ``timeout`` and
     ``start_timeout`` (seconds), ``stderr`` (a file path; default: this
     process's stderr) and ``stderr_cap`` (bytes), extra ``env``, and
-    ``owner`` (a :class:`knell.owners.Owner` to record each adapter with).
+    ``owner`` (a :class:`knell.owners.Owner` to record each adapter with),
+    ``require`` (contracts the adapter must declare, or ``hello`` fails;
+    by default any one knell can drive will do).
     The adapter is started at once: a program that cannot start or greet
-    raises :class:`AdapterStartError` here.
+    raises :class:`AdapterStartError` here. :attr:`contracts` is then the
+    set the adapter declared.
     """
 
     def __init__(
@@ -93,7 +128,7 @@ class StdioBus:
         env: Mapping[str, str] | None = None,
         trace: str | Path | None = None,
         owner: Any = None,
-        contracts: Sequence[str] = ("broadcast",),
+        require: Sequence[str] = (),
     ) -> None:
         argv = shlex.split(command) if isinstance(command, str) else list(command)
         if not argv:
@@ -105,7 +140,12 @@ class StdioBus:
         self.cwd = None if cwd is None else str(cwd)
         self.timeout = timeout
         self.start_timeout = start_timeout
-        self.contracts = list(contracts)
+        unknown = sorted(set(require) - set(CONTRACTS))
+        if unknown:
+            raise ValueError(f"unknown contract(s) {unknown}; known: {', '.join(CONTRACTS)}")
+        self.require = tuple(require)
+        self.contracts: frozenset[str] = frozenset()
+        """The contracts the adapter declared in its ``hello`` reply (known ones)."""
         self.hello: dict[str, Any] = {}
         self._env = adapter_env({**os.environ, **(env or {})}, store, PROTOCOL_VERSION)
         self._sink = StderrSink(stderr, stderr_cap)
@@ -155,12 +195,12 @@ class StdioBus:
         args = {
             "protocol": PROTOCOL_VERSION,
             "store": self.store,
-            "contracts": self.contracts,
+            "contracts": list(CONTRACTS),
             "client": "knell",
         }
         try:
             result = self._exchange(child, 0, "hello", args, _identity, self.start_timeout)
-            self._check_hello(result)
+            declared = self._check_hello(result)
         except AdapterError as exc:
             self._discard()
             raise AdapterStartError(exc.kind, exc.detail, adapter=self.label) from None
@@ -170,8 +210,13 @@ class StdioBus:
                 "handshake", f"the adapter refused hello: {exc}", adapter=self.label
             ) from None
         self.hello = result
+        self.contracts = declared
 
-    def _check_hello(self, result: dict[str, Any]) -> None:
+    def _check_hello(self, result: dict[str, Any]) -> frozenset[str]:
+        """The known contracts the hello reply declares; a handshake error
+        when there are none, or one is missing that the caller requires or
+        that an earlier adapter of this bus declared (a restarted adapter
+        may not serve less than the run was promised)."""
         version = result.get("protocol")
         if version != PROTOCOL_VERSION:
             raise AdapterError(
@@ -181,13 +226,31 @@ class StdioBus:
         declared = result.get("contracts")
         if not isinstance(declared, list) or not all(isinstance(c, str) for c in declared):
             raise AdapterError("handshake", "hello: result.contracts must be an array of names")
-        missing = [c for c in self.contracts if c not in declared]
+        known = frozenset(c for c in declared if c in CONTRACTS)
+        if not known:
+            raise AdapterError(
+                "handshake",
+                f"hello: the adapter declares no contract knell can drive (it declares: "
+                f"{', '.join(declared) or 'none'}; knell drives {', '.join(CONTRACTS)})",
+            )
+        needed = [*self.require, *sorted(self.contracts - set(self.require))]
+        missing = [c for c in needed if c not in known]
         if missing:
             raise AdapterError(
                 "handshake",
                 f"hello: the adapter does not declare the {', '.join(missing)} contract(s) "
                 f"(it declares: {', '.join(declared) or 'none'})",
             )
+        return known
+
+    def contract_hint(self, contract: str) -> str:
+        """How an adapter implements ``contract``, for the runner's refusal
+        of a scenario this one cannot serve."""
+        ops = ", ".join(OPS_OF.get(contract, CONTRACT_METHODS.get(contract, ())))
+        return (
+            f"an adapter that implements it lists {contract!r} in its hello reply's "
+            f"contracts and serves {ops} (docs/stdio-protocol.md)"
+        )
 
     def _restart(self) -> AdapterProcess:
         if self._restarts:
@@ -364,6 +427,48 @@ class StdioBus:
     def wait(self, handle: str, timeout: float) -> Wake | None:
         args = {"handle": handle, "timeout": timeout}
         return self._call("wait", args, to_wake, timeout + self.timeout)
+
+    # -- queue channels (QueueBus) --------------------------------------------------
+
+    def declare_queue(self, channel: str, max_deliveries: int) -> QueueInfo:
+        args = {"channel": channel, "max_deliveries": max_deliveries}
+        return self._call("declare_queue", args, to_queue_info)
+
+    def claim(self, channel: str, consumer: str, lease_s: float) -> Claim | None:
+        args = {"channel": channel, "consumer": consumer, "lease_s": lease_s}
+        return self._call("claim", args, to_claim)
+
+    def renew(self, id: str, consumer: str, lease_s: float) -> Claim:
+        args = {"id": id, "consumer": consumer, "lease_s": lease_s}
+        return self._call("renew", args, to_renewed)
+
+    def done(self, id: str, consumer: str) -> None:
+        self._call("done", {"id": id, "consumer": consumer}, to_nothing)
+
+    def release(self, id: str, consumer: str) -> None:
+        self._call("release", {"id": id, "consumer": consumer}, to_nothing)
+
+    def dead(self, channel: str, after: int = 0, limit: int = 100) -> list[DeadLetter]:
+        args = {"channel": channel, "after": after, "limit": limit}
+        return self._call("dead", args, to_dead)
+
+    # -- role delivery (RoleBus) ----------------------------------------------------
+
+    def claim_role(self, role: str, run: str, lease_s: float) -> RoleHold:
+        args = {"role": role, "run": run, "lease_s": lease_s}
+        return self._call("claim_role", args, to_hold)
+
+    def release_role(self, role: str, run: str) -> None:
+        self._call("release_role", {"role": role, "run": run}, to_nothing)
+
+    def receive(self, run: str, limit: int = 50) -> list[Delivery]:
+        return self._call("receive", {"run": run, "limit": limit}, to_deliveries)
+
+    def read(self, id: str, run: str) -> None:
+        self._call("read", {"id": id, "run": run}, to_nothing)
+
+    def stranded(self, role: str) -> list[Stranded]:
+        return self._call("stranded", {"role": role}, to_stranded)
 
 
 def _identity(result: dict[str, Any]) -> dict[str, Any]:

@@ -21,23 +21,41 @@ reply to the request in flight, the rest (``ok``, and ``result`` or
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
 from knell.buses.contract import (
+    BROADCAST,
+    QUEUE,
+    ROLES,
     AckBeyondHead,
     BusError,
+    Claim,
+    DeadLetter,
     DefiniteError,
+    Delivery,
     IndeterminateError,
+    LeaseLost,
     Message,
+    NotDeliveredTo,
+    NotHolder,
+    NotSubscribed,
+    QueueInfo,
+    RoleHeld,
+    RoleHold,
+    Stranded,
     Wake,
+    WrongChannelKind,
 )
 
 __all__ = [
+    "DEFINITE_KINDS",
     "MAX_LINE",
     "OPS",
+    "OPS_OF",
     "PROTOCOL_VERSION",
     "Envelope",
     "WireError",
@@ -46,21 +64,60 @@ __all__ = [
     "envelope",
     "result_of",
     "snippet",
+    "to_claim",
     "to_cursor",
+    "to_dead",
+    "to_deliveries",
     "to_head",
+    "to_hold",
     "to_message",
     "to_messages",
+    "to_nothing",
+    "to_queue_info",
+    "to_renewed",
+    "to_stranded",
     "to_wake",
 ]
 
 PROTOCOL_VERSION = 1
-"""The version knell speaks; an adapter's ``hello`` must name it exactly."""
+"""The version knell speaks; an adapter's ``hello`` must name it exactly.
+
+Still 1 although the queue and at-most-once operations came later: they
+were added without changing any existing message, and knell sends them
+only to an adapter whose ``hello`` reply declares their contract, so an
+adapter written for the broadcast operations alone is served unchanged.
+A change an existing adapter could trip on would be version 2."""
 
 MAX_LINE = 16 * 1024 * 1024
 """The longest line knell reads (16 MiB); anything longer is malformed."""
 
-OPS = ("hello", "post", "subscribe", "fetch", "ack", "cursor", "head", "wait", "close")
-"""Every operation of protocol version 1 (the broadcast contract)."""
+OPS_OF: dict[str, tuple[str, ...]] = {
+    BROADCAST: ("post", "subscribe", "fetch", "ack", "cursor", "head", "wait"),
+    QUEUE: ("declare_queue", "post", "claim", "renew", "done", "release", "dead"),
+    ROLES: ("post", "claim_role", "release_role", "receive", "read", "stranded"),
+}
+"""The operations of each contract (``post`` is shared: one log serves all)."""
+
+OPS = (
+    "hello",
+    *dict.fromkeys(op for ops in OPS_OF.values() for op in ops),
+    "close",
+)
+"""Every operation of protocol version 1."""
+
+DEFINITE_KINDS: dict[str, type[DefiniteError]] = {
+    "ack-beyond-head": AckBeyondHead,
+    "not-subscribed": NotSubscribed,
+    **{
+        cls.refusal: cls
+        for cls in (WrongChannelKind, LeaseLost, RoleHeld, NotHolder, NotDeliveredTo)
+    },
+}
+"""Error kinds that stand for one of the contract's exceptions. A refusal
+kind (``lease-lost``...) becomes the :class:`~knell.buses.contract.Refused`
+subclass a bus in Python raises, so a worker records it with ``"refused":
+kind`` exactly as it would for a direct bus; any other definite kind is a
+plain :class:`~knell.buses.contract.DefiniteError`."""
 
 
 class WireError(Exception):
@@ -123,9 +180,10 @@ def result_of(reply: Envelope) -> dict[str, Any]:
 
 def bus_error(error: Any) -> BusError:
     """The contract's exception for an ``error`` object: ``definite`` ->
-    :class:`DefiniteError` (``ack-beyond-head``: :class:`AckBeyondHead`),
-    ``indeterminate`` -> :class:`IndeterminateError`. The text is
-    ``"<kind>: <message>"``."""
+    the class :data:`DEFINITE_KINDS` names for its kind, else
+    :class:`DefiniteError`; ``indeterminate`` -> :class:`IndeterminateError`
+    whatever the kind (a refusal that may have happened is no refusal).
+    The text is ``"<kind>: <message>"``."""
     if not isinstance(error, dict):
         raise WireError("'ok': false without an 'error' object")
     outcome, kind, message = error.get("outcome"), error.get("kind"), error.get("message")
@@ -135,7 +193,7 @@ def bus_error(error: Any) -> BusError:
         raise WireError("error.message must be a string")
     text = f"{kind}: {message}"
     if outcome == "definite":
-        return AckBeyondHead(text) if kind == "ack-beyond-head" else DefiniteError(text)
+        return DEFINITE_KINDS.get(kind, DefiniteError)(text)
     if outcome == "indeterminate":
         return IndeterminateError(text)
     raise WireError(f"error.outcome must be 'definite' or 'indeterminate', got {outcome!r}")
@@ -211,3 +269,126 @@ def to_wake(result: dict[str, Any]) -> Wake | None:
         _str(wake, "sender", "result.wake"),
         "backlog" if reason == "backlog" else "post",
     )
+
+
+# -- queue and at-most-once result shapes -------------------------------------
+
+
+def _time(obj: Any, name: str, where: str) -> float:
+    """A finite number (Unix seconds, or an interval): JSON has one number
+    type, so ``12`` and ``12.0`` are both fine; ``true`` is not a number."""
+    value = _field(obj, name, where)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise WireError(f"{where}.{name} must be a number, got {value!r}")
+    return float(value)
+
+
+def _list(result: dict[str, Any], name: str) -> list[Any]:
+    items = _field(result, name, "result")
+    if not isinstance(items, list):
+        raise WireError(f"result.{name} must be an array, got {type(items).__name__}")
+    return items
+
+
+def to_queue_info(result: dict[str, Any]) -> QueueInfo:
+    info = _field(result, "queue", "result")
+    return QueueInfo(
+        _str(info, "channel", "result.queue"),
+        _int(info, "max_deliveries", "result.queue"),
+        _time(info, "sweep_interval", "result.queue"),
+    )
+
+
+def _claim(obj: Any, where: str) -> Claim:
+    return Claim(
+        _str(obj, "id", where),
+        _str(obj, "channel", where),
+        _int(obj, "seq", where),
+        _str(obj, "body", where),
+        _str(obj, "sender", where),
+        _str(obj, "consumer", where),
+        _int(obj, "deliveries", where),
+        _time(obj, "expires_at", where),
+    )
+
+
+def to_claim(result: dict[str, Any]) -> Claim | None:
+    """``claim``: a lease, or ``null`` when nothing is claimable."""
+    claim = _field(result, "claim", "result")
+    return None if claim is None else _claim(claim, "result.claim")
+
+
+def to_renewed(result: dict[str, Any]) -> Claim:
+    """``renew``: the lease, extended (never ``null``: no lease is a refusal)."""
+    claim = _field(result, "claim", "result")
+    if claim is None:
+        raise WireError("result.claim must be an object (a renew without a lease is lease-lost)")
+    return _claim(claim, "result.claim")
+
+
+def to_dead(result: dict[str, Any]) -> list[DeadLetter]:
+    out = []
+    for i, obj in enumerate(_list(result, "dead")):
+        where = f"result.dead[{i}]"
+        out.append(
+            DeadLetter(
+                _str(obj, "id", where),
+                _str(obj, "channel", where),
+                _int(obj, "seq", where),
+                _str(obj, "body", where),
+                _str(obj, "sender", where),
+                _int(obj, "deliveries", where),
+                _time(obj, "died_at", where),
+            )
+        )
+    return out
+
+
+def to_hold(result: dict[str, Any]) -> RoleHold:
+    hold = _field(result, "hold", "result")
+    return RoleHold(
+        _str(hold, "role", "result.hold"),
+        _str(hold, "run", "result.hold"),
+        _time(hold, "expires_at", "result.hold"),
+    )
+
+
+def to_deliveries(result: dict[str, Any]) -> list[Delivery]:
+    out = []
+    for i, obj in enumerate(_list(result, "deliveries")):
+        where = f"result.deliveries[{i}]"
+        out.append(
+            Delivery(
+                _str(obj, "id", where),
+                _str(obj, "role", where),
+                _int(obj, "seq", where),
+                _str(obj, "body", where),
+                _str(obj, "sender", where),
+                _str(obj, "run", where),
+            )
+        )
+    return out
+
+
+def to_stranded(result: dict[str, Any]) -> list[Stranded]:
+    out = []
+    for i, obj in enumerate(_list(result, "stranded")):
+        where = f"result.stranded[{i}]"
+        out.append(
+            Stranded(
+                _str(obj, "id", where),
+                _str(obj, "role", where),
+                _int(obj, "seq", where),
+                _str(obj, "body", where),
+                _str(obj, "sender", where),
+                _str(obj, "run", where),
+                _time(obj, "delivered_at", where),
+            )
+        )
+    return out
+
+
+def to_nothing(result: dict[str, Any]) -> None:
+    """``done``, ``release``, ``release_role``, ``read``: success carries no
+    value (``{}``; unknown fields are ignored, as everywhere)."""
+    del result
