@@ -55,6 +55,8 @@ const ops = {
     }
     bus = new SqliteBroadcastBus(args.store || process.env.KNELL_STORE_URL, { bugs });
     const name = bugs.length ? `example node bus (bugs: ${bugs.join(', ')})` : 'example node bus';
+    // Broadcast only: knell never sends this adapter a queue or role
+    // operation, and refuses (exit 3) a scenario for those contracts.
     return { protocol: PROTOCOL, contracts: ['broadcast'], bus: name };
   },
   post: (a) => ({ message: bus.post(a.channel, a.body, a.sender, a.idempotency_key ?? null) }),
