@@ -1,7 +1,10 @@
 """The example adapters under the real CLI: every shipped scenario is VALID
-through the Node and the Python adapter, their traffic matches the
-published JSON Schema, the Node bus's seeded-bug twin is caught, and no
-adapter outlives its run, even when the runner is SIGKILLed."""
+through the Python adapter (all three contracts) and every broadcast one
+through the Node adapter (broadcast only: a queue scenario is refused),
+their traffic matches the published JSON Schema, the seeded bugs behind
+both (the Node bus's stale ack, a queue mutant behind the Python adapter)
+are caught, and no adapter outlives its run, even when the runner is
+SIGKILLed."""
 
 from __future__ import annotations
 
@@ -30,19 +33,23 @@ FLAKY = Path(__file__).parent / "adapters" / "flaky.py"
 SCHEMA = REPO / "docs" / "stdio-protocol.schema.json"
 
 
-def _on_sqlite_direct(path: Path) -> bool:
-    """The example adapters are SQLite buses reached directly, and the stdio
-    protocol speaks broadcast only: scenarios for another store, with
-    bridges in front, or of another contract are not theirs."""
-    scenario = load_scenario(path)
-    return (
-        scenario.store.kind == "sqlite"
-        and not scenario.bridges()
-        and scenario.contracts == ("broadcast",)
-    )
+def _sqlite_direct() -> dict[str, tuple[str, ...]]:
+    """The shipped scenarios the example adapters can run, with the
+    contracts each tests: they are SQLite buses reached directly, so
+    scenarios for another store or with bridges in front are not theirs."""
+    found = {}
+    for path in sorted((REPO / "scenarios").glob("*.toml")):
+        scenario = load_scenario(path)
+        if scenario.store.kind == "sqlite" and not scenario.bridges():
+            found[path.stem] = scenario.contracts
+    return found
 
 
-SCENARIOS = sorted(p.stem for p in (REPO / "scenarios").glob("*.toml") if _on_sqlite_direct(p))
+SCENARIOS = _sqlite_direct()
+PYTHON_SCENARIOS = sorted(SCENARIOS)
+"""The Python adapter serves every contract."""
+NODE_SCENARIOS = sorted(name for name, c in SCENARIOS.items() if c == ("broadcast",))
+"""The Node adapter declares broadcast only."""
 
 
 def need_node() -> None:
@@ -120,10 +127,16 @@ class WatchedRun:
 # -- every shipped scenario, through both adapters -------------------------------------
 
 
-@pytest.mark.parametrize("scenario", SCENARIOS)
+@pytest.mark.parametrize(
+    ("which", "scenario"),
+    [("python", s) for s in PYTHON_SCENARIOS] + [("node", s) for s in NODE_SCENARIOS],
+)
 def test_shipped_scenarios_are_valid_through_the_adapter(
-    driver: str, scenario: str, tmp_path: Path
+    which: str, scenario: str, tmp_path: Path
 ) -> None:
+    if which == "node":
+        need_node()
+    driver = NODE if which == "node" else PYTHON
     proc = knell("run", scenario, "--duration", "3s", "--reports", str(tmp_path), "--bus", driver)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "verdict: VALID" in proc.stdout
@@ -132,10 +145,27 @@ def test_shipped_scenarios_are_valid_through_the_adapter(
     assert "AdapterError" not in history
 
 
-def test_a_queue_scenario_is_refused_through_the_adapter(driver: str, tmp_path: Path) -> None:
-    proc = knell("run", "queue-kill-claimers", "--reports", str(tmp_path), "--bus", driver)
+def test_the_queue_and_role_scenarios_are_valid_through_the_python_adapter() -> None:
+    assert {"queue-kill-claimers", "queue-lapsing-leases", "atmostonce-holder-churn"} <= set(
+        PYTHON_SCENARIOS
+    )
+    assert "queue-kill-claimers" not in NODE_SCENARIOS and "quickstart" in NODE_SCENARIOS
+
+
+@pytest.mark.parametrize("scenario", ["queue-kill-claimers", "atmostonce-holder-churn"])
+def test_a_scenario_the_node_adapter_does_not_declare_is_refused(
+    scenario: str, tmp_path: Path
+) -> None:
+    need_node()
+    proc = knell("run", scenario, "--reports", str(tmp_path), "--bus", NODE)
     assert proc.returncode == 3, proc.stdout + proc.stderr
-    assert "tests the queue contract" in proc.stderr and "implements broadcast only" in proc.stderr
+    assert "Traceback" not in proc.stdout + proc.stderr
+    contract = SCENARIOS[scenario][0]
+    line = proc.stderr.strip().splitlines()[-1]
+    assert line.startswith(f"knell: error: scenario {scenario!r} tests the {contract} contract")
+    assert f"but bus {NODE!r} implements broadcast only" in line
+    assert f"lists {contract!r} in its hello reply's contracts" in line
+    assert not (tmp_path / scenario).exists() or not any((tmp_path / scenario).iterdir())
 
 
 def test_quickstart_traffic_matches_the_schema_and_leaves_no_adapter(
@@ -167,6 +197,39 @@ def test_quickstart_traffic_matches_the_schema_and_leaves_no_adapter(
     assert {"hello", "post", "subscribe", "fetch", "ack", "cursor", "head", "wait", "close"} <= set(
         checked["ops"]
     ), checked
+
+
+def test_queue_traffic_matches_the_schema_and_leaves_no_adapter(tmp_path: Path) -> None:
+    """Every queue operation, the lapsed holders' refusals (lease-lost) and
+    the final phase, through the Python adapter, against the schema."""
+    jsonschema = pytest.importorskip("jsonschema")
+    trace = tmp_path / "trace"
+    run = WatchedRun(
+        "adapter.py",
+        "queue-lapsing-leases",
+        "--duration",
+        "4s",
+        "--reports",
+        str(tmp_path / "r"),
+        "--bus",
+        PYTHON,
+        KNELL_ADAPTER_TRACE=str(trace),
+    )
+    code, out, err = run.finish()
+    assert code == 0, out + err
+    assert "verdict: VALID" in out
+    assert not run.survivors(), "adapters outlived the run"
+    run_dir, res = results(out)
+    assert res["checks"]["checks"]["lease-exclusive"]["valid"] is True
+    checked = validate_traces(jsonschema, trace)
+    queue_ops = {"declare_queue", "post", "claim", "renew", "done", "release", "dead"}
+    assert {"hello", "close"} | queue_ops <= set(checked["ops"]), checked
+    refused = {
+        json.loads(line)["value"].get("refused")
+        for line in (run_dir / "history.jsonl").read_text().splitlines()
+        if '"refused"' in line
+    }
+    assert "lease-lost" in refused, refused
 
 
 def validate_traces(jsonschema: object, folder: Path) -> dict:
@@ -224,6 +287,35 @@ def test_the_node_bus_with_a_stale_ack_bug_is_caught(
     assert "verdict: INVALID" in proc.stdout
     _, res = results(proc.stdout)
     assert res["checks"]["checks"]["no-cursor-regression"]["valid"] is False
+
+
+def test_a_queue_mutant_behind_the_python_adapter_is_caught(tmp_path: Path) -> None:
+    """The seeded claim-without-guard bug, served by the Python adapter
+    (``--mutant``): the race between two claimers' adapters is caught by the
+    same check that catches it in-process."""
+    bus = f"{PYTHON} --mutant claim-without-guard"
+    proc = knell(
+        "run", "queue-kill-claimers", "--duration", "4s", "--reports", str(tmp_path), "--bus", bus
+    )
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "verdict: INVALID" in proc.stdout
+    run_dir, res = results(proc.stdout)
+    assert res["checks"]["checks"]["lease-exclusive"]["valid"] is False
+    assert "AdapterError" not in (run_dir / "history.jsonl").read_text()
+
+
+def test_the_python_adapter_names_an_unknown_mutant() -> None:
+    proc = subprocess.run(
+        [sys.executable, "examples/python-adapter/adapter.py", "--mutant", "no-such-bug"],
+        cwd=REPO,
+        input="",
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2
+    assert "no SQLite mutant named 'no-such-bug'" in proc.stderr
+    assert "Traceback" not in proc.stderr
 
 
 # -- adapter failures in a real run -------------------------------------------------------

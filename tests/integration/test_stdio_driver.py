@@ -17,6 +17,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import orjson
 import psutil
 import pytest
 
@@ -198,9 +199,10 @@ def test_the_buses_own_errors_keep_their_outcome(tmp_path: Path) -> None:
     [
         ("old-protocol", "handshake", "the adapter speaks protocol 2, knell speaks 1"),
         (
-            "queue-only",
+            "no-known-contract",
             "handshake",
-            "does not declare the broadcast contract(s) (it declares: queue)",
+            "the adapter declares no contract knell can drive (it declares: stream; "
+            "knell drives broadcast, queue, at-most-once)",
         ),
         ("refuse-hello", "handshake", "refused hello: invalid-argument: no such store"),
         (
@@ -220,6 +222,44 @@ def test_handshake_failures_stop_before_anything_runs(
     assert isinstance(caught.value, DriverError)  # knell run: a usage error, exit 3
     assert caught.value.kind == kind
     assert words in one_line(caught.value)
+
+
+def test_an_adapter_that_declares_fewer_contracts_still_greets(tmp_path: Path) -> None:
+    """What an adapter declares is what it is tested on: a queue-only
+    adapter opens (each scenario is checked against it), unless the caller
+    requires a contract it lacks."""
+    bus = adapter("queue-only", tmp_path, trace=tmp_path / "trace")
+    assert bus.contracts == {"queue"}
+    bus.close()
+    (trace,) = (tmp_path / "trace").glob("adapter-*.log")
+    hello = orjson.loads(trace.read_bytes().splitlines()[0].removeprefix(b"> "))
+    assert hello["op"] == "hello"  # knell offers what it can drive; the adapter picks
+    assert hello["args"]["contracts"] == ["broadcast", "queue", "at-most-once"]
+    with pytest.raises(AdapterStartError) as caught:
+        adapter("queue-only", tmp_path, require=("broadcast",))
+    assert caught.value.kind == "handshake"
+    assert "does not declare the broadcast contract(s) (it declares: queue)" in one_line(
+        caught.value
+    )
+
+
+def test_a_scenario_for_a_contract_the_adapter_lacks_is_a_usage_error(tmp_path: Path) -> None:
+    proc = knell(
+        "run",
+        "quickstart",
+        "--duration",
+        "2s",
+        "--reports",
+        str(tmp_path),
+        "--bus",
+        f"exec:{sys.executable} {MISBEHAVING} queue-only",
+        timeout=60,
+    )
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr + proc.stdout
+    assert "scenario 'quickstart' tests the broadcast contract, but bus 'exec:" in proc.stderr
+    assert "misbehaving.py queue-only' implements queue only" in proc.stderr
+    assert "lists 'broadcast' in its hello reply's contracts" in proc.stderr
 
 
 def test_after_a_failure_the_next_call_starts_a_fresh_adapter(tmp_path: Path) -> None:

@@ -48,6 +48,8 @@ def hello(rid: int) -> None:
         send({"id": rid, "ok": True, "result": {"protocol": 2, "contracts": ["broadcast"]}})
     elif MODE == "queue-only":
         send({"id": rid, "ok": True, "result": {"protocol": 1, "contracts": ["queue"]}})
+    elif MODE == "no-known-contract":
+        send({"id": rid, "ok": True, "result": {"protocol": 1, "contracts": ["stream"]}})
     elif MODE == "refuse-hello":
         error = {"outcome": "definite", "kind": "invalid-argument", "message": "no such store"}
         send({"id": rid, "ok": False, "error": error})
