@@ -20,8 +20,8 @@ proxy      round trip p50 / p99 and bulk throughput    the same through a direct
            through ``knell proxy`` (:mod:`.proxy`)     connection
 bridge     posts/s and post-to-ring through one        the same bus, opened directly
            ``knell bridge`` (:mod:`.bridge`)
-stdio      posts/s through a stdio adapter             the in-process bus
-           (:mod:`.stdio`)
+stdio      posts/s, fetches, cursor reads and claims/s the in-process bus
+           through a stdio adapter (:mod:`.stdio`)
 =========  ==========================================  =======================
 Results go to ``reports/bench/<timestamp>/bench.json``, ``bench.md`` and
 ``bench.html``.

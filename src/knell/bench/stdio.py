@@ -11,10 +11,13 @@ changes only the path to it: knell's reference :class:`SqliteBus`
   via :class:`~knell.buses.stdio.StdioBus`,
 
 each on its own fresh file with the same settings, in interleaved blocks
-(see :mod:`knell.bench.timing`). Three operations span the range: a keyed
-``post`` (a write transaction, where the store's commit dominates), a
-``fetch`` of a 50-message page (the largest replies), and a ``cursor`` read
-(almost no bus work: the protocol's round trip alone).
+(see :mod:`knell.bench.timing`). Three broadcast operations span the
+range: a keyed ``post`` (a write transaction, where the store's commit
+dominates), a ``fetch`` of a 50-message page (the largest replies), and a
+``cursor`` read (almost no bus work: the protocol's round trip alone). A
+fourth is the queue contract's hot path, a ``claim`` (a write transaction
+that finds the oldest claimable message and leases it, replying with the
+whole lease).
 
 Rates are **wall-clock**, unlike the other bus figures: the adapter works
 in another process, whose CPU time this process does not see.
@@ -40,6 +43,7 @@ from knell.buses.stdio import StdioBus
 __all__ = ["python_adapter", "run_stdio_bench"]
 
 CHANNEL = "events"
+QUEUE = "jobs"
 PAGE = 50
 BACKLOG = 1000
 
@@ -69,6 +73,7 @@ def run_stdio_bench(work: Path, *, short: bool, say: Callable[[str], None] = pri
             _posts(stdio, direct, block, rounds),
             _fetches(stdio, direct, block, rounds),
             _cursors(stdio, direct, block, rounds),
+            _claims(stdio, direct, work, block, rounds),
         ]
     finally:
         stdio.close()
@@ -131,6 +136,32 @@ def _cursors(stdio: Bus, direct: Bus, block: int, rounds: int) -> Row:
 
     result = paired(reader(stdio), reader(direct), rounds)
     return _row(result, "cursor read (the round trip alone)", block, rounds)
+
+
+def _claims(stdio: StdioBus, direct: SqliteBus, work: Path, block: int, rounds: int) -> Row:
+    """Claims from a queue seeded with one message per claim, on each side."""
+    count = block * rounds
+    seeders = [SqliteBus(work / "stdio.db"), direct]  # the adapter's file, opened here too
+    try:
+        for bus in seeders:
+            bus.declare_queue(QUEUE, 3)
+            for i in range(bus.head(QUEUE) + 1, count + 1):
+                bus.post(QUEUE, f"job:{i}", "seeder")
+    finally:
+        seeders[0].close()
+
+    def claimer(bus: StdioBus | SqliteBus) -> Callable[[], int]:
+        def run() -> int:
+            claim = bus.claim
+            for _ in range(block):
+                if claim(QUEUE, "bench", 60.0) is None:  # pragma: no cover - seeded enough
+                    raise RuntimeError("the benchmark queue ran dry")
+            return block
+
+        return run
+
+    result = paired(claimer(stdio), claimer(direct), rounds)
+    return _row(result, "claim (oldest claimable, leased)", block, rounds)
 
 
 def _row(result: Paired, operation: str, block: int, rounds: int) -> Row:
