@@ -75,6 +75,9 @@ class Supervisor:
         self.env["PYTHONPATH"] = os.pathsep.join(
             p for p in (os.getcwd(), os.environ.get("PYTHONPATH", "")) if p
         )
+        # Where a child keeps files of its own that must outlive its
+        # incarnations but not the run (a bridge mutant's checkpoints).
+        self.env["KNELL_RUN_DIR"] = str(run_dir.resolve())
 
     def add(self, name: str, spec_path: Path) -> WorkerProcess:
         """A worker (``python -m knell.workload SPEC``)."""

@@ -31,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import os
 import tempfile
 import threading
 import time
@@ -217,12 +218,16 @@ class BridgeDropsIdempotencyKeyBus(_Wrapper):
 
 def state_file(url: str, name: str) -> Path:
     """Where a bridge mutant keeps state across its own restarts: beside
-    a SQLite store's file, else in the temp folder, keyed by the URL."""
+    a SQLite store's file; else in the run directory of the run that
+    started it (``KNELL_RUN_DIR``, so nothing outlives the run), or the temp
+    folder for a bridge started by hand; keyed by the URL."""
     parts = urlsplit(url)
     if parts.scheme == "sqlite" and parts.path:
         return Path(parts.path).with_name(Path(parts.path).name + f".{name}.json")
     digest = hashlib.sha1(url.encode()).hexdigest()[:16]
-    return Path(tempfile.gettempdir()) / f"knell-{name}-{digest}.json"
+    run_dir = os.environ.get("KNELL_RUN_DIR")
+    folder = Path(run_dir) / "control" if run_dir else Path(tempfile.gettempdir())
+    return folder / f"knell-{name}-{digest}.json"
 
 
 @mutant(

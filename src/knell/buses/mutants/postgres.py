@@ -143,7 +143,9 @@ class SeqOutsideLockBus(_PgMutant):
     "postgres-seq-from-sequence",
     failure_mode="Seq taken from a SEQUENCE: numbers commit out of order, a reader skips one",
     killed_by=("no-loss",),
-    scenarios=(KILL_CONSUMERS, STORE_CRASH),
+    # Not postgres-kill-consumers: its two producers rarely commit out of
+    # order there (0 in 3 seeds); the store-crash scenario's three race.
+    scenarios=(STORE_CRASH,),
     rule="A seq is computed from a snapshot holding every lower seq, so seqs commit in order",
     store="postgres",
 )
