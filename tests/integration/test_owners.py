@@ -3,6 +3,7 @@ live runner owns is never touched."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -105,3 +106,54 @@ def test_a_run_records_its_workers(tmp_path: Path) -> None:
     names = {r["name"] for r in records if r["kind"] == "process"}
     assert {"producer-1.1", "consumer-1.1", "waiter-1.1", "joiner-1.1"} <= names
     assert not list((tmp_path / "state").glob("runner-*.jsonl"))  # cleaned up after itself
+
+
+PROXY_RUNNER = """
+import sys, time
+from pathlib import Path
+from knell.owners import Owner
+from knell.nemesis.toxiproxy import start_local_proxy
+owner = Owner(states=Path(sys.argv[1]))
+handle = start_local_proxy(owner=owner)
+print(handle.pid, handle._work, flush=True)
+time.sleep(120)
+"""
+
+
+def test_reap_removes_a_killed_runners_proxy_and_its_folder(tmp_path: Path) -> None:
+    runner = subprocess.Popen(
+        [sys.executable, "-c", PROXY_RUNNER, str(tmp_path)], stdout=subprocess.PIPE, text=True
+    )
+    assert runner.stdout is not None
+    pid_text, work_text = runner.stdout.readline().split(maxsplit=1)
+    work = Path(work_text.strip())
+    assert work.name.startswith("knell-proxy-") and work.is_dir()
+    runner.kill()  # SIGKILL: neither the proxy's folder nor (until its leash fires) the proxy goes
+    runner.wait()
+    reap(tmp_path)
+    assert not work.exists()
+    deadline = time.monotonic() + 5
+    while psutil.pid_exists(int(pid_text)) and time.monotonic() < deadline:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            if psutil.Process(int(pid_text)).status() == psutil.STATUS_ZOMBIE:
+                break
+        time.sleep(0.05)
+    assert not psutil.pid_exists(int(pid_text)) or (
+        psutil.Process(int(pid_text)).status() == psutil.STATUS_ZOMBIE
+    )
+
+
+def test_a_recorded_folder_outside_the_known_prefixes_is_never_removed(tmp_path: Path) -> None:
+    import tempfile
+
+    from knell.stores import tempdirs
+
+    stranger = Path(tempfile.mkdtemp(prefix="not-knell-"))
+    nested = tmp_path / "knell-proxy-x"
+    nested.mkdir()
+    try:
+        assert tempdirs.remove({"id": str(stranger)}) is False
+        assert tempdirs.remove({"id": str(nested)}) is False  # not directly in the temp folder
+        assert stranger.is_dir() and nested.is_dir()
+    finally:
+        stranger.rmdir()

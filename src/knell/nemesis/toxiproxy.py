@@ -747,6 +747,7 @@ def start_local_proxy(
     contain(proc)  # Windows: dies with knell (a kill-on-close job)
     if owner is not None:
         owner.process(proc.pid, "knell-proxy")
+        owner.resource("directory", str(work))  # knell reap removes it after a SIGKILL
     try:
         data = json.loads(_wait_file(ready, proc, ready_timeout, "knell proxy"))
     except BaseException:
