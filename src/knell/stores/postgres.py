@@ -34,7 +34,7 @@ from knell.stores import tempdirs
 from knell.stores.base import StoreError, tail
 from knell.stores.discovery import PostgresBinaries, find_postgres
 from knell.stores.process import KeptProcess
-from knell.stores.server import ServerStore
+from knell.stores.server import ServerStore, ensure_writable
 
 __all__ = ["SYNCHRONOUS_COMMIT", "PostgresServer"]
 
@@ -90,7 +90,6 @@ class PostgresServer(ServerStore):
         self.binaries: PostgresBinaries | None = None
         self.initdb_log = self.store_dir / "initdb.log"
         self._temp: Path | None = None
-        self._started = False
 
     # -- the URL --------------------------------------------------------------
 
@@ -113,17 +112,6 @@ class PostgresServer(ServerStore):
 
     # -- lifecycle ------------------------------------------------------------
 
-    def start(self) -> None:
-        if self._started:
-            return
-        self._started = True
-        try:
-            self._provision()
-            self._launch_and_wait()
-        except BaseException:
-            self.stop()
-            raise
-
     def _server_user(self) -> str | None:
         if is_root():
             return self.user or "postgres"
@@ -135,13 +123,7 @@ class PostgresServer(ServerStore):
 
     def _provision(self) -> None:
         self.binaries = find_postgres(self.bin_dir)
-        try:
-            self.store_dir.mkdir(parents=True, exist_ok=True)
-            probe = self.store_dir / ".write-probe"
-            probe.write_text("", encoding="utf-8")
-            probe.unlink()
-        except OSError as exc:
-            raise StoreError(f"store folder {self.store_dir} is not writable: {exc}") from None
+        ensure_writable(self.store_dir, "store folder")
         user = self.user = self._server_user()
         if self.data_dir is None:
             if user is not None:

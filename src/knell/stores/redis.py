@@ -29,7 +29,7 @@ from redis.exceptions import BusyLoadingError, RedisError
 from knell.owners import Owner
 from knell.stores.base import StoreError
 from knell.stores.discovery import find_redis_server
-from knell.stores.server import ServerStore
+from knell.stores.server import ServerStore, ensure_writable
 
 __all__ = ["PERSISTENCE", "RedisServer"]
 
@@ -72,7 +72,6 @@ class RedisServer(ServerStore):
         self.password = password
         self.prefix = prefix
         self.settings = dict(settings or {})
-        self._started = False
 
     @property
     def admin_url(self) -> str:
@@ -88,25 +87,10 @@ class RedisServer(ServerStore):
             f"&poll_interval={self.poll_interval:g}&op_timeout={self.op_timeout:g}"
         )
 
-    def start(self) -> None:
-        if self._started:
-            return
-        self._started = True
-        try:
-            self.binary = find_redis_server(self.binary_name)
-            for folder in (self.store_dir, self.data_dir):
-                try:
-                    folder.mkdir(parents=True, exist_ok=True)
-                    probe = folder / ".write-probe"
-                    probe.write_text("", encoding="utf-8")
-                    probe.unlink()
-                except OSError as exc:
-                    what = "data directory" if folder == self.data_dir else "store folder"
-                    raise StoreError(f"{what} {folder} is not writable: {exc}") from None
-            self._launch_and_wait()
-        except BaseException:
-            self.stop()
-            raise
+    def _provision(self) -> None:
+        self.binary = find_redis_server(self.binary_name)
+        ensure_writable(self.store_dir, "store folder")
+        ensure_writable(self.data_dir, "data directory")
 
     def _command(self) -> list[str]:
         assert self.binary is not None

@@ -26,7 +26,7 @@ from knell.owners import Owner
 from knell.stores.base import Store, StoreError, free_port, port_in_use, tail
 from knell.stores.process import KeptProcess
 
-__all__ = ["ServerStore"]
+__all__ = ["ServerStore", "ensure_writable"]
 
 BIND_RETRIES = 3
 """Ports tried before a server that cannot bind is an error."""
@@ -62,8 +62,13 @@ class ServerStore(Store):
         self._fixed_port = port is not None
         self.log = self.store_dir / f"{self.kind}.log"
         self._server: KeptProcess | None = None
+        self._started = False
 
     # -- what each server says for itself -------------------------------------
+
+    @abstractmethod
+    def _provision(self) -> None:
+        """Find the binary and make the folders (before the first launch)."""
 
     @abstractmethod
     def _command(self) -> list[str]:
@@ -79,6 +84,19 @@ class ServerStore(Store):
         why not (one line)."""
 
     # -- life ----------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Provision, launch and wait until the server answers (once); on
+        any failure, stop whatever was started before raising."""
+        if self._started:
+            return
+        self._started = True
+        try:
+            self._provision()
+            self._launch_and_wait()
+        except BaseException:
+            self.stop()
+            raise
 
     def _launch(self) -> None:
         if self.port is not None and port_in_use(self.port):
@@ -162,3 +180,15 @@ class ServerStore(Store):
     def describe_short(self) -> str:
         where = f"127.0.0.1:{self.port}" if self.port else "a free 127.0.0.1 port"
         return f"{self.kind} on {where}"
+
+
+def ensure_writable(folder: Path, what: str) -> None:
+    """Make ``folder`` and prove a file can be written in it: a server
+    started on a folder it cannot write fails later with a worse message."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / ".write-probe"
+        probe.write_text("", encoding="utf-8")
+        probe.unlink()
+    except OSError as exc:
+        raise StoreError(f"{what} {folder} is not writable: {exc}") from None
