@@ -11,7 +11,9 @@ starts in the same millisecond), runs its role and prints one JSON line:
 * ``ack``: COUNT acks of handle ``w`` on ``race``, ascending (seed 0) or in a
   seeded random order: ``{"acks": [[up_to, cursor], ...]}``;
 * ``watch``: COUNT reads of handle ``w``'s cursor: ``{"cursors": [...]}``;
-* ``subscribe``: subscribe handle ``NAME`` at head: ``{"cursor": n}``.
+* ``subscribe``: subscribe handle ``NAME`` at head: ``{"cursor": n}``;
+* ``claim``: COUNT claims on the queue ``jobs`` (30 s leases, never done):
+  ``{"claimed": [body, ...]}``.
 
 ``$KNELL_RACE_DRIVER`` (``module:factory``) opens a bus other than the URL's
 reference bus: a mutant, to show that the race exposes its bug.
@@ -56,6 +58,9 @@ def main(url: str, role: str, name: str, count: int, start_at: float, seed: int)
         out = {"cursors": [bus.cursor("w", "race") for _ in range(count)]}
     elif role == "subscribe":
         out = {"cursor": bus.subscribe(name, "race")}
+    elif role == "claim":
+        claims = [bus.claim("jobs", name, 30.0) for _ in range(count)]  # type: ignore[attr-defined]
+        out = {"claimed": [c.body for c in claims if c is not None]}
     else:
         raise SystemExit(f"unknown role {role!r}")
     bus.close()

@@ -29,12 +29,16 @@ SCENARIOS = {
         "postgres-store-crash",
         "postgres-latency-storm",
         "contract-tour",  # re-targeted on the store axis: racing acks
+        "queue-kill-claimers",
+        "atmostonce-holder-churn",
     },
     "redis": {
         "redis-kill-consumers",
         "redis-store-crash-aof-always",
         "redis-partition",
         "contract-tour",
+        "queue-kill-claimers",
+        "atmostonce-holder-churn",
     },
 }
 
@@ -269,3 +273,44 @@ def test_unlogged_tables_are_emptied_by_a_crash(tmp_path: Path) -> None:
             ref.close()
     finally:
         store.stop()
+
+
+# -- queues and role inboxes -----------------------------------------------------------
+
+
+def _racing_claims(url: str, driver: str | None, opened: list[Bus]) -> list[str]:
+    setup = reference(url, opened)
+    setup.declare_queue("jobs", 3)
+    for i in range(400):
+        setup.post("jobs", f"m{i}", "p")
+    outputs = race(url, ("claim", "c1", 150, 0), ("claim", "c2", 150, 0), driver=driver)
+    return [body for o in outputs for body in o["claimed"]]
+
+
+@pytest.mark.parametrize(("name", "fixture"), [("postgres-claim-read-then-upsert", "pg_url")])
+def test_racing_claimers_both_win_one_message(
+    name: str, fixture: str, request: Any, opened: list[Bus]
+) -> None:
+    claimed = _racing_claims(request.getfixturevalue(fixture), NETWORK[name].factory, opened)
+    assert len(set(claimed)) < len(claimed), "no message was won twice"
+
+
+@pytest.mark.parametrize("fixture", ["pg_url", "redis_url"])
+def test_racing_claimers_of_the_reference_never_share_a_message(
+    fixture: str, request: Any, opened: list[Bus]
+) -> None:
+    claimed = _racing_claims(request.getfixturevalue(fixture), None, opened)
+    assert len(claimed) == 300 and len(set(claimed)) == 300
+
+
+def test_a_popped_delivery_is_never_listed_as_stranded(pg_url: str, opened: list[Bus]) -> None:
+    for bus, listed in (
+        (reference(pg_url, opened), ["m"]),
+        (mutant("postgres-receive-pops-inbox", pg_url, opened), []),
+    ):
+        role = f"reviewer-{len(listed)}"
+        bus.post(role, "m", "s")
+        bus.claim_role(role, "run-1", 5.0)
+        assert [d.body for d in bus.receive("run-1")] == ["m"]
+        bus.release_role(role, "run-1")  # left without reading it
+        assert [s.body for s in bus.stranded(role)] == listed

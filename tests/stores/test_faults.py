@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
+import psycopg
 import pytest
 
 from knell.buses import DefiniteError, IndeterminateError, open_bus
@@ -119,7 +120,8 @@ def test_postgres_without_synchronous_commit_loses_acked_posts_in_a_crash(
     bus = open_bus(store.url)
     try:
         bus.subscribe("w", "a")
-        time.sleep(0.5)  # let the WAL writer flush the setup
+        with psycopg.connect(store.admin_url, autocommit=True) as admin:  # type: ignore[attr-defined]
+            admin.execute("CHECKPOINT")  # the setup (schema, subscription) is on disk
         for i in range(5):
             bus.post("a", f"m{i}", "p")
         crash_and_restart(store)

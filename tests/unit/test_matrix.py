@@ -8,6 +8,8 @@ import json
 from datetime import datetime, timezone
 from pathlib import Path
 
+import pytest
+
 from knell.buses.mutants import all_mutants
 from knell.checker import Anomaly, CheckResult
 from knell.matrix import (
@@ -169,9 +171,16 @@ def test_plan_runs_each_mutant_on_its_declared_scenarios() -> None:
 
 
 def test_store_axis_retargets_portable_scenarios_and_keeps_mutants_home() -> None:
-    names = ("quickstart", "postgres-kill-consumers", "sqlite-bridge-kill", "redis-kill-consumers")
+    names = (
+        "quickstart",
+        "postgres-kill-consumers",
+        "sqlite-bridge-kill",
+        "redis-kill-consumers",
+        "queue-kill-claimers",
+    )
     scenarios = [load_scenario(SCENARIOS / f"{n}.toml") for n in names]
-    assert [portable(s) for s in scenarios] == [True, False, True, False]
+    assert [portable(s) for s in scenarios] == [True, False, True, False, True]
+    assert portable(scenarios[-1], "postgres")  # its reference bus serves queues too
     chosen = [
         MUTANTS["off-by-one-read"],  # sqlite, declared on quickstart
         MUTANTS["postgres-seq-outside-lock"],
@@ -184,6 +193,7 @@ def test_store_axis_retargets_portable_scenarios_and_keeps_mutants_home() -> Non
         (REFERENCE, "quickstart@postgres", "postgres"),
         (REFERENCE, "postgres-kill-consumers", "postgres"),
         (REFERENCE, "sqlite-bridge-kill@postgres", "postgres"),
+        (REFERENCE, "queue-kill-claimers@postgres", "postgres"),
         ("postgres-seq-outside-lock", "postgres-kill-consumers", "postgres"),
         ("bridge-stale-head", "sqlite-bridge-kill@postgres", "postgres"),
     }  # the sqlite mutant is not ported; redis's scenario and mutant are not on this axis
@@ -195,6 +205,20 @@ def test_store_axis_retargets_portable_scenarios_and_keeps_mutants_home() -> Non
     assert {t.label for t in native} == set(names)
     assert ("redis-capped-stream", "redis-kill-consumers") in {(t.bus, t.label) for t in native}
     assert [t.scenario.store.kind for t in native if t.label == "quickstart"] == ["sqlite"] * 2
+
+
+def test_a_scenario_is_not_ported_to_a_store_whose_bus_lacks_its_contract(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import knell.matrix.run as matrix_run
+
+    queue = load_scenario(SCENARIOS / "queue-kill-claimers.toml")
+    quick = load_scenario(SCENARIOS / "quickstart.toml")
+    monkeypatch.setattr(matrix_run, "reference_contracts", lambda store: frozenset({"broadcast"}))
+    assert not portable(queue, "redis") and portable(quick, "redis")
+    assert [label for _, label in matrix_run.targets([queue, quick], ["redis"])] == [
+        "quickstart@redis"
+    ]
 
 
 def test_reference_must_make_an_expected_finding() -> None:

@@ -1,6 +1,8 @@
 """How close the reference queue comes to its store, and how fast a lapse comes back.
 
-Two figures, each against a baseline measured in the same run:
+Two figures per store (SQLite, and Postgres and Redis on private servers
+when this machine has them), each against a baseline measured in the same
+run:
 
 * **claims/s** vs **a raw guarded-UPDATE loop on the same file**. A claim
   is one write transaction that finds the oldest claimable message (never
@@ -12,7 +14,11 @@ Two figures, each against a baseline measured in the same run:
   ... 'ready') AND state = 'ready'`` on pre-made ready rows, on another
   channel of the same SQLite file with the same journal and sync settings.
   Interleaved blocks, CPU-time rates, median of block ratios
-  (:mod:`knell.bench.timing`).
+  (:mod:`knell.bench.timing`). On Postgres the raw loop is the same
+  guarded UPDATE on pre-made ready rows of the bus's schema; on Redis it
+  is one script that pops the oldest ready seq from a sorted set and
+  writes its lease (the least atomic step that hands a message to one
+  consumer). Both server forms count wall time: the work is in the server.
 * **lease expiry -> claimable again**, p50 and p99: a consumer's lease of
   ``LEASE`` seconds lapses while a second connection claims in a tight
   loop; the figure is the time from the lease's ``expires_at`` (the bus's
@@ -29,10 +35,13 @@ objects for the ``queue`` section.
 from __future__ import annotations
 
 import sqlite3
+import statistics
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+from knell.bench.network import wall_ratios
 from knell.bench.result import Row
 from knell.bench.timing import paired
 from knell.buses.sqlite import SqliteBus
@@ -90,6 +99,41 @@ def _claims(work: Path, short: bool) -> Row:
     raw.execute("PRAGMA journal_mode=WAL")
     raw.execute("PRAGMA synchronous=NORMAL")
 
+    def raw_claim() -> bool:
+        now = time.time()
+        return raw.execute(_RAW_CLAIM, ("bench", now + 60.0, now, RAW)).rowcount == 1
+
+    try:
+        return _paired_claims(
+            "sqlite",
+            bus,
+            raw_claim,
+            block,
+            rounds,
+            baseline_name="raw guarded UPDATE of the oldest ready row, same file",
+            note="WAL, synchronous=normal",
+            wall=False,
+        )
+    finally:
+        bus.close()
+        raw.close()
+
+
+def _paired_claims(
+    label: str,
+    bus: Any,
+    raw_claim: Callable[[], bool],
+    block: int,
+    rounds: int,
+    *,
+    baseline_name: str,
+    note: str,
+    wall: bool,
+) -> Row:
+    """Interleaved blocks of bus claims and raw claims (both queues seeded
+    with ``block * rounds`` messages); rates per CPU second, or per wall
+    second when the work is in a server."""
+
     def bus_block() -> int:
         claim = bus.claim
         for _ in range(block):
@@ -98,47 +142,46 @@ def _claims(work: Path, short: bool) -> Row:
         return block
 
     def raw_block() -> int:
-        execute = raw.execute
         for _ in range(block):
-            now = time.time()
-            if execute(_RAW_CLAIM, ("bench", now + 60.0, now, RAW)).rowcount != 1:
-                raise RuntimeError("the raw queue ran dry")  # pragma: no cover
+            if not raw_claim():  # pragma: no cover - seeded enough
+                raise RuntimeError("the raw queue ran dry")
         return block
 
-    try:
-        result = paired(bus_block, raw_block, rounds)
-    finally:
-        bus.close()
-        raw.close()
+    result = paired(bus_block, raw_block, rounds)
+    ratios = wall_ratios(result) if wall else result.ratios
     return Row(
         section=SECTION,
-        name="sqlite: claim (oldest claimable, leased)",
-        value=result.subject_rate,
+        name=f"{label}: claim (oldest claimable, leased)",
+        value=result.subject_wall_rate if wall else result.subject_rate,
         unit="claims/s",
-        baseline=result.baseline_rate,
-        baseline_name="raw guarded UPDATE of the oldest ready row, same file",
-        ratio=result.ratio,
-        note=f"WAL, synchronous=normal; {rounds} interleaved blocks of {block}; "
-        "rates per CPU second",
+        baseline=result.baseline_wall_rate if wall else result.baseline_rate,
+        baseline_name=baseline_name,
+        ratio=statistics.median(ratios),
+        note=f"{note}; {rounds} interleaved blocks of {block}; rates per "
+        + ("wall second (the work is in the server)" if wall else "CPU second"),
         extra={
             "wall_rate": result.subject_wall_rate,
             "baseline_wall_rate": result.baseline_wall_rate,
-            "block_ratios": result.ratios,
+            "block_ratios": ratios,
         },
     )
 
 
 def _expiry(work: Path, short: bool) -> list[Row]:
-    samples = 40 if short else 200
     path = work / "expiry.db"
-    holder = SqliteBus(path)
-    poller = SqliteBus(path)
-    holder.declare_queue(LAPSE, 10 * samples + 10)
-    holder.post(LAPSE, "bench:lapse", "bench")
+    return _lapses("sqlite", SqliteBus(path), SqliteBus(path), short)
+
+
+def _lapses(label: str, holder: Any, poller: Any, short: bool) -> list[Row]:
+    """Lease expiry -> claimable again through two connections (both closed
+    at the end)."""
+    samples = 40 if short else 200
     latencies: list[float] = []
     wins: list[float] = []
     empty = 0
     try:
+        holder.declare_queue(LAPSE, 10 * samples + 10)
+        holder.post(LAPSE, "bench:lapse", "bench")
         for _ in range(samples):
             held = holder.claim(LAPSE, "holder", LEASE)
             if held is None:  # pragma: no cover - it is always released below
@@ -165,7 +208,7 @@ def _expiry(work: Path, short: bool) -> list[Row]:
     return [
         Row(
             section=SECTION,
-            name="sqlite: lease expiry -> claimable again, p50",
+            name=f"{label}: lease expiry -> claimable again, p50",
             value=p50,
             unit="ms",
             baseline=win,
@@ -176,7 +219,7 @@ def _expiry(work: Path, short: bool) -> list[Row]:
         ),
         Row(
             section=SECTION,
-            name="sqlite: lease expiry -> claimable again, p99",
+            name=f"{label}: lease expiry -> claimable again, p99",
             value=p99,
             unit="ms",
             baseline=win99,
@@ -187,6 +230,123 @@ def _expiry(work: Path, short: bool) -> list[Row]:
     ]
 
 
+# -- on private servers ------------------------------------------------------------------
+
+_PG_RAW_CLAIM = (
+    "UPDATE {s}.claims SET state = 'leased', consumer = %(who)s, expires_at = %(exp)s,"
+    " deliveries = deliveries + 1, updated_at = %(now)s"
+    " WHERE channel = %(c)s AND seq = (SELECT MIN(seq) FROM {s}.claims WHERE channel = %(c)s"
+    " AND state = 'ready') AND state = 'ready'"
+)
+_PG_SEED = (
+    "INSERT INTO {s}.messages (channel, seq, body, sender, idem_key, posted_at)"
+    " SELECT %(c)s, g, 'bench:' || g, 'bench', NULL, %(now)s FROM generate_series(1, %(n)s) g"
+)
+_PG_SEED_READY = (
+    "INSERT INTO {s}.claims (channel, seq, state, consumer, expires_at, deliveries, updated_at)"
+    " SELECT %(c)s, g, 'ready', NULL, NULL, 0, %(now)s FROM generate_series(1, %(n)s) g"
+)
+_REDIS_RAW_CLAIM = (
+    "local s = redis.call('ZPOPMIN', KEYS[1]) if #s == 0 then return 0 end"
+    " redis.call('HSET', KEYS[2], s[1], ARGV[1] .. ':' .. ARGV[2]) return 1"
+)
+
+
+def _postgres(store: Any, short: bool) -> list[Row]:
+    import psycopg
+
+    from knell.buses import open_bus
+
+    block, rounds = (100, 6) if short else (250, 16)
+    bus: Any = open_bus(store.url)
+    bus.declare_queue(QUEUE, 3)  # creates the schema
+    raw = psycopg.connect(store.admin_url, autocommit=True)
+    s = f'"{bus.schema}"'
+    now = time.time()
+    n = block * rounds
+    raw.execute(_PG_SEED.format(s=s), {"c": QUEUE, "now": now, "n": n})
+    raw.execute(_PG_SEED.format(s=s), {"c": RAW, "now": now, "n": n})
+    raw.execute(_PG_SEED_READY.format(s=s), {"c": RAW, "now": now, "n": n})
+    sql = _PG_RAW_CLAIM.format(s=s)
+
+    def raw_claim() -> bool:
+        t = time.time()
+        args = {"who": "bench", "exp": t + 60.0, "now": t, "c": RAW}
+        return raw.execute(sql, args).rowcount == 1
+
+    try:
+        rows = [
+            _paired_claims(
+                "postgres",
+                bus,
+                raw_claim,
+                block,
+                rounds,
+                baseline_name="raw guarded UPDATE of the oldest ready row, same schema",
+                note="fsync on, synchronous_commit on",
+                wall=True,
+            )
+        ]
+    finally:
+        bus.close()
+        raw.close()
+    return rows + _lapses("postgres", open_bus(store.url), open_bus(store.url), short)
+
+
+def _redis(store: Any, short: bool) -> list[Row]:
+    import redis
+
+    from knell.buses import open_bus
+
+    block, rounds = (100, 6) if short else (250, 16)
+    bus: Any = open_bus(store.url)
+    bus.declare_queue(QUEUE, 3)
+    n = block * rounds
+    for i in range(1, n + 1):
+        bus.post(QUEUE, f"bench:{i}", "bench")
+    raw = redis.Redis.from_url(store.admin_url)
+    ready, leases = f"{bus.prefix}rawbench:ready", f"{bus.prefix}rawbench:leases"
+    for first in range(1, n + 1, 1000):
+        raw.zadd(ready, {str(i): i for i in range(first, min(n, first + 999) + 1)})
+    claim_raw = raw.register_script(_REDIS_RAW_CLAIM)
+
+    def raw_claim() -> bool:
+        return bool(claim_raw(keys=[ready, leases], args=["bench", time.time() + 60.0]))
+
+    try:
+        rows = [
+            _paired_claims(
+                "redis",
+                bus,
+                raw_claim,
+                block,
+                rounds,
+                baseline_name="raw script: ZPOPMIN the oldest ready seq + HSET its lease",
+                note="appendonly yes, appendfsync always",
+                wall=True,
+            )
+        ]
+    finally:
+        bus.close()
+        raw.close()
+    return rows + _lapses("redis", open_bus(store.url), open_bus(store.url), short)
+
+
+def _servers(work: Path, short: bool, say: Callable[[str], None]) -> list[Row]:
+    from knell.stores import StoreSpec, create_store, unavailable
+
+    rows: list[Row] = []
+    for kind, measure in (("postgres", _postgres), ("redis", _redis)):
+        reason = unavailable(kind)
+        if reason is not None:
+            say(f"queue: {kind} skipped: {reason}")
+            continue
+        with create_store(StoreSpec(kind=kind), work / kind) as store:
+            rows += measure(store, short)
+        say(f"queue: {kind} done")
+    return rows
+
+
 def run_queue_bench(work: Path, *, short: bool, say: Callable[[str], None] = print) -> list[Row]:
     """The queue section: claims/s against the raw loop, then expiry latency."""
     work.mkdir(parents=True, exist_ok=True)
@@ -194,4 +354,4 @@ def run_queue_bench(work: Path, *, short: bool, say: Callable[[str], None] = pri
     say("queue: claims done")
     rows += _expiry(work, short)
     say("queue: expiry done")
-    return rows
+    return rows + _servers(work, short, say)

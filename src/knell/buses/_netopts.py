@@ -28,6 +28,8 @@ class NetOptions:
     op_timeout: float
     namespace: str | None
     notify: bool
+    max_deliveries: int = 5
+    """For queues claimed without being declared (the bus's default)."""
 
 
 def _positive(name: str, value: str, url: str) -> float:
@@ -55,7 +57,7 @@ def split_url(
     keep: list[tuple[str, str]] = []
     mine: dict[str, str] = {}
     for key, value in parse_qsl(parts.query, keep_blank_values=True):
-        if key in ("poll_interval", "op_timeout", "notify", namespace_key):
+        if key in ("poll_interval", "op_timeout", "notify", "max_deliveries", namespace_key):
             mine[key] = value
         else:
             keep.append((key, value))
@@ -68,11 +70,15 @@ def split_url(
     notify = mine.get("notify", "1").lower()
     if notify not in ("0", "1", "true", "false", "on", "off", "yes", "no"):
         raise ValueError(f"notify must be 0 or 1, got {notify!r} in {redact(url)}")
+    most = mine.get("max_deliveries", "5")
+    if not most.isdigit() or int(most) < 1:
+        raise ValueError(f"max_deliveries must be an integer >= 1, got {most!r} in {redact(url)}")
     options = NetOptions(
         poll_interval=_positive("poll_interval", mine.get("poll_interval", "0.1"), url),
         op_timeout=_positive("op_timeout", mine.get("op_timeout", "5"), url),
         namespace=namespace,
         notify=notify in ("1", "true", "on", "yes"),
+        max_deliveries=int(most),
     )
     client = urlunsplit(parts._replace(query=urlencode(keep)))
     return client, options

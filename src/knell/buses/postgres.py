@@ -1,4 +1,10 @@
-"""The Postgres bus: the reference broadcast contract on a Postgres server.
+"""The Postgres bus: the reference contracts on a Postgres server.
+
+Broadcast channels are this module; queue channels and role inboxes are
+its two mixins (:mod:`.postgres_queue`, :mod:`.postgres_roles`), on the
+same log. A channel's kind (:mod:`.postgres_kinds`) is fixed by
+``subscribe`` and checked by fetch, ack and cursor (a cached lookup);
+``post`` never looks, so the append below stays one statement.
 
 Many OS processes, each with its own connection, write at once. No
 read-modify-write is ever decided on the client: each is one autocommit
@@ -64,7 +70,8 @@ within a round trip; the poll stays the correctness path, because a
 notification is lost whenever the listening connection is (a restart).
 ``?notify=0`` turns notifications off (pure polling).
 
-URL: ``postgresql://user:pw@host:port/db?schema=knell&poll_interval=0.1&op_timeout=5``;
+URL: ``postgresql://user:pw@host:port/db?schema=knell&poll_interval=0.1&op_timeout=5``
+(and ``max_deliveries=5`` for queues claimed without being declared);
 other query options go to libpq. Tables live in ``schema`` (created if
 missing), so several runs can share one server.
 """
@@ -87,6 +94,9 @@ from psycopg import conninfo as pg_conninfo
 
 from knell.buses._netopts import redact, split_url
 from knell.buses.contract import (
+    BROADCAST,
+    QUEUE,
+    ROLES,
     AckBeyondHead,
     BusError,
     DefiniteError,
@@ -95,6 +105,10 @@ from knell.buses.contract import (
     Message,
     Wake,
 )
+from knell.buses.postgres_kinds import KINDS_DDL, PgKinds
+from knell.buses.postgres_queue import QUEUE_DDL, PostgresQueue
+from knell.buses.postgres_roles import ROLES_DDL, PostgresRoles
+from knell.buses.sqlite_queue import DEFAULT_MAX_DELIVERIES
 
 __all__ = ["SCHEMA_NAME", "PostgresBus", "open_postgres", "schema_sql"]
 
@@ -210,7 +224,7 @@ def schema_sql(schema: str) -> str:
     """The DDL of the bus's tables and functions in ``schema``."""
     if not SCHEMA_NAME.fullmatch(schema):
         raise ValueError(f"schema {schema!r} is not a valid name ({SCHEMA_NAME.pattern})")
-    return _DDL.format(s=f'"{schema}"')
+    return (_DDL + KINDS_DDL + QUEUE_DDL + ROLES_DDL).format(s=f'"{schema}"')
 
 
 def _lockspace(schema: str) -> int:
@@ -309,8 +323,12 @@ def _peer_closed(conn: psycopg.Connection[Any], listening: bool) -> bool:
     return bool(conn.pgconn.status != psycopg.pq.ConnStatus.OK)
 
 
-class PostgresBus:
-    """A :class:`knell.buses.contract.Bus` on a Postgres server."""
+class PostgresBus(PostgresQueue, PostgresRoles):
+    """A :class:`knell.buses.contract.Bus` on a Postgres server, which also
+    serves queue channels and role inboxes (see :mod:`.postgres_queue` and
+    :mod:`.postgres_roles`)."""
+
+    contracts = frozenset({BROADCAST, QUEUE, ROLES})
 
     def __init__(
         self,
@@ -321,7 +339,13 @@ class PostgresBus:
         op_timeout: float = 5.0,
         notify: bool = True,
         display: str | None = None,
+        max_deliveries: int = DEFAULT_MAX_DELIVERIES,
     ) -> None:
+        if max_deliveries < 1:
+            raise ValueError(f"max_deliveries must be >= 1, got {max_deliveries}")
+        self.max_deliveries = max_deliveries
+        self._kinds = PgKinds(schema)
+        self._swept = {}
         if not SCHEMA_NAME.fullmatch(schema):
             raise ValueError(f"schema {schema!r} is not a valid name ({SCHEMA_NAME.pattern})")
         if poll_interval <= 0 or op_timeout <= 0:
@@ -351,7 +375,7 @@ class PostgresBus:
                 "original": _ORIGINAL,
                 "subscribe": _SUBSCRIBE,
                 "ack": _ACK,
-                "ready": "SELECT to_regclass('{s}.cursors')",
+                "ready": "SELECT to_regclass('{s}.deliveries')",
             }.items()
         }
         self._lock = threading.RLock()
@@ -406,6 +430,10 @@ class PostgresBus:
     def _ddl(self) -> str:
         """The schema this bus creates (a mutant may loosen it)."""
         return schema_sql(self.schema)
+
+    def _sql(self, text: str) -> str:
+        """A statement with the bus's schema filled in."""
+        return text.format(s=f'"{self.schema}"')
 
     def _drop(self) -> None:
         self._listening = False
@@ -478,9 +506,12 @@ class PostgresBus:
         if at not in ("head", "start"):
             raise DefiniteError(f"subscribe at must be 'head' or 'start', got {at!r}")
         args = {"h": handle, "c": channel, "head": at == "head"}
-        row = self._run(
-            "subscribe", True, lambda c: c.execute(self._q["subscribe"], args).fetchone()
-        )
+
+        def call(conn: psycopg.Connection[Any]) -> Any:
+            self._kinds.fix(conn, channel, "broadcast", "subscribe")
+            return conn.execute(self._q["subscribe"], args).fetchone()
+
+        row = self._run("subscribe", True, call)
         if row is not None:
             return int(row[0])
         # Subscribed already (perhaps a moment ago, by another process): this
@@ -496,21 +527,41 @@ class PostgresBus:
             rows = self._run(
                 "fetch",
                 False,
-                lambda c: c.execute(self._q["fetch_after"], (channel, after, limit)).fetchall(),
+                lambda c: (
+                    self._broadcast(c, channel, "fetch")
+                    .execute(self._q["fetch_after"], (channel, after, limit))
+                    .fetchall()
+                ),
             )
             return [Message(channel, int(s), b, snd, k) for s, b, snd, k in rows]
         rows = self._run(
             "fetch",
             False,
-            lambda c: c.execute(self._q["fetch_cursor"], (limit, handle, channel)).fetchall(),
+            lambda c: (
+                self._broadcast(c, channel, "fetch")
+                .execute(self._q["fetch_cursor"], (limit, handle, channel))
+                .fetchall()
+            ),
         )
         if not rows:
             raise DefiniteError(f"{handle!r} is not subscribed to {channel!r}")
         return [Message(channel, int(s), b, snd, k) for _, s, b, snd, k in rows if s is not None]
 
+    def _broadcast(
+        self, conn: psycopg.Connection[Any], channel: str, op: str
+    ) -> psycopg.Connection[Any]:
+        """Refuse a broadcast operation on a queue or role channel (a dict
+        lookup once the channel's kind is known); the connection, to go on."""
+        self._kinds.expect(conn, channel, "broadcast", op)
+        return conn
+
     def ack(self, handle: str, channel: str, up_to: int) -> int:
         args = {"h": handle, "c": channel, "u": up_to}
-        row = self._run("ack", True, lambda c: c.execute(self._q["ack"], args).fetchone())
+        row = self._run(
+            "ack",
+            True,
+            lambda c: self._broadcast(c, channel, "ack").execute(self._q["ack"], args).fetchone(),
+        )
         head = int(row[0]) if row is not None else 0
         if row is None or row[1] is None:
             if up_to > head:
@@ -520,7 +571,13 @@ class PostgresBus:
 
     def cursor(self, handle: str, channel: str) -> int:
         row = self._run(
-            "cursor", False, lambda c: c.execute(self._q["cursor"], (handle, channel)).fetchone()
+            "cursor",
+            False,
+            lambda c: (
+                self._broadcast(c, channel, "cursor")
+                .execute(self._q["cursor"], (handle, channel))
+                .fetchone()
+            ),
         )
         if row is None:
             raise DefiniteError(f"{handle!r} is not subscribed to {channel!r}")
@@ -628,4 +685,5 @@ def _from_url(cls: type[_P], url: str) -> _P:
         op_timeout=options.op_timeout,
         notify=options.notify,
         display=redact(url),
+        max_deliveries=options.max_deliveries,
     )

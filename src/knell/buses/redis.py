@@ -1,4 +1,4 @@
-"""The Redis bus: the reference broadcast contract on a Redis server.
+"""The Redis bus: the reference delivery contracts on a Redis server.
 
 Redis runs one command (or one Lua script) at a time, and a script runs to
 its end before any other client's command: that is the whole concurrency
@@ -13,7 +13,8 @@ a value computed from it:
 * **ack**: compare with the head, read the cursor, write ``max(old,
   up_to)``, all inside the script (a GET-then-SET from the client lets a
   stale ack land last and win).
-* **subscribe**: read or create the cursor in the script.
+* **subscribe**: fix the channel's kind as broadcast (or refuse), read or
+  create the cursor, in the script.
 
 Why Lua scripts and not ``MULTI``/``WATCH``: a ``WATCH`` transaction reads
 on the client and aborts when the key changed meanwhile, so a hot channel
@@ -24,7 +25,23 @@ leaves half a post on disk.
 Keys, all under the URL's ``prefix`` (default ``knell:``), so several runs
 share one server: ``heads`` (hash channel -> head), ``log:<channel>``
 (stream), ``idem:<channel>`` (hash key -> seq), ``cursors:<handle>``
-(hash channel -> acked).
+(hash channel -> acked), ``kinds`` (hash channel -> broadcast, queue or
+role); for queue channels ``queue:<channel>`` (hash: max_deliveries, the
+highest claimed seq, per-seq deliveries and consumer), ``leases:<channel>``
+(zset seq by expiry), ``ready:<channel>`` and ``dead:<channel>`` (zsets of
+seqs); for role inboxes ``hold:<role>`` (hash: run, until),
+``runroles:<run>`` (set of roles), ``deliv:<role>`` (hash seq -> run, and
+the highest delivered seq) and ``unread:<role>`` (zset by delivery time).
+
+**The other two contracts** live on the same streams: queue channels with
+leases (:mod:`knell.buses.redis_queue`) and at-most-once role inboxes with
+stranded listing (:mod:`knell.buses.redis_roles`), each a mixin of Lua
+scripts in this module's style, judging leases and holds on the server's
+clock. A channel's kind (:mod:`knell.buses.redis_kinds`) is fixed by its
+first kind-specific use inside that use's script, so ``subscribe``,
+``fetch``, ``ack`` and ``cursor`` here refuse queue and role channels
+(the check is one ``HGET`` inside the script each already runs); ``post``
+is kind-neutral and unchanged.
 
 **Errors.** A call that could not connect, or whose command was not
 wholly written to the socket (Redis runs a command only once it has all of
@@ -49,7 +66,8 @@ on the armed channels' streams from their armed heads, for at most
 ``poll_interval`` at a time: a post wakes it at once, and each round is
 also the bounded poll of the store.
 
-URL: ``redis://[:password@]host:port/db?prefix=knell:&poll_interval=0.1&op_timeout=5``.
+URL: ``redis://[:password@]host:port/db?prefix=knell:&poll_interval=0.1&op_timeout=5``
+(and ``max_deliveries=5``, for queues claimed without being declared).
 """
 
 from __future__ import annotations
@@ -73,6 +91,9 @@ from redis.retry import Retry
 
 from knell.buses._netopts import redact, split_url
 from knell.buses.contract import (
+    BROADCAST,
+    QUEUE,
+    ROLES,
     AckBeyondHead,
     DefiniteError,
     IndeterminateError,
@@ -80,6 +101,9 @@ from knell.buses.contract import (
     Message,
     Wake,
 )
+from knell.buses.redis_kinds import Script, kind_script, raise_wrong_kind
+from knell.buses.redis_queue import DEFAULT_MAX_DELIVERIES, RedisQueue
+from knell.buses.redis_roles import RedisRoles
 
 __all__ = ["PREFIX", "RedisBus", "Script", "open_redis"]
 
@@ -88,17 +112,6 @@ _R = TypeVar("_R", bound="RedisBus")
 PREFIX = re.compile(r"[A-Za-z0-9_.:{}\-]{1,64}")
 """A key prefix knell accepts (no spaces or glob characters, so a run's keys
 can be listed and dropped with one ``SCAN MATCH <prefix>*``)."""
-
-
-class Script:
-    """A Lua script, run by its SHA1 (``EVALSHA``) and re-sent whole when
-    the server has forgotten it (``NOSCRIPT`` after a restart)."""
-
-    def __init__(self, source: str) -> None:
-        import hashlib
-
-        self.source = source
-        self.sha = hashlib.sha1(source.encode()).hexdigest()
 
 
 POST = Script(
@@ -125,19 +138,25 @@ return {1, seq}
 """
 )
 
-SUBSCRIBE = Script(
-    """#!lua
+SUBSCRIBE = kind_script(
+    """
+local other, known = other_kind(KEYS[3], ARGV[1], 'broadcast')
+if other then return {'wrong-kind', other} end
+if not known then redis.call('HSET', KEYS[3], ARGV[1], 'broadcast') end
 local cur = redis.call('HGET', KEYS[2], ARGV[1])
-if cur then return tonumber(cur) end
+if cur then return {0, tonumber(cur)} end
 local start = 0
 if ARGV[2] == '1' then start = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0') end
 redis.call('HSET', KEYS[2], ARGV[1], start)
-return start
+return {0, start}
 """
 )
+"""Fix the channel's kind as broadcast (refusing another), read or create the cursor."""
 
-ACK = Script(
-    """#!lua
+ACK = kind_script(
+    """
+local other = other_kind(KEYS[3], ARGV[1], 'broadcast')
+if other then return {'wrong-kind', other} end
 local head = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0')
 local up_to = tonumber(ARGV[2])
 if up_to > head then return {2, head} end
@@ -152,13 +171,35 @@ return {0, cur}
 """
 )
 
-FETCH_FROM_CURSOR = Script(
-    """#!lua flags=no-writes
+FETCH_FROM_CURSOR = kind_script(
+    """
+local other = other_kind(KEYS[3], ARGV[1], 'broadcast')
+if other then return {'wrong-kind', other} end
 local cur = redis.call('HGET', KEYS[1], ARGV[1])
 if not cur then return {-1} end
 local first = (tonumber(cur) + 1) .. '-0'
 return {tonumber(cur), redis.call('XRANGE', KEYS[2], first, '+', 'COUNT', ARGV[2])}
-"""
+""",
+    writes=False,
+)
+
+FETCH_AFTER = kind_script(
+    """
+local other = other_kind(KEYS[2], ARGV[1], 'broadcast')
+if other then return {'wrong-kind', other} end
+return {0, redis.call('XRANGE', KEYS[1], ARGV[2], '+', 'COUNT', ARGV[3])}
+""",
+    writes=False,
+)
+"""A peek after a seq, refused on a queue or role channel."""
+
+CURSOR = kind_script(
+    """
+local other = other_kind(KEYS[2], ARGV[1], 'broadcast')
+if other then return {'wrong-kind', other} end
+return {0, redis.call('HGET', KEYS[1], ARGV[1])}
+""",
+    writes=False,
 )
 
 ARM = Script(
@@ -204,8 +245,12 @@ def _fields(flat: list[str]) -> dict[str, str]:
     return dict(zip(flat[::2], flat[1::2], strict=True))
 
 
-class RedisBus:
-    """A :class:`knell.buses.contract.Bus` on a Redis server."""
+class RedisBus(RedisQueue, RedisRoles):
+    """A :class:`knell.buses.contract.Bus` on a Redis server (and a
+    :class:`~knell.buses.contract.QueueBus` and
+    :class:`~knell.buses.contract.RoleBus` on the same streams)."""
+
+    contracts = frozenset({BROADCAST, QUEUE, ROLES})
 
     def __init__(
         self,
@@ -215,11 +260,16 @@ class RedisBus:
         poll_interval: float = 0.1,
         op_timeout: float = 5.0,
         display: str | None = None,
+        max_deliveries: int = DEFAULT_MAX_DELIVERIES,
     ) -> None:
         if not PREFIX.fullmatch(prefix):
             raise ValueError(f"prefix {prefix!r} is not valid ({PREFIX.pattern})")
         if poll_interval <= 0 or op_timeout <= 0:
             raise ValueError("poll_interval and op_timeout must be > 0")
+        if isinstance(max_deliveries, bool) or not isinstance(max_deliveries, int):
+            raise ValueError(f"max_deliveries must be an int, got {max_deliveries!r}")
+        if max_deliveries < 1:
+            raise ValueError(f"max_deliveries must be >= 1, got {max_deliveries}")
         try:
             kwargs: dict[str, Any] = parse_url(url)
         except ValueError as exc:
@@ -243,7 +293,9 @@ class RedisBus:
         self.prefix = prefix
         self.poll_interval = poll_interval
         self.op_timeout = op_timeout
+        self.max_deliveries = max_deliveries
         self.heads_key = prefix + "heads"
+        self.kinds_key = prefix + "kinds"
         self._lock = threading.RLock()
 
     # -- keys ---------------------------------------------------------------
@@ -353,10 +405,11 @@ class RedisBus:
             "subscribe",
             True,
             SUBSCRIBE,
-            [self.heads_key, self.cursors_key(handle)],
+            [self.heads_key, self.cursors_key(handle), self.kinds_key],
             [channel, "1" if at == "head" else "0"],
         )
-        return int(reply)
+        raise_wrong_kind(reply, channel, "broadcast", "subscribe")
+        return int(reply[1])
 
     def fetch(
         self, handle: str, channel: str, after: int | None = None, limit: int = 100
@@ -368,17 +421,22 @@ class RedisBus:
                 "fetch",
                 False,
                 FETCH_FROM_CURSOR,
-                [self.cursors_key(handle), self.log_key(channel)],
+                [self.cursors_key(handle), self.log_key(channel), self.kinds_key],
                 [channel, limit],
             )
+            raise_wrong_kind(reply, channel, "broadcast", "fetch")
             if int(reply[0]) < 0:
                 raise DefiniteError(f"{handle!r} is not subscribed to {channel!r}")
-            entries = reply[1]
         else:
-            first = f"{max(after, 0) + 1}-0"
-            entries = self.call(
-                "fetch", False, "XRANGE", self.log_key(channel), first, "+", "COUNT", limit
+            reply = self.script(
+                "fetch",
+                False,
+                FETCH_AFTER,
+                [self.log_key(channel), self.kinds_key],
+                [channel, f"{max(after, 0) + 1}-0", limit],
             )
+            raise_wrong_kind(reply, channel, "broadcast", "fetch")
+        entries = reply[1]
         return [self._message(channel, entry) for entry in entries or []]
 
     @staticmethod
@@ -388,8 +446,13 @@ class RedisBus:
 
     def ack(self, handle: str, channel: str, up_to: int) -> int:
         reply = self.script(
-            "ack", True, ACK, [self.heads_key, self.cursors_key(handle)], [channel, int(up_to)]
+            "ack",
+            True,
+            ACK,
+            [self.heads_key, self.cursors_key(handle), self.kinds_key],
+            [channel, int(up_to)],
         )
+        raise_wrong_kind(reply, channel, "broadcast", "ack")
         status, value = int(reply[0]), int(reply[1])
         if status == 2:
             raise AckBeyondHead(f"ack {up_to} is beyond head {value} of {channel!r}")
@@ -398,7 +461,11 @@ class RedisBus:
         return value
 
     def cursor(self, handle: str, channel: str) -> int:
-        value = self.call("cursor", False, "HGET", self.cursors_key(handle), channel)
+        reply = self.script(
+            "cursor", False, CURSOR, [self.cursors_key(handle), self.kinds_key], [channel]
+        )
+        raise_wrong_kind(reply, channel, "broadcast", "cursor")
+        value = reply[1]
         if value is None:
             raise DefiniteError(f"{handle!r} is not subscribed to {channel!r}")
         return int(value)
@@ -484,4 +551,5 @@ def _from_url(cls: type[_R], url: str) -> _R:
         poll_interval=options.poll_interval,
         op_timeout=options.op_timeout,
         display=redact(url),
+        max_deliveries=options.max_deliveries,
     )

@@ -21,7 +21,7 @@ import sqlite3
 
 from knell.buses.contract import ChannelKind, WrongChannelKind
 
-__all__ = ["KINDS_SCHEMA", "ChannelKinds"]
+__all__ = ["KINDS_SCHEMA", "ChannelKinds", "wrong_kind"]
 
 KINDS_SCHEMA = """
 CREATE TABLE IF NOT EXISTS channels (
@@ -34,7 +34,9 @@ CREATE TABLE IF NOT EXISTS channels (
 _NAMES = {"broadcast": "a broadcast channel", "queue": "a queue", "role": "a role inbox"}
 
 
-def _refuse(channel: str, kind: str, wanted: str, op: str) -> WrongChannelKind:
+def wrong_kind(channel: str, kind: str, wanted: str, op: str) -> WrongChannelKind:
+    """The refusal of ``op`` (of kind ``wanted``) on a channel of ``kind``:
+    one wording for every bus."""
     return WrongChannelKind(
         f"{op} on {channel!r}: it is {_NAMES.get(kind, kind)}, not {_NAMES.get(wanted, wanted)}"
     )
@@ -83,7 +85,7 @@ class ChannelKinds:
             row = self._row(db, channel)
             assert row is not None  # written above, or by an earlier transaction
         if row[0] != kind:
-            raise _refuse(channel, row[0], kind, op)
+            raise wrong_kind(channel, row[0], kind, op)
         return row[1]
 
     def expect(
@@ -96,7 +98,7 @@ class ChannelKinds:
         if row is None:
             return None
         if row[0] != kind:
-            raise _refuse(channel, row[0], kind, op)
+            raise wrong_kind(channel, row[0], kind, op)
         return row[1]
 
     def kind(self, db: sqlite3.Connection, channel: str) -> str | None:

@@ -12,7 +12,8 @@ reliably each mutant is caught.
 The store axis. Without ``stores`` every scenario runs on its own store.
 With ``stores`` (``--store postgres``), each named store gets the
 scenarios written for it plus every *portable* scenario (one on the
-default SQLite store, with no bus of its own) re-targeted to it, the
+default SQLite store, with no bus of its own, testing contracts that
+store's reference bus declares) re-targeted to it, the
 reference bus of that store, and that store's mutants. A mutant belongs
 to one store (SQLite-specific mutants are not ported); a bridge mutant
 (``store="bridge"``) wraps whichever store its scenario has.
@@ -32,6 +33,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from knell.buses.contract import contracts_of
 from knell.buses.mutants import Mutant, all_mutants
 from knell.matrix.model import REFERENCE, Cell, Matrix, MutantRow, judge
 from knell.matrix.render import write_matrix
@@ -65,15 +67,29 @@ class Task:
         return self.scenario.store.kind
 
 
-def portable(scenario: Scenario) -> bool:
-    """Whether a scenario can be re-targeted to another store: it runs on
-    the default SQLite store, names no bus of its own, and tests the
-    broadcast contract (the one every store's reference bus offers)."""
-    return (
-        scenario.store == StoreTable()
-        and scenario.bus is None
-        and scenario.contracts == ("broadcast",)
-    )
+def reference_contracts(store: str) -> frozenset[str]:
+    """The contracts a store's reference bus declares (imported only when
+    asked: the Postgres and Redis buses load their client libraries)."""
+    if store == "postgres":
+        from knell.buses.postgres import PostgresBus
+
+        return contracts_of(PostgresBus)
+    if store == "redis":
+        from knell.buses.redis import RedisBus
+
+        return contracts_of(RedisBus)
+    from knell.buses.sqlite import SqliteBus
+
+    return contracts_of(SqliteBus)
+
+
+def portable(scenario: Scenario, store: str | None = None) -> bool:
+    """Whether a scenario can be re-targeted to ``store`` (any store when
+    None): it runs on the default SQLite store, names no bus of its own,
+    and tests only contracts that store's reference bus declares."""
+    if scenario.store != StoreTable() or scenario.bus is not None:
+        return False
+    return store is None or set(scenario.contracts) <= reference_contracts(store)
 
 
 def targets(
@@ -89,7 +105,7 @@ def targets(
         for scenario in scenarios:
             if scenario.store.kind == store:
                 out.append((scenario, scenario.name))
-            elif portable(scenario):
+            elif portable(scenario, store):
                 out.append((scenario.with_overrides(store=store), f"{scenario.name}@{store}"))
     return out
 

@@ -17,12 +17,24 @@ from typing import Any, ClassVar, TypeVar
 
 import psycopg
 
-from knell.buses.contract import AckBeyondHead, DefiniteError, IndeterminateError, Message
+from knell.buses.contract import (
+    AckBeyondHead,
+    Claim,
+    DefiniteError,
+    Delivery,
+    IndeterminateError,
+    Message,
+)
 from knell.buses.mutants.registry import mutant
 from knell.buses.postgres import SCHEMA_NAME, PostgresBus, open_postgres, schema_sql
+from knell.buses.postgres_queue import NOW
+from knell.buses.postgres_roles import RECEIVE_SQL
+from knell.buses.sqlite_queue import message_id
 
 __all__ = [
     "AckReadThenWriteBus",
+    "ClaimReadThenUpsertBus",
+    "ReceivePopsInboxBus",
     "RetryWithoutKeyBus",
     "SeqFromSequenceBus",
     "SeqOutsideLockBus",
@@ -59,6 +71,7 @@ class _PgMutant(PostgresBus):
             op_timeout=base.op_timeout,
             notify=base.notify_channel is not None,
             display=base.display,
+            max_deliveries=base.max_deliveries,
         )
 
     def _notify(self, conn: psycopg.Connection[Any], channel: str) -> None:
@@ -106,8 +119,9 @@ class SeqOutsideLockBus(_PgMutant):
     suffix = "loose"
 
     def _ddl(self) -> str:
-        ddl = schema_sql(self.schema).replace(",\n    PRIMARY KEY (channel, seq)\n);", "\n);", 1)
-        assert "PRIMARY KEY (channel, seq)" not in ddl
+        key = ",\n    PRIMARY KEY (channel, seq)\n);"
+        ddl = schema_sql(self.schema).replace(key, "\n);", 1)  # the first: messages
+        assert key not in ddl.split(".cursors")[0]
         return ddl + (
             f'CREATE INDEX IF NOT EXISTS messages_seq ON "{self.schema}".messages (channel, seq);'
         )
@@ -274,7 +288,7 @@ class UnloggedTablesBus(_PgMutant):
 
     def _ddl(self) -> str:
         ddl = schema_sql(self.schema).replace("CREATE TABLE", "CREATE UNLOGGED TABLE")
-        assert ddl.count("CREATE UNLOGGED TABLE") == 2
+        assert "CREATE TABLE" not in ddl
         return ddl
 
 
@@ -321,3 +335,115 @@ class RetryWithoutKeyBus(_PgMutant):
                     time.sleep(0.2)
             assert failure is not None
             raise failure from None
+
+
+# -- queues and role inboxes ----------------------------------------------------------
+
+QUEUE_KILL = "queue-kill-claimers"
+HOLDER_CHURN = "atmostonce-holder-churn"
+
+
+@mutant(
+    "postgres-claim-read-then-upsert",
+    failure_mode="A claim reads the oldest claimable message, then upserts the lease: "
+    "two consumers win one message",
+    killed_by=("lease-exclusive",),
+    scenarios=(QUEUE_KILL,),
+    rule="Choose and lease in one statement: FOR UPDATE SKIP LOCKED, then an UPDATE "
+    "guarded by claimability (or an insert the primary key arbitrates)",
+    store="postgres",
+)
+class ClaimReadThenUpsertBus(_PgMutant):
+    """Failure mode: claim without an atomic guard, the Postgres way.
+
+    The get-or-create an ORM writes: one statement finds the oldest
+    claimable message, a second "saves" the lease as an upsert (``INSERT
+    ... ON CONFLICT DO UPDATE``), which always succeeds. Two claimers that
+    read the same oldest message both write a lease and both go to work;
+    the last upsert wins the row, the first consumer's lease is simply
+    overwritten. No single-connection test sees it; claimers racing on a
+    busy queue do, within seconds. Proven by ``lease-exclusive``
+    (two live leases on one message)."""
+
+    def claim(self, channel: str, consumer: str, lease_s: float) -> Claim | None:
+        if not lease_s > 0:
+            raise DefiniteError(f"lease_s must be > 0, got {lease_s!r}")
+        s = f'"{self.schema}"'
+
+        def call(conn: psycopg.Connection[Any]) -> Claim | None:
+            most = int(self._kinds.fix(conn, channel, "queue", "claim", self.max_deliveries) or 1)
+            now = time.time()
+            row = conn.execute(
+                f"SELECT seq FROM {s}.claims WHERE channel = %s AND (state = 'ready'"
+                " OR (state = 'leased' AND expires_at <= %s AND deliveries < %s))"
+                " ORDER BY seq LIMIT 1",
+                (channel, now, most),
+            ).fetchone()
+            if row is None:
+                row = conn.execute(
+                    f"SELECT MIN(seq) FROM {s}.messages WHERE channel = %s AND seq >"
+                    f" (SELECT COALESCE(MAX(seq), 0) FROM {s}.claims WHERE channel = %s)",
+                    (channel, channel),
+                ).fetchone()
+            if row is None or row[0] is None:
+                return None
+            seq = int(row[0])
+            leased = conn.execute(
+                f"INSERT INTO {s}.claims AS c (channel, seq, state, consumer, expires_at,"
+                " deliveries, updated_at) VALUES (%(c)s, %(seq)s, 'leased', %(who)s,"
+                " %(exp)s, 1, %(now)s) ON CONFLICT (channel, seq) DO UPDATE SET"
+                " state = 'leased', consumer = excluded.consumer,"
+                " expires_at = excluded.expires_at, deliveries = c.deliveries + 1,"
+                " updated_at = excluded.updated_at RETURNING deliveries, expires_at",
+                {"c": channel, "seq": seq, "who": consumer, "exp": now + lease_s, "now": now},
+            ).fetchone()
+            message = conn.execute(
+                f"SELECT body, sender FROM {s}.messages WHERE channel = %s AND seq = %s",
+                (channel, seq),
+            ).fetchone()
+            assert leased is not None and message is not None
+            return Claim(
+                message_id(channel, seq),
+                channel,
+                seq,
+                message[0],
+                message[1],
+                consumer,
+                int(leased[0]),
+                float(leased[1]),
+            )
+
+        return self._run("claim", True, call)
+
+
+@mutant(
+    "postgres-receive-pops-inbox",
+    failure_mode="receive pops the inbox (DELETE ... RETURNING style): what a crashed "
+    "run received is gone, never listed as stranded",
+    killed_by=("nothing-vanishes",),
+    scenarios=(HOLDER_CHURN,),
+    rule="A delivery stays unread until its recipient reads it; once its run leaves "
+    "the role, it is listed as stranded",
+    store="postgres",
+)
+class ReceivePopsInboxBus(_PgMutant):
+    """Failure mode: a receive that consumes.
+
+    The classic Postgres work-queue idiom (``DELETE ... RETURNING``, or an
+    ``UPDATE ... SET done = true RETURNING``) applied to a role inbox: a
+    receive hands the messages out and marks them finished in the same
+    statement. At-most-once holds, and every single-run test passes; but a
+    run that dies between receive and read takes its messages with it, and
+    the stranded list, derived from unread deliveries, never shows them.
+    Proven by ``nothing-vanishes`` (after the final phase, messages neither
+    read nor listed)."""
+
+    def receive(self, run: str, limit: int = 50) -> list[Delivery]:
+        unread = f"(channel, seq, run, delivered_at)\n  SELECT channel, seq, %(run)s, {NOW} FROM"
+        assert unread in RECEIVE_SQL
+        popped = RECEIVE_SQL.replace(
+            unread,
+            f"(channel, seq, run, delivered_at, read_at)\n"
+            f"  SELECT channel, seq, %(run)s, {NOW}, {NOW} FROM",
+        )
+        return self._deliver(run, limit, popped)

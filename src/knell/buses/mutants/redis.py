@@ -8,21 +8,37 @@ per-handle cursor. Each subclass of :class:`~knell.buses.redis.RedisBus`
 overrides one method and otherwise relies on the reference's ``call`` /
 ``script`` (so error classification and reconnects stay the reference's).
 A mutant that changes the data layout keeps its keys under a prefix of its
-own (``<prefix>loose:``).
+own (``<prefix>loose:``). The queue and role mutants break the other two
+contracts (:mod:`knell.buses.redis_queue`, :mod:`knell.buses.redis_roles`)
+the same way: a step the reference runs inside one script, split in two.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 from typing import Any, ClassVar, TypeVar
 
-from knell.buses.contract import AckBeyondHead, DefiniteError, IndeterminateError, Message
+from knell.buses.contract import (
+    AckBeyondHead,
+    Claim,
+    DefiniteError,
+    Delivery,
+    IndeterminateError,
+    Message,
+    NotHolder,
+)
 from knell.buses.mutants.registry import mutant
 from knell.buses.redis import POST, RedisBus, Script, open_redis
+from knell.buses.redis_kinds import from_us, kind_script, raise_wrong_kind, to_us
+from knell.buses.redis_queue import CLAIM
+from knell.buses.sqlite_queue import message_id
 
 __all__ = [
     "AckGetThenSetBus",
+    "AutoclaimPendingBus",
     "CappedStreamBus",
+    "ClaimGetThenSetBus",
     "ConsumerGroupFetchBus",
     "LostReplyAsFailureBus",
     "SeqGetThenSetBus",
@@ -54,6 +70,7 @@ class _RedisMutant(RedisBus):
             poll_interval=base.poll_interval,
             op_timeout=base.op_timeout,
             display=base.display,
+            max_deliveries=base.max_deliveries,
         )
 
 
@@ -268,3 +285,177 @@ class LostReplyAsFailureBus(_RedisMutant):
             return super().call(what, write, *args, timeout=timeout)
         except IndeterminateError as exc:
             raise DefiniteError(f"redis {what}: connection lost: {exc}") from exc
+
+
+# -- queue channels ---------------------------------------------------------------
+
+_CHOSEN = "if best == nil then return {'none'} end\n"
+_PEEK = Script(CLAIM.source.split(_CHOSEN, 1)[0] + _CHOSEN + "return {'ok', best}\n")
+"""The reference claim up to its choice (kind fixed, lapsed leases swept,
+the oldest claimable seq chosen), returning the choice instead of leasing it."""
+assert CLAIM.source.count(_CHOSEN) == 1 and "ZREMRANGEBYSCORE" in _PEEK.source
+
+_LEASE = kind_script(
+    """
+-- KEYS: kinds, queue, leases, ready, dead, heads, log
+-- ARGV: channel, consumer, lease_us, default max_deliveries, seq
+local seq = tonumber(ARGV[5])
+local now = now_us()
+local top = tonumber(redis.call('HGET', KEYS[2], 'top') or '0')
+if seq > top then redis.call('HSET', KEYS[2], 'top', seq) end
+redis.call('ZREM', KEYS[4], seq)
+local n = redis.call('HINCRBY', KEYS[2], 'n:' .. seq, 1)
+local expires = now + tonumber(ARGV[3])
+redis.call('HSET', KEYS[2], 'c:' .. seq, ARGV[2])
+redis.call('ZADD', KEYS[3], expires, seq)
+local entry = redis.call('XRANGE', KEYS[7], seq .. '-0', seq .. '-0')[1]
+local f, body, sender = entry[2], nil, nil
+for i = 1, #f, 2 do
+  if f[i] == 'b' then body = f[i + 1] elseif f[i] == 's' then sender = f[i + 1] end
+end
+return {'ok', seq, body, sender, n, expires}
+"""
+)
+"""Lease a seq the client chose, whatever its state now (no guard)."""
+
+RACE_WINDOW = 0.002
+"""Seconds between reading the oldest claimable seq and leasing it: the
+width of a client's round trip on a real network."""
+
+
+@mutant(
+    "redis-claim-get-then-set",
+    failure_mode="Claim reads the oldest claimable seq with one command and leases it with "
+    "another: two consumers win one message",
+    killed_by=("lease-exclusive",),
+    scenarios=("queue-kill-claimers",),
+    rule="Choosing the oldest claimable message and leasing it is one Lua script",
+    store="redis",
+)
+class ClaimGetThenSetBus(_RedisMutant):
+    """Failure mode: the claim is a read, then a write, from the client.
+
+    ``claim`` asks the server for the oldest claimable seq (a script of its
+    own: the lapsed leases swept, the minimum of the released and the next
+    never-claimed seq, all correct), then leases that seq with a second
+    script that writes the lease whatever the message's state is by then.
+    Each step is atomic; their composition is not: two consumers that ask
+    in the same round trip are both told the same seq and both lease it
+    (the second overwrites the first's lease, which the first still
+    believes it holds). Proven by ``lease-exclusive``.
+    """
+
+    def claim(self, channel: str, consumer: str, lease_s: float) -> Claim | None:
+        if not lease_s > 0:
+            raise DefiniteError(f"lease_s must be > 0, got {lease_s!r}")
+        keys = [self.kinds_key, *self.queue_keys(channel), self.heads_key, self.log_key(channel)]
+        args: list[Any] = [channel, consumer, to_us(lease_s), self.max_deliveries]
+        peek = self.script("claim", True, _PEEK, keys, args)
+        raise_wrong_kind(peek, channel, "queue", "claim")
+        if peek[0] != "ok":
+            return None
+        time.sleep(RACE_WINDOW)  # the bug: another consumer may be told the same seq meanwhile
+        reply = self.script("claim", True, _LEASE, keys, [*args, int(peek[1])])
+        seq = int(reply[1])
+        return Claim(
+            message_id(channel, seq),
+            channel,
+            seq,
+            reply[2],
+            reply[3],
+            consumer,
+            int(reply[4]),
+            from_us(reply[5]),
+        )
+
+
+# -- role inboxes -----------------------------------------------------------------
+
+_AUTOCLAIM = kind_script(
+    """
+-- KEYS: runroles:<run>
+-- ARGV: run, limit, prefix
+local run, left, prefix = ARGV[1], tonumber(ARGV[2]), ARGV[3]
+local now = now_us()
+local roles, held = redis.call('SMEMBERS', KEYS[1]), {}
+table.sort(roles)
+for _, role in ipairs(roles) do
+  local hold = redis.call('HMGET', prefix .. 'hold:' .. role, 'run', 'until')
+  if hold[1] == run and tonumber(hold[2]) > now then table.insert(held, role) end
+end
+if #held == 0 then return {'not-holder'} end
+local out = {'ok'}
+for _, role in ipairs(held) do
+  local deliv, unread = prefix .. 'deliv:' .. role, prefix .. 'unread:' .. role
+  for _, member in ipairs(redis.call('ZRANGE', unread, 0, -1)) do
+    if left <= 0 then break end
+    local seq = tostring(tonumber(member))
+    if redis.call('HGET', deliv, seq) ~= run then
+      redis.call('HSET', deliv, seq, run)
+      redis.call('ZADD', unread, now, member)
+      local entry = redis.call('XRANGE', prefix .. 'log:' .. role, seq .. '-0', seq .. '-0')[1]
+      local f, body, sender = entry[2], '', ''
+      for i = 1, #f, 2 do
+        if f[i] == 'b' then body = f[i + 1] elseif f[i] == 's' then sender = f[i + 1] end
+      end
+      table.insert(out, role)
+      table.insert(out, tonumber(seq))
+      table.insert(out, body)
+      table.insert(out, sender)
+      left = left - 1
+    end
+  end
+end
+return out
+"""
+)
+"""XAUTOCLAIM, in the reference's layout: every unread delivery of another
+run moves to the caller, which receives it (again)."""
+
+
+@mutant(
+    "redis-role-autoclaim-pending",
+    failure_mode="The new holder takes over a departed run's pending (unread) deliveries, "
+    "as XAUTOCLAIM does for a stream consumer group",
+    killed_by=("at-most-once",),
+    scenarios=("atmostonce-holder-churn",),
+    rule="A delivery is written once, with its run, and never moved: a departed run's "
+    "unread messages are listed as stranded, not claimed by the next run",
+    store="redis",
+)
+class AutoclaimPendingBus(_RedisMutant):
+    """Failure mode: the role inbox behaves like a stream consumer group.
+
+    A consumer group keeps each delivered-but-unacknowledged entry in a
+    pending list, and the usual recovery for a consumer that went away is
+    ``XAUTOCLAIM``: the next consumer takes its pending entries over and
+    processes them. Here ``receive`` does exactly that before delivering
+    anything new: every unread delivery of a run that no longer holds the
+    role is re-assigned to the caller and returned to it. The departed run
+    may have acted on them without reading them (it crashed right after),
+    so at-most-once is gone. Proven by ``at-most-once``.
+    """
+
+    def receive(self, run: str, limit: int = 50) -> list[Delivery]:
+        if limit <= 0:
+            raise DefiniteError(f"receive limit must be > 0, got {limit}")
+        reply = self.script(
+            "receive", True, _AUTOCLAIM, [self.runroles_key(run)], [run, int(limit), self.prefix]
+        )
+        if reply[0] != "ok":
+            raise NotHolder(f"run {run!r} holds no role")
+        rows = reply[1:]
+        taken = [
+            Delivery(
+                message_id(rows[i], int(rows[i + 1])),
+                rows[i],
+                int(rows[i + 1]),
+                rows[i + 2],
+                rows[i + 3],
+                run,
+            )
+            for i in range(0, len(rows), 4)
+        ]
+        if len(taken) >= limit:
+            return taken
+        return taken + super().receive(run, limit - len(taken))
