@@ -4,6 +4,7 @@ bench.json. Timings are never asserted: benchmarks are not tests."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -58,12 +59,24 @@ def test_bench_short_writes_bench_json(tmp_path: Path) -> None:
 
 def test_queue_bench_rows(tmp_path: Path) -> None:
     from knell.bench.queue import run_queue_bench
+    from tests.servers import postgres_available, redis_available
 
-    rows = run_queue_bench(tmp_path, short=True, say=lambda _: None)
-    assert [r.section for r in rows] == ["queue"] * 3
-    claims, p50, p99 = rows
-    assert claims.unit == "claims/s" and claims.value and claims.baseline and claims.ratio
-    assert 0 < claims.ratio < 5
-    for row in (p50, p99):
-        assert row.unit == "ms" and row.value is not None and row.baseline
-    assert len(p50.extra["samples_ms"]) == 40
+    said: list[str] = []
+    rows = run_queue_bench(tmp_path, short=True, say=said.append)
+    stores = ["sqlite"] + [
+        kind
+        for kind, there in (("postgres", postgres_available()), ("redis", redis_available()))
+        if there
+    ]
+    assert [r.section for r in rows] == ["queue"] * 3 * len(stores)
+    for index, store in enumerate(stores):
+        claims, p50, p99 = rows[3 * index : 3 * index + 3]
+        assert all(r.name.startswith(f"{store}: ") for r in (claims, p50, p99))
+        assert claims.unit == "claims/s" and claims.value and claims.baseline and claims.ratio
+        assert 0 < claims.ratio < 5
+        for row in (p50, p99):
+            assert row.unit == "ms" and row.value is not None and row.baseline
+        assert len(p50.extra["samples_ms"]) == 40
+    assert all("skipped" not in line for line in said) == (len(stores) == 3)
+    if os.environ.get("KNELL_REQUIRE_SERVERS") == "1":
+        assert stores == ["sqlite", "postgres", "redis"], "CI must measure every store"

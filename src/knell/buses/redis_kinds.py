@@ -40,19 +40,38 @@ mixes them in; :mod:`knell.buses.redis` re-exports it.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from knell.buses.contract import ChannelKind, WrongChannelKind
+from knell.buses.contract import ChannelKind
+from knell.buses.sqlite_kinds import wrong_kind
 
 __all__ = [
     "KIND_LUA",
     "WRONG_KIND",
+    "RedisHost",
     "Script",
     "from_us",
     "kind_script",
     "raise_wrong_kind",
     "to_us",
 ]
+
+
+class RedisHost:
+    """What the queue and role mixins use of the bus that mixes them in: the
+    key prefix, the shared key names and ``script`` (one round trip, its
+    failure classified definite or indeterminate)."""
+
+    if TYPE_CHECKING:
+        prefix: str
+        heads_key: str
+        kinds_key: str
+
+        def log_key(self, channel: str) -> str: ...
+
+        def script(
+            self, what: str, write: bool, script: Script, keys: list[str], args: list[Any]
+        ) -> Any: ...
 
 
 class Script:
@@ -90,17 +109,11 @@ def kind_script(body: str, *, writes: bool = True) -> Script:
     return Script(("#!lua\n" if writes else "#!lua flags=no-writes\n") + KIND_LUA + body)
 
 
-_NAMES = {"broadcast": "a broadcast channel", "queue": "a queue", "role": "a role inbox"}
-
-
 def raise_wrong_kind(reply: Any, channel: str, wanted: ChannelKind, op: str) -> None:
     """Raise :class:`WrongChannelKind` when a script refused ``channel`` for
     being of another kind than ``wanted`` (``{'wrong-kind', kind}``)."""
     if isinstance(reply, list) and reply and reply[0] == WRONG_KIND:
-        kind = str(reply[1])
-        raise WrongChannelKind(
-            f"{op} on {channel!r}: it is {_NAMES.get(kind, kind)}, not {_NAMES.get(wanted, wanted)}"
-        )
+        raise wrong_kind(channel, str(reply[1]), wanted, op)
 
 
 def to_us(seconds: float) -> int:

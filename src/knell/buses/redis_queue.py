@@ -51,10 +51,10 @@ on the SQLite bus; callers treat them as opaque.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from knell.buses.contract import Claim, DeadLetter, DefiniteError, LeaseLost, QueueInfo
-from knell.buses.redis_kinds import Script, from_us, kind_script, raise_wrong_kind, to_us
+from knell.buses.redis_kinds import RedisHost, from_us, kind_script, raise_wrong_kind, to_us
 from knell.buses.sqlite_queue import DEFAULT_MAX_DELIVERIES, message_id, split_id
 
 __all__ = [
@@ -64,6 +64,7 @@ __all__ = [
     "DEFAULT_MAX_DELIVERIES",
     "HOLDER",
     "RedisQueue",
+    "claim_of",
     "message_id",
     "split_id",
 ]
@@ -245,7 +246,23 @@ def _positive(name: str, value: float) -> None:
         raise DefiniteError(f"{name} must be > 0, got {value!r}")
 
 
-class RedisQueue:
+def claim_of(channel: str, seq: int, consumer: str, lease: list[Any]) -> Claim:
+    """A :class:`Claim` from a script's ``body, sender, deliveries,
+    expires_us`` reply."""
+    body, sender, deliveries, expires = lease
+    return Claim(
+        message_id(channel, seq),
+        channel,
+        seq,
+        body,
+        sender,
+        consumer,
+        int(deliveries),
+        from_us(expires),
+    )
+
+
+class RedisQueue(RedisHost):
     """The :class:`~knell.buses.contract.QueueBus` half of the Redis bus.
 
     A mixin: the bus provides the prefix, the key names it shares (heads,
@@ -253,17 +270,6 @@ class RedisQueue:
 
     max_deliveries: int = DEFAULT_MAX_DELIVERIES
     """Used by a claim on a channel that was never declared."""
-
-    if TYPE_CHECKING:
-        prefix: str
-        heads_key: str
-        kinds_key: str
-
-        def log_key(self, channel: str) -> str: ...
-
-        def script(
-            self, what: str, write: bool, script: Script, keys: list[str], args: list[Any]
-        ) -> Any: ...
 
     # -- keys ---------------------------------------------------------------
 
@@ -299,17 +305,7 @@ class RedisQueue:
         raise_wrong_kind(reply, channel, "queue", "claim")
         if reply[0] != "ok":
             return None
-        seq = int(reply[1])
-        return Claim(
-            message_id(channel, seq),
-            channel,
-            seq,
-            reply[2],
-            reply[3],
-            consumer,
-            int(reply[4]),
-            from_us(reply[5]),
-        )
+        return claim_of(channel, int(reply[1]), consumer, reply[2:6])
 
     # -- the holder's verbs ---------------------------------------------------
 
@@ -334,16 +330,7 @@ class RedisQueue:
         _positive("lease_s", lease_s)
         reply = self._holder("renew", id, consumer, to_us(lease_s))
         channel, seq = split_id(id)
-        return Claim(
-            message_id(channel, seq),
-            channel,
-            seq,
-            reply[1],
-            reply[2],
-            consumer,
-            int(reply[3]),
-            from_us(reply[4]),
-        )
+        return claim_of(channel, seq, consumer, reply[1:5])
 
     def done(self, id: str, consumer: str) -> None:
         self._holder("done", id, consumer)

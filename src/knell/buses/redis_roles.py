@@ -43,8 +43,6 @@ Ids are ``ROLE/SEQ``, as on queue channels.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 from knell.buses.contract import (
     STRANDED_CAP,
     DefiniteError,
@@ -55,10 +53,19 @@ from knell.buses.contract import (
     RoleHold,
     Stranded,
 )
-from knell.buses.redis_kinds import Script, from_us, kind_script, raise_wrong_kind, to_us
+from knell.buses.redis_kinds import RedisHost, Script, from_us, kind_script, raise_wrong_kind, to_us
 from knell.buses.sqlite_queue import message_id, split_id
 
-__all__ = ["CLAIM_ROLE", "READ", "RECEIVE", "RELEASE_ROLE", "STRANDED", "RedisRoles"]
+__all__ = [
+    "CLAIM_ROLE",
+    "READ",
+    "RECEIVE",
+    "RECEIVE_LUA",
+    "RELEASE_ROLE",
+    "STRANDED",
+    "RedisRoles",
+    "receive_script",
+]
 
 _FIELDS = """
 local function body_sender(log, seq)
@@ -113,18 +120,44 @@ return {'ok'}
 """
 )
 
-RECEIVE = kind_script(
+RECEIVE_LUA = """
+-- The roles `run` holds live (sorted), from its runroles set.
+local function held_roles(runroles, run, prefix, now)
+  local roles, held = redis.call('SMEMBERS', runroles), {}
+  table.sort(roles)
+  for _, role in ipairs(roles) do
+    local hold = redis.call('HMGET', prefix .. 'hold:' .. role, 'run', 'until')
+    if hold[1] == run and tonumber(hold[2]) > now then table.insert(held, role) end
+  end
+  return held
+end
+-- Append one delivery (role, seq, body, sender) of stream entry fields `f`.
+local function give(out, role, seq, f)
+  local body, sender = '', ''
+  for i = 1, #f, 2 do
+    if f[i] == 'b' then body = f[i + 1] elseif f[i] == 's' then sender = f[i + 1] end
+  end
+  table.insert(out, role)
+  table.insert(out, tonumber(seq))
+  table.insert(out, body)
+  table.insert(out, sender)
+end
+"""
+"""Lua helpers of every receive script (the reference's, and a mutant's)."""
+
+
+def receive_script(body: str) -> Script:
+    """A receive script: :data:`RECEIVE_LUA`'s helpers in front."""
+    return kind_script(RECEIVE_LUA + body)
+
+
+RECEIVE = receive_script(
     """
 -- KEYS: runroles:<run>, heads
 -- ARGV: run, limit, prefix
 local run, left, prefix = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local now = now_us()
-local roles, held = redis.call('SMEMBERS', KEYS[1]), {}
-table.sort(roles)
-for _, role in ipairs(roles) do
-  local hold = redis.call('HMGET', prefix .. 'hold:' .. role, 'run', 'until')
-  if hold[1] == run and tonumber(hold[2]) > now then table.insert(held, role) end
-end
+local held = held_roles(KEYS[1], run, prefix, now)
 if #held == 0 then return {'not-holder'} end
 local out = {'ok'}
 for _, role in ipairs(held) do
@@ -138,14 +171,7 @@ for _, role in ipairs(held) do
       local seq = string.match(e[1], '^(%d+)')
       if redis.call('HSETNX', deliv, seq, run) == 1 then
         redis.call('ZADD', prefix .. 'unread:' .. role, now, string.format('%020d', tonumber(seq)))
-        local f, body, sender = e[2], '', ''
-        for i = 1, #f, 2 do
-          if f[i] == 'b' then body = f[i + 1] elseif f[i] == 's' then sender = f[i + 1] end
-        end
-        table.insert(out, role)
-        table.insert(out, tonumber(seq))
-        table.insert(out, body)
-        table.insert(out, sender)
+        give(out, role, seq, e[2])
         left = left - 1
       end
       top = tonumber(seq)
@@ -217,20 +243,9 @@ def _member(seq: int) -> str:
     return f"{seq:020d}"
 
 
-class RedisRoles:
+class RedisRoles(RedisHost):
     """The :class:`~knell.buses.contract.RoleBus` half of the Redis bus (a
     mixin: the bus provides the prefix, the shared key names and ``script``)."""
-
-    if TYPE_CHECKING:
-        prefix: str
-        heads_key: str
-        kinds_key: str
-
-        def log_key(self, channel: str) -> str: ...
-
-        def script(
-            self, what: str, write: bool, script: Script, keys: list[str], args: list[Any]
-        ) -> Any: ...
 
     # -- keys ---------------------------------------------------------------
 

@@ -30,8 +30,9 @@ from knell.buses.contract import (
 )
 from knell.buses.mutants.registry import mutant
 from knell.buses.redis import POST, RedisBus, Script, open_redis
-from knell.buses.redis_kinds import from_us, kind_script, raise_wrong_kind, to_us
-from knell.buses.redis_queue import CLAIM
+from knell.buses.redis_kinds import kind_script, raise_wrong_kind, to_us
+from knell.buses.redis_queue import CLAIM, claim_of
+from knell.buses.redis_roles import receive_script
 from knell.buses.sqlite_queue import message_id
 
 __all__ = [
@@ -356,33 +357,18 @@ class ClaimGetThenSetBus(_RedisMutant):
             return None
         time.sleep(RACE_WINDOW)  # the bug: another consumer may be told the same seq meanwhile
         reply = self.script("claim", True, _LEASE, keys, [*args, int(peek[1])])
-        seq = int(reply[1])
-        return Claim(
-            message_id(channel, seq),
-            channel,
-            seq,
-            reply[2],
-            reply[3],
-            consumer,
-            int(reply[4]),
-            from_us(reply[5]),
-        )
+        return claim_of(channel, int(reply[1]), consumer, reply[2:6])
 
 
 # -- role inboxes -----------------------------------------------------------------
 
-_AUTOCLAIM = kind_script(
+_AUTOCLAIM = receive_script(
     """
 -- KEYS: runroles:<run>
 -- ARGV: run, limit, prefix
 local run, left, prefix = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local now = now_us()
-local roles, held = redis.call('SMEMBERS', KEYS[1]), {}
-table.sort(roles)
-for _, role in ipairs(roles) do
-  local hold = redis.call('HMGET', prefix .. 'hold:' .. role, 'run', 'until')
-  if hold[1] == run and tonumber(hold[2]) > now then table.insert(held, role) end
-end
+local held = held_roles(KEYS[1], run, prefix, now)
 if #held == 0 then return {'not-holder'} end
 local out = {'ok'}
 for _, role in ipairs(held) do
@@ -394,14 +380,7 @@ for _, role in ipairs(held) do
       redis.call('HSET', deliv, seq, run)
       redis.call('ZADD', unread, now, member)
       local entry = redis.call('XRANGE', prefix .. 'log:' .. role, seq .. '-0', seq .. '-0')[1]
-      local f, body, sender = entry[2], '', ''
-      for i = 1, #f, 2 do
-        if f[i] == 'b' then body = f[i + 1] elseif f[i] == 's' then sender = f[i + 1] end
-      end
-      table.insert(out, role)
-      table.insert(out, tonumber(seq))
-      table.insert(out, body)
-      table.insert(out, sender)
+      give(out, role, seq, entry[2])
       left = left - 1
     end
   end
