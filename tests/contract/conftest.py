@@ -50,3 +50,24 @@ def bus(url: str) -> Iterator[OpenBus]:
     yield make
     for b in opened:
         b.close()
+
+
+@pytest.fixture
+def pg_url(postgres_store: object, tmp_path: Path) -> str:
+    """A fresh schema on the session's Postgres (for tests of one store)."""
+    return namespaced("postgres", postgres_store, tmp_path)
+
+
+@pytest.fixture
+def redis_url(redis_store: object, tmp_path: Path) -> str:
+    """A fresh key prefix on the session's Redis."""
+    return namespaced("redis", redis_store, tmp_path)
+
+
+@pytest.fixture
+def opened() -> Iterator[list[Bus]]:
+    """Buses a test opens itself, closed at its end."""
+    buses: list[Bus] = []
+    yield buses
+    for b in buses:
+        b.close()

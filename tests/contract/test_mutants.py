@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -41,24 +40,6 @@ SCENARIOS = {
         "atmostonce-holder-churn",
     },
 }
-
-
-@pytest.fixture
-def pg_url(postgres_store: Any, tmp_path: Path) -> str:
-    return namespaced("postgres", postgres_store, tmp_path)
-
-
-@pytest.fixture
-def redis_url(redis_store: Any, tmp_path: Path) -> str:
-    return namespaced("redis", redis_store, tmp_path)
-
-
-@pytest.fixture
-def opened() -> Iterator[list[Bus]]:
-    buses: list[Bus] = []
-    yield buses
-    for bus in buses:
-        bus.close()
 
 
 def mutant(name: str, url: str, opened: list[Bus]) -> Any:

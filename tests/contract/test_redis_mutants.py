@@ -5,32 +5,16 @@ for one queue, and a choreography of runs taking a role in turn."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from knell.buses import Bus, open_bus
 from knell.buses.mutants import all_mutants
-from tests.servers import namespaced
 
 pytestmark = pytest.mark.integration
 
 REDIS = all_mutants("redis")
-
-
-@pytest.fixture
-def redis_url(redis_store: Any, tmp_path: Path) -> str:
-    return namespaced("redis", redis_store, tmp_path)
-
-
-@pytest.fixture
-def opened() -> Iterator[list[Bus]]:
-    buses: list[Bus] = []
-    yield buses
-    for bus in buses:
-        bus.close()
 
 
 def _open(url: str, opened: list[Bus], name: str | None = None) -> Any:

@@ -43,6 +43,8 @@ Ids are ``ROLE/SEQ``, as on queue channels.
 
 from __future__ import annotations
 
+from typing import Any
+
 from knell.buses.contract import (
     STRANDED_CAP,
     DefiniteError,
@@ -64,6 +66,7 @@ __all__ = [
     "RELEASE_ROLE",
     "STRANDED",
     "RedisRoles",
+    "deliveries_of",
     "receive_script",
 ]
 
@@ -243,6 +246,25 @@ def _member(seq: int) -> str:
     return f"{seq:020d}"
 
 
+def deliveries_of(reply: list[Any], run: str) -> list[Delivery]:
+    """The deliveries of a receive script's ``ok, (role, seq, body,
+    sender)...`` reply; ``not-holder`` refused."""
+    if reply[0] != "ok":
+        raise NotHolder(f"run {run!r} holds no role")
+    rows = reply[1:]
+    return [
+        Delivery(
+            message_id(rows[i], int(rows[i + 1])),
+            rows[i],
+            int(rows[i + 1]),
+            rows[i + 2],
+            rows[i + 3],
+            run,
+        )
+        for i in range(0, len(rows), 4)
+    ]
+
+
 class RedisRoles(RedisHost):
     """The :class:`~knell.buses.contract.RoleBus` half of the Redis bus (a
     mixin: the bus provides the prefix, the shared key names and ``script``)."""
@@ -304,20 +326,7 @@ class RedisRoles(RedisHost):
             [self.runroles_key(run), self.heads_key],
             [run, int(limit), self.prefix],
         )
-        if reply[0] != "ok":
-            raise NotHolder(f"run {run!r} holds no role")
-        rows = reply[1:]
-        return [
-            Delivery(
-                message_id(rows[i], int(rows[i + 1])),
-                rows[i],
-                int(rows[i + 1]),
-                rows[i + 2],
-                rows[i + 3],
-                run,
-            )
-            for i in range(0, len(rows), 4)
-        ]
+        return deliveries_of(reply, run)
 
     def read(self, id: str, run: str) -> None:
         role, seq = split_id(id)

@@ -26,14 +26,12 @@ from knell.buses.contract import (
     Delivery,
     IndeterminateError,
     Message,
-    NotHolder,
 )
 from knell.buses.mutants.registry import mutant
 from knell.buses.redis import POST, RedisBus, Script, open_redis
 from knell.buses.redis_kinds import kind_script, raise_wrong_kind, to_us
 from knell.buses.redis_queue import CLAIM, claim_of
-from knell.buses.redis_roles import receive_script
-from knell.buses.sqlite_queue import message_id
+from knell.buses.redis_roles import deliveries_of, receive_script
 
 __all__ = [
     "AckGetThenSetBus",
@@ -421,20 +419,7 @@ class AutoclaimPendingBus(_RedisMutant):
         reply = self.script(
             "receive", True, _AUTOCLAIM, [self.runroles_key(run)], [run, int(limit), self.prefix]
         )
-        if reply[0] != "ok":
-            raise NotHolder(f"run {run!r} holds no role")
-        rows = reply[1:]
-        taken = [
-            Delivery(
-                message_id(rows[i], int(rows[i + 1])),
-                rows[i],
-                int(rows[i + 1]),
-                rows[i + 2],
-                rows[i + 3],
-                run,
-            )
-            for i in range(0, len(rows), 4)
-        ]
+        taken = deliveries_of(reply, run)
         if len(taken) >= limit:
             return taken
         return taken + super().receive(run, limit - len(taken))
