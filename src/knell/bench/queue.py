@@ -252,18 +252,18 @@ _REDIS_RAW_CLAIM = (
 )
 
 
-def _postgres(store: Any, short: bool) -> list[Row]:
+RawClaim = tuple[Callable[[], bool], Callable[[], None]]
+"""One raw claim (True when it leased a row), and how to close its client."""
+
+
+def _postgres_raw(store: Any, bus: Any, n: int) -> RawClaim:
+    """``n`` messages on the bus's queue, and as many ready rows for the raw
+    guarded UPDATE, in the bus's own schema (seeded in bulk)."""
     import psycopg
 
-    from knell.buses import open_bus
-
-    block, rounds = (100, 6) if short else (250, 16)
-    bus: Any = open_bus(store.url)
-    bus.declare_queue(QUEUE, 3)  # creates the schema
     raw = psycopg.connect(store.admin_url, autocommit=True)
     s = f'"{bus.schema}"'
     now = time.time()
-    n = block * rounds
     raw.execute(_PG_SEED.format(s=s), {"c": QUEUE, "now": now, "n": n})
     raw.execute(_PG_SEED.format(s=s), {"c": RAW, "now": now, "n": n})
     raw.execute(_PG_SEED_READY.format(s=s), {"c": RAW, "now": now, "n": n})
@@ -274,34 +274,14 @@ def _postgres(store: Any, short: bool) -> list[Row]:
         args = {"who": "bench", "exp": t + 60.0, "now": t, "c": RAW}
         return raw.execute(sql, args).rowcount == 1
 
-    try:
-        rows = [
-            _paired_claims(
-                "postgres",
-                bus,
-                raw_claim,
-                block,
-                rounds,
-                baseline_name="raw guarded UPDATE of the oldest ready row, same schema",
-                note="fsync on, synchronous_commit on",
-                wall=True,
-            )
-        ]
-    finally:
-        bus.close()
-        raw.close()
-    return rows + _lapses("postgres", open_bus(store.url), open_bus(store.url), short)
+    return raw_claim, raw.close
 
 
-def _redis(store: Any, short: bool) -> list[Row]:
+def _redis_raw(store: Any, bus: Any, n: int) -> RawClaim:
+    """``n`` messages posted through the bus (its stream layout is its
+    own), and ``n`` ready seqs in a sorted set for the raw script."""
     import redis
 
-    from knell.buses import open_bus
-
-    block, rounds = (100, 6) if short else (250, 16)
-    bus: Any = open_bus(store.url)
-    bus.declare_queue(QUEUE, 3)
-    n = block * rounds
     for i in range(1, n + 1):
         bus.post(QUEUE, f"bench:{i}", "bench")
     raw = redis.Redis.from_url(store.admin_url)
@@ -313,36 +293,62 @@ def _redis(store: Any, short: bool) -> list[Row]:
     def raw_claim() -> bool:
         return bool(claim_raw(keys=[ready, leases], args=["bench", time.time() + 60.0]))
 
+    return raw_claim, raw.close
+
+
+_SERVERS: dict[str, tuple[Callable[[Any, Any, int], RawClaim], str, str]] = {
+    "postgres": (
+        _postgres_raw,
+        "raw guarded UPDATE of the oldest ready row, same schema",
+        "fsync on, synchronous_commit on",
+    ),
+    "redis": (
+        _redis_raw,
+        "raw script: ZPOPMIN the oldest ready seq + HSET its lease",
+        "appendonly yes, appendfsync always",
+    ),
+}
+"""Per server store: its raw claim loop, that baseline's name, the store's settings."""
+
+
+def _server(kind: str, store: Any, short: bool) -> list[Row]:
+    """Claims against the store's raw loop, then expiry latency, on one
+    private server."""
+    from knell.buses import open_bus
+
+    setup, baseline_name, note = _SERVERS[kind]
+    block, rounds = (100, 6) if short else (250, 16)
+    bus: Any = open_bus(store.url)
+    bus.declare_queue(QUEUE, 3)  # creates the schema
+    raw_claim, close_raw = setup(store, bus, block * rounds)
     try:
-        rows = [
-            _paired_claims(
-                "redis",
-                bus,
-                raw_claim,
-                block,
-                rounds,
-                baseline_name="raw script: ZPOPMIN the oldest ready seq + HSET its lease",
-                note="appendonly yes, appendfsync always",
-                wall=True,
-            )
-        ]
+        row = _paired_claims(
+            kind,
+            bus,
+            raw_claim,
+            block,
+            rounds,
+            baseline_name=baseline_name,
+            note=note,
+            wall=True,
+        )
     finally:
         bus.close()
-        raw.close()
-    return rows + _lapses("redis", open_bus(store.url), open_bus(store.url), short)
+        close_raw()
+    return [row, *_lapses(kind, open_bus(store.url), open_bus(store.url), short)]
 
 
 def _servers(work: Path, short: bool, say: Callable[[str], None]) -> list[Row]:
     from knell.stores import StoreSpec, create_store, unavailable
 
     rows: list[Row] = []
-    for kind, measure in (("postgres", _postgres), ("redis", _redis)):
+    for kind in _SERVERS:
         reason = unavailable(kind)
         if reason is not None:
             say(f"queue: {kind} skipped: {reason}")
             continue
         with create_store(StoreSpec(kind=kind), work / kind) as store:
-            rows += measure(store, short)
+            rows += _server(kind, store, short)
         say(f"queue: {kind} done")
     return rows
 

@@ -105,10 +105,10 @@ from knell.buses.contract import (
     Message,
     Wake,
 )
+from knell.buses.leases import DEFAULT_MAX_DELIVERIES
 from knell.buses.postgres_kinds import KINDS_DDL, PgKinds
 from knell.buses.postgres_queue import QUEUE_DDL, PostgresQueue
 from knell.buses.postgres_roles import ROLES_DDL, PostgresRoles
-from knell.buses.sqlite_queue import DEFAULT_MAX_DELIVERIES
 
 __all__ = ["SCHEMA_NAME", "PostgresBus", "open_postgres", "schema_sql"]
 
@@ -362,6 +362,7 @@ class PostgresBus(PostgresQueue, PostgresRoles):
         self.poll_interval = poll_interval
         self.op_timeout = op_timeout
         self.notify_channel = f"knell_{schema}" if notify else None
+        self._filled: dict[str, str] = {}
         self._q = {
             name: sql.format(s=f'"{schema}"')
             for name, sql in {
@@ -432,8 +433,12 @@ class PostgresBus(PostgresQueue, PostgresRoles):
         return schema_sql(self.schema)
 
     def _sql(self, text: str) -> str:
-        """A statement with the bus's schema filled in."""
-        return text.format(s=f'"{self.schema}"')
+        """A statement with the bus's schema filled in (once per statement:
+        the queue and role halves call this on every operation)."""
+        sql = self._filled.get(text)
+        if sql is None:
+            sql = self._filled[text] = text.format(s=f'"{self.schema}"')
+        return sql
 
     def _drop(self) -> None:
         self._listening = False

@@ -63,10 +63,6 @@ class PgKinds:
         )
         self._read = f"SELECT kind, max_deliveries FROM {s}.channels WHERE channel = %s"
 
-    def known(self, channel: str) -> Row | None:
-        """The cached row, without a query (``None``: not seen yet)."""
-        return self._known.get(channel)
-
     def lookup(self, conn: psycopg.Connection[Any], channel: str) -> Row | None:
         row = self._known.get(channel)
         if row is None:

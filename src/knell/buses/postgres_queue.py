@@ -46,8 +46,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import psycopg
 
 from knell.buses.contract import Claim, DeadLetter, DefiniteError, LeaseLost, QueueInfo
+from knell.buses.leases import (
+    DEFAULT_MAX_DELIVERIES,
+    check_lease,
+    check_max_deliveries,
+    message_id,
+    split_id,
+)
 from knell.buses.postgres_kinds import PgKinds
-from knell.buses.sqlite_queue import DEFAULT_MAX_DELIVERIES, message_id, split_id
 
 __all__ = ["QUEUE_DDL", "PostgresQueue"]
 
@@ -187,9 +193,20 @@ nothing claimed): each lost race means another claimer won a message."""
 SWEEP_EVERY = 0.1
 
 
-def _positive(name: str, value: float) -> None:
-    if not value > 0:
-        raise DefiniteError(f"{name} must be > 0, got {value!r}")
+def _leased(channel: str, consumer: str, row: Any) -> Claim:
+    """A :class:`Claim` from a statement's ``seq, deliveries, expires_at,
+    body, sender`` (the claim's and renew's row shape)."""
+    seq = int(row[0])
+    return Claim(
+        message_id(channel, seq),
+        channel,
+        seq,
+        row[3],
+        row[4],
+        consumer,
+        int(row[1]),
+        float(row[2]),
+    )
 
 
 class PostgresQueue:
@@ -212,10 +229,7 @@ class PostgresQueue:
     _swept: dict[str, float]
 
     def declare_queue(self, channel: str, max_deliveries: int) -> QueueInfo:
-        if isinstance(max_deliveries, bool) or not isinstance(max_deliveries, int):
-            raise DefiniteError(f"max_deliveries must be an int, got {max_deliveries!r}")
-        if max_deliveries < 1:
-            raise DefiniteError(f"max_deliveries must be >= 1, got {max_deliveries}")
+        check_max_deliveries(max_deliveries)
         actual = self._run(
             "declare_queue",
             True,
@@ -224,7 +238,7 @@ class PostgresQueue:
         return QueueInfo(channel, int(actual or max_deliveries), 0.0)
 
     def claim(self, channel: str, consumer: str, lease_s: float) -> Claim | None:
-        _positive("lease_s", lease_s)
+        check_lease(lease_s)
         sql = self._sql(_CLAIM)
 
         def call(conn: psycopg.Connection[Any]) -> Any:
@@ -238,17 +252,7 @@ class PostgresQueue:
             if row is None or not row[0]:
                 return None
             if row[1] is not None:
-                seq = int(row[1])
-                return Claim(
-                    message_id(channel, seq),
-                    channel,
-                    seq,
-                    row[4],
-                    row[5],
-                    consumer,
-                    int(row[2]),
-                    float(row[3]),
-                )
+                return _leased(channel, consumer, row[1:])
         raise DefiniteError(f"postgres claim: lost {CLAIM_RETRIES} races on {channel!r}")
 
     def _sweep(self, conn: psycopg.Connection[Any], args: dict[str, Any]) -> None:
@@ -264,7 +268,8 @@ class PostgresQueue:
 
     def _holder(self, op: str, id: str, consumer: str, sql: str, extra: dict[str, Any]) -> Any:
         """Run a statement on a lease ``consumer`` holds live; refuse with
-        :class:`LeaseLost` when it matched none. Returns the cursor."""
+        :class:`LeaseLost` when it matched none. Returns its row (a
+        statement that returns rows) or its row count."""
         channel, seq = split_id(id)
 
         def call(conn: psycopg.Connection[Any]) -> Any:
@@ -285,10 +290,9 @@ class PostgresQueue:
         return found
 
     def renew(self, id: str, consumer: str, lease_s: float) -> Claim:
-        _positive("lease_s", lease_s)
+        check_lease(lease_s)
         row = self._holder("renew", id, consumer, _RENEW, {"lease": float(lease_s)})
-        channel, seq = split_id(id)
-        return Claim(id, channel, seq, row[3], row[4], consumer, int(row[1]), float(row[2]))
+        return _leased(split_id(id)[0], consumer, row)
 
     def done(self, id: str, consumer: str) -> None:
         self._holder("done", id, consumer, _DONE, {})

@@ -47,9 +47,9 @@ from knell.buses.contract import (
     RoleHold,
     Stranded,
 )
+from knell.buses.leases import check_lease, message_id, split_id
 from knell.buses.postgres_kinds import PgKinds
 from knell.buses.postgres_queue import NOW
-from knell.buses.sqlite_queue import message_id, split_id
 
 __all__ = ["RECEIVE_SQL", "ROLES_DDL", "PostgresRoles"]
 
@@ -142,8 +142,7 @@ class PostgresRoles:
         def _sql(self, text: str) -> str: ...
 
     def claim_role(self, role: str, run: str, lease_s: float) -> RoleHold:
-        if not lease_s > 0:
-            raise DefiniteError(f"lease_s must be > 0, got {lease_s!r}")
+        check_lease(lease_s)
         args = {"r": role, "run": run, "lease": float(lease_s)}
 
         def call(conn: psycopg.Connection[Any]) -> Any:

@@ -101,8 +101,9 @@ from knell.buses.contract import (
     Message,
     Wake,
 )
+from knell.buses.leases import DEFAULT_MAX_DELIVERIES
 from knell.buses.redis_kinds import Script, kind_script, raise_wrong_kind
-from knell.buses.redis_queue import DEFAULT_MAX_DELIVERIES, RedisQueue
+from knell.buses.redis_queue import RedisQueue
 from knell.buses.redis_roles import RedisRoles
 
 __all__ = ["PREFIX", "RedisBus", "Script", "open_redis"]

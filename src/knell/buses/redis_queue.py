@@ -45,7 +45,7 @@ Where the promises live:
   (kind, lease, the entry it will return) before its first write, so an
   error reply never leaves half an operation behind.
 
-Ids are ``CHANNEL/SEQ`` (:func:`~knell.buses.sqlite_queue.message_id`), as
+Ids are ``CHANNEL/SEQ`` (:func:`~knell.buses.leases.message_id`), as
 on the SQLite bus; callers treat them as opaque.
 """
 
@@ -54,19 +54,22 @@ from __future__ import annotations
 from typing import Any
 
 from knell.buses.contract import Claim, DeadLetter, DefiniteError, LeaseLost, QueueInfo
+from knell.buses.leases import (
+    DEFAULT_MAX_DELIVERIES,
+    check_lease,
+    check_max_deliveries,
+    message_id,
+    split_id,
+)
 from knell.buses.redis_kinds import RedisHost, from_us, kind_script, raise_wrong_kind, to_us
-from knell.buses.sqlite_queue import DEFAULT_MAX_DELIVERIES, message_id, split_id
 
 __all__ = [
     "CLAIM",
     "DEAD",
     "DECLARE",
-    "DEFAULT_MAX_DELIVERIES",
     "HOLDER",
     "RedisQueue",
     "claim_of",
-    "message_id",
-    "split_id",
 ]
 
 
@@ -241,11 +244,6 @@ return out
 """The dead letters after a seq, swept or not, in one atomic view."""
 
 
-def _positive(name: str, value: float) -> None:
-    if not value > 0:
-        raise DefiniteError(f"{name} must be > 0, got {value!r}")
-
-
 def claim_of(channel: str, seq: int, consumer: str, lease: list[Any]) -> Claim:
     """A :class:`Claim` from a script's ``body, sender, deliveries,
     expires_us`` reply."""
@@ -280,10 +278,7 @@ class RedisQueue(RedisHost):
     # -- declaring ----------------------------------------------------------
 
     def declare_queue(self, channel: str, max_deliveries: int) -> QueueInfo:
-        if isinstance(max_deliveries, bool) or not isinstance(max_deliveries, int):
-            raise DefiniteError(f"max_deliveries must be an int, got {max_deliveries!r}")
-        if max_deliveries < 1:
-            raise DefiniteError(f"max_deliveries must be >= 1, got {max_deliveries}")
+        check_max_deliveries(max_deliveries)
         queue = self.queue_keys(channel)[0]
         reply = self.script(
             "declare_queue", True, DECLARE, [self.kinds_key, queue], [channel, max_deliveries]
@@ -294,7 +289,7 @@ class RedisQueue(RedisHost):
     # -- claiming -----------------------------------------------------------
 
     def claim(self, channel: str, consumer: str, lease_s: float) -> Claim | None:
-        _positive("lease_s", lease_s)
+        check_lease(lease_s)
         reply = self.script(
             "claim",
             True,
@@ -327,7 +322,7 @@ class RedisQueue(RedisHost):
         return reply
 
     def renew(self, id: str, consumer: str, lease_s: float) -> Claim:
-        _positive("lease_s", lease_s)
+        check_lease(lease_s)
         reply = self._holder("renew", id, consumer, to_us(lease_s))
         channel, seq = split_id(id)
         return claim_of(channel, seq, consumer, reply[1:5])

@@ -55,8 +55,8 @@ from knell.buses.contract import (
     RoleHold,
     Stranded,
 )
+from knell.buses.leases import check_lease, message_id, split_id
 from knell.buses.redis_kinds import RedisHost, Script, from_us, kind_script, raise_wrong_kind, to_us
-from knell.buses.sqlite_queue import message_id, split_id
 
 __all__ = [
     "CLAIM_ROLE",
@@ -286,8 +286,7 @@ class RedisRoles(RedisHost):
     # -- holding --------------------------------------------------------------
 
     def claim_role(self, role: str, run: str, lease_s: float) -> RoleHold:
-        if not lease_s > 0:
-            raise DefiniteError(f"lease_s must be > 0, got {lease_s!r}")
+        check_lease(lease_s)
         reply = self.script(
             "claim_role",
             True,

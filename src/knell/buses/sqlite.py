@@ -58,9 +58,10 @@ from knell.buses.contract import (
     NotSubscribed,
     Wake,
 )
+from knell.buses.leases import DEFAULT_MAX_DELIVERIES
 from knell.buses.sqlite_kinds import KINDS_SCHEMA, ChannelKinds
 from knell.buses.sqlite_open import OPEN_TIMEOUT, open_with_retry
-from knell.buses.sqlite_queue import DEFAULT_MAX_DELIVERIES, QUEUE_SCHEMA, SqliteQueue
+from knell.buses.sqlite_queue import QUEUE_SCHEMA, SqliteQueue
 from knell.buses.sqlite_roles import ROLES_SCHEMA, SqliteRoles
 from knell.buses.sqlite_url import MEMORY, parse_sqlite_url
 

@@ -51,9 +51,16 @@ from knell.buses.contract import (
     LeaseLost,
     QueueInfo,
 )
+from knell.buses.leases import (
+    DEFAULT_MAX_DELIVERIES,
+    check_lease,
+    check_max_deliveries,
+    message_id,
+    split_id,
+)
 from knell.buses.sqlite_kinds import ChannelKinds
 
-__all__ = ["QUEUE_SCHEMA", "SqliteQueue", "message_id", "split_id"]
+__all__ = ["QUEUE_SCHEMA", "SqliteQueue"]
 
 QUEUE_SCHEMA = """
 CREATE TABLE IF NOT EXISTS claims (
@@ -69,8 +76,6 @@ CREATE TABLE IF NOT EXISTS claims (
 CREATE INDEX IF NOT EXISTS claims_by_state ON claims (channel, state, seq);
 CREATE INDEX IF NOT EXISTS claims_by_expiry ON claims (channel, state, expires_at);
 """
-
-DEFAULT_MAX_DELIVERIES = 5
 
 CLAIMABLE = "(state = 'ready' OR (state = 'leased' AND expires_at <= :now AND deliveries < :max))"
 """A claims row that may be leased now: released, or lapsed with deliveries left."""
@@ -96,24 +101,6 @@ SQLite plans a compound of them far worse)."""
 SWEEP_EVERY = 0.1
 
 
-def message_id(channel: str, seq: int) -> str:
-    return f"{channel}/{seq}"
-
-
-def split_id(message: str) -> tuple[str, int]:
-    """``CHANNEL/SEQ`` back into its parts; a malformed id is a definite
-    error (nothing can have happened to a message it cannot name)."""
-    channel, _, seq = str(message).rpartition("/")
-    if not channel or not seq.isdigit():
-        raise DefiniteError(f"not a message id of this bus: {message!r}")
-    return channel, int(seq)
-
-
-def _positive(name: str, value: float) -> None:
-    if not value > 0:
-        raise DefiniteError(f"{name} must be > 0, got {value!r}")
-
-
 class SqliteQueue:
     """The :class:`~knell.buses.contract.QueueBus` half of the SQLite bus.
 
@@ -135,10 +122,7 @@ class SqliteQueue:
     # -- declaring ----------------------------------------------------------
 
     def declare_queue(self, channel: str, max_deliveries: int) -> QueueInfo:
-        if isinstance(max_deliveries, bool) or not isinstance(max_deliveries, int):
-            raise DefiniteError(f"max_deliveries must be an int, got {max_deliveries!r}")
-        if max_deliveries < 1:
-            raise DefiniteError(f"max_deliveries must be >= 1, got {max_deliveries}")
+        check_max_deliveries(max_deliveries)
         with self._lock, self._write() as db:
             actual = self._kinds.fix(db, channel, "queue", "declare_queue", max_deliveries)
         return QueueInfo(channel, int(actual or max_deliveries), 0.0)
@@ -151,7 +135,7 @@ class SqliteQueue:
     # -- claiming -----------------------------------------------------------
 
     def claim(self, channel: str, consumer: str, lease_s: float) -> Claim | None:
-        _positive("lease_s", lease_s)
+        check_lease(lease_s)
         with self._lock, self._write() as db:
             most = self._queue(db, channel, "claim")
             now = time.time()
@@ -259,7 +243,7 @@ class SqliteQueue:
         return db, channel, seq
 
     def renew(self, id: str, consumer: str, lease_s: float) -> Claim:
-        _positive("lease_s", lease_s)
+        check_lease(lease_s)
         with self._lock, self._write():
             db, channel, seq = self._holder_update(
                 "renew",

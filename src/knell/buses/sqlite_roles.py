@@ -45,8 +45,8 @@ from knell.buses.contract import (
     RoleHold,
     Stranded,
 )
+from knell.buses.leases import check_lease, message_id, split_id
 from knell.buses.sqlite_kinds import ChannelKinds
-from knell.buses.sqlite_queue import message_id, split_id
 
 __all__ = ["ROLES_SCHEMA", "STRANDED_CAP", "SqliteRoles"]
 
@@ -90,8 +90,7 @@ class SqliteRoles:
         def _write(self) -> AbstractContextManager[sqlite3.Connection]: ...
 
     def claim_role(self, role: str, run: str, lease_s: float) -> RoleHold:
-        if not lease_s > 0:
-            raise DefiniteError(f"lease_s must be > 0, got {lease_s!r}")
+        check_lease(lease_s)
         with self._lock, self._write() as db:
             self._kinds.fix(db, role, "role", "claim_role")
             now = time.time()

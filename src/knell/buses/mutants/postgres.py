@@ -25,11 +25,11 @@ from knell.buses.contract import (
     IndeterminateError,
     Message,
 )
+from knell.buses.leases import check_lease, message_id
 from knell.buses.mutants.registry import mutant
 from knell.buses.postgres import SCHEMA_NAME, PostgresBus, open_postgres, schema_sql
 from knell.buses.postgres_queue import NOW
 from knell.buses.postgres_roles import RECEIVE_SQL
-from knell.buses.sqlite_queue import message_id
 
 __all__ = [
     "AckReadThenWriteBus",
@@ -366,8 +366,7 @@ class ClaimReadThenUpsertBus(_PgMutant):
     (two live leases on one message)."""
 
     def claim(self, channel: str, consumer: str, lease_s: float) -> Claim | None:
-        if not lease_s > 0:
-            raise DefiniteError(f"lease_s must be > 0, got {lease_s!r}")
+        check_lease(lease_s)
         s = f'"{self.schema}"'
 
         def call(conn: psycopg.Connection[Any]) -> Claim | None:

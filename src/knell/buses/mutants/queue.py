@@ -16,9 +16,9 @@ import time
 from typing import Any
 
 from knell.buses.contract import Claim, DeadLetter, LeaseLost
+from knell.buses.leases import split_id
 from knell.buses.mutants.registry import mutant
 from knell.buses.mutants.sqlite import _Mutant
-from knell.buses.sqlite_queue import split_id
 
 __all__ = [
     "AttemptsResetOnRequeueBus",

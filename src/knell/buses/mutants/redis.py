@@ -27,6 +27,7 @@ from knell.buses.contract import (
     IndeterminateError,
     Message,
 )
+from knell.buses.leases import check_lease
 from knell.buses.mutants.registry import mutant
 from knell.buses.redis import POST, RedisBus, Script, open_redis
 from knell.buses.redis_kinds import kind_script, raise_wrong_kind, to_us
@@ -345,8 +346,7 @@ class ClaimGetThenSetBus(_RedisMutant):
     """
 
     def claim(self, channel: str, consumer: str, lease_s: float) -> Claim | None:
-        if not lease_s > 0:
-            raise DefiniteError(f"lease_s must be > 0, got {lease_s!r}")
+        check_lease(lease_s)
         keys = [self.kinds_key, *self.queue_keys(channel), self.heads_key, self.log_key(channel)]
         args: list[Any] = [channel, consumer, to_us(lease_s), self.max_deliveries]
         peek = self.script("claim", True, _PEEK, keys, args)

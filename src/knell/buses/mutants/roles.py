@@ -12,9 +12,9 @@ from __future__ import annotations
 import time
 
 from knell.buses.contract import Delivery, NotDeliveredTo, NotHolder, Stranded
+from knell.buses.leases import message_id, split_id
 from knell.buses.mutants.registry import mutant
 from knell.buses.mutants.sqlite import _Mutant
-from knell.buses.sqlite_queue import message_id, split_id
 
 __all__ = [
     "ReadByAnyRunBus",
