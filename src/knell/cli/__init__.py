@@ -30,7 +30,7 @@ from knell.cli.matrix import matrix
 from knell.cli.report import report
 from knell.cli.run import check, list_, run
 from knell.errors import ExitCode, KnellError
-from knell.nemesis.proxy.cli import proxy
+from knell.proxy.cli import proxy
 from knell.rundir import stamp
 from knell.stores.compose.cli import compose
 from knell.text import clean

@@ -4,17 +4,17 @@ Jepsen's word for the adversary. A scenario's ``[[nemesis]]`` tables name
 fault kinds (``kill``, ``pause``); the seed expands them into a timed plan
 (:mod:`knell.schedule`); the runner hands each step to its kind, which acts
 on real processes and records what it did; the history's fault windows
-(:mod:`knell.nemesis.windows`) tell the checks when each fault held.
+(:mod:`knell.checker.windows`) tell the checks when each fault held.
 
 * :mod:`~knell.nemesis.kind`: what a fault kind is (the one interface);
 * :mod:`~knell.nemesis.registry`: the kinds by name, and how to add one;
 * :mod:`~knell.nemesis.kill`, :mod:`~knell.nemesis.pause`: process faults;
-* :mod:`~knell.nemesis.windows`: fault windows, read back from a history;
 * :mod:`~knell.nemesis.toxiproxy`: the one client adapter for the Toxiproxy
   HTTP API that network faults go through, :mod:`~knell.nemesis.probe`
-  (proof on a real connection that a fault took effect), and
-  :mod:`~knell.nemesis.proxy`, knell's own Toxiproxy-compatible server for
-  machines without ``toxiproxy-server``.
+  (proof on a real connection that a fault took effect). The server they
+  drive when a machine has no ``toxiproxy-server``, knell's own
+  Toxiproxy-compatible one, is a package of its own (:mod:`knell.proxy`):
+  it knows nothing of scenarios or fault kinds.
 """
 
 from __future__ import annotations

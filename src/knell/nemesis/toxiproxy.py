@@ -716,7 +716,7 @@ def start_local_proxy(
     listen: str = "127.0.0.1:0",
     ready_timeout: float = 15.0,
 ) -> ServerHandle:
-    """Start knell's own server (``python -m knell.nemesis.proxy``) on
+    """Start knell's own server (``python -m knell.proxy``) on
     loopback, leashed to ``parent_pid`` and recorded with ``owner`` (a
     :class:`knell.owners.Owner`) when given. The leash watches the direct
     parent, so ``parent_pid`` is this process's pid (the default)."""
@@ -732,7 +732,7 @@ def start_local_proxy(
         [
             sys.executable,
             "-m",
-            "knell.nemesis.proxy",
+            "knell.proxy",
             "--listen",
             listen,
             "--ready-file",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from knell.nemesis.proxy.connection import Side
+from knell.proxy.connection import Side
 
 
 class _Sink:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from knell.nemesis.proxy.addr import AddressError, format_hostport, resolve_listen, split_hostport
+from knell.proxy.addr import AddressError, format_hostport, resolve_listen, split_hostport
 
 
 def test_split_and_format() -> None:

@@ -7,8 +7,8 @@ import random
 
 import pytest
 
-from knell.nemesis.proxy.errors import ApiError
-from knell.nemesis.proxy.toxics import KINDS, Slicer, parse_header, parse_update
+from knell.proxy.errors import ApiError
+from knell.proxy.toxics import KINDS, Slicer, parse_header, parse_update
 
 
 def _error(body: object) -> ApiError:

@@ -1,4 +1,4 @@
-"""``python -m knell.nemesis.proxy --listen 127.0.0.1:0 [--ready-file F] [--parent-pid PID]``"""
+"""``python -m knell.proxy --listen 127.0.0.1:0 [--ready-file F] [--parent-pid PID]``"""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ import sys
 from pathlib import Path
 
 from knell.errors import ExitCode
-from knell.nemesis.proxy.server import ListenError, run
+from knell.proxy.server import ListenError, run
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m knell.nemesis.proxy")
+    parser = argparse.ArgumentParser(prog="python -m knell.proxy")
     parser.add_argument("--listen", default="127.0.0.1:8474", help="API address (host:port)")
     parser.add_argument("--ready-file", type=Path, help='write {"api": URL, "pid": PID} here')
     parser.add_argument("--parent-pid", type=int, help="exit when this process is gone")

@@ -21,9 +21,9 @@ from types import FrameType
 
 import uvicorn
 
-from knell.nemesis.proxy.addr import AddressError, format_hostport, resolve_listen
-from knell.nemesis.proxy.api import build_app
-from knell.nemesis.proxy.registry import Registry
+from knell.proxy.addr import AddressError, format_hostport, resolve_listen
+from knell.proxy.api import build_app
+from knell.proxy.registry import Registry
 
 __all__ = ["ListenError", "bind_api", "run", "serve"]
 
@@ -105,7 +105,7 @@ async def serve(sock: socket.socket, *, ready_file: Path | None = None) -> None:
 
 def run(listen: str, *, ready_file: Path | None = None, parent_pid: int | None = None) -> None:
     """Bind, leash, serve: the body of ``knell proxy`` and of
-    ``python -m knell.nemesis.proxy``. Raises :class:`ListenError`."""
+    ``python -m knell.proxy``. Raises :class:`ListenError`."""
     if parent_pid is not None:
         from knell.platform import die_with_parent
 

@@ -30,10 +30,10 @@ import logging
 from collections import deque
 from typing import TYPE_CHECKING
 
-from knell.nemesis.proxy.toxics import Chunk, Stage, Toxic
+from knell.proxy.toxics import Chunk, Stage, Toxic
 
 if TYPE_CHECKING:
-    from knell.nemesis.proxy.connection import Connection, Side
+    from knell.proxy.connection import Connection, Side
 
 __all__ = ["Link"]
 

@@ -22,11 +22,11 @@ import struct
 import sys
 from typing import TYPE_CHECKING
 
-from knell.nemesis.proxy.addr import AddressError, split_hostport
-from knell.nemesis.proxy.link import Link
+from knell.proxy.addr import AddressError, split_hostport
+from knell.proxy.link import Link
 
 if TYPE_CHECKING:
-    from knell.nemesis.proxy.proxy import Proxy
+    from knell.proxy.proxy import Proxy
 
 __all__ = ["ClientSide", "Connection", "Side"]
 

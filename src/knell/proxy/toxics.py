@@ -58,7 +58,7 @@ import random
 from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar, Protocol
 
-from knell.nemesis.proxy.errors import (
+from knell.proxy.errors import (
     ApiError,
     bad_body,
     invalid_stream,

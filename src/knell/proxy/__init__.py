@@ -25,7 +25,7 @@ Layout, one role per module:
 * :mod:`.addr`, :mod:`.errors` - Go's address text and Toxiproxy's errors.
 
 Run it as ``knell proxy --listen 127.0.0.1:8474`` or ``python -m
-knell.nemesis.proxy --listen 127.0.0.1:0 --ready-file F --parent-pid PID``;
+knell.proxy --listen 127.0.0.1:0 --ready-file F --parent-pid PID``;
 from Python, :func:`knell.nemesis.toxiproxy.start_local_proxy`.
 """
 

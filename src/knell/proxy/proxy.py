@@ -16,10 +16,10 @@ import asyncio
 import os
 from typing import Any
 
-from knell.nemesis.proxy.addr import AddressError, format_hostport, resolve_listen
-from knell.nemesis.proxy.connection import ClientSide, Connection
-from knell.nemesis.proxy.errors import server_error, toxic_not_found
-from knell.nemesis.proxy.toxics import STREAMS, Toxic
+from knell.proxy.addr import AddressError, format_hostport, resolve_listen
+from knell.proxy.connection import ClientSide, Connection
+from knell.proxy.errors import server_error, toxic_not_found
+from knell.proxy.toxics import STREAMS, Toxic
 
 __all__ = ["Proxy", "ToxicChains"]
 

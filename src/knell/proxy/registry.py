@@ -10,8 +10,8 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
-from knell.nemesis.proxy.errors import ApiError, missing_field, proxy_exists, proxy_not_found
-from knell.nemesis.proxy.proxy import Proxy
+from knell.proxy.errors import ApiError, missing_field, proxy_exists, proxy_not_found
+from knell.proxy.proxy import Proxy
 
 __all__ = ["ProxySpec", "Registry"]
 

@@ -50,9 +50,9 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from knell.nemesis.proxy.errors import ApiError, bad_body, toxic_exists
-from knell.nemesis.proxy.registry import ProxySpec, Registry
-from knell.nemesis.proxy.toxics import parse_header, parse_update
+from knell.proxy.errors import ApiError, bad_body, toxic_exists
+from knell.proxy.registry import ProxySpec, Registry
+from knell.proxy.toxics import parse_header, parse_update
 
 __all__ = ["VERSION", "build_app"]
 

@@ -38,7 +38,7 @@ def proxy(listen: str, ready_file: Path | None, parent_pid: int | None) -> None:
     """A Toxiproxy-compatible fault proxy: Toxiproxy's HTTP API on LISTEN,
     with latency, bandwidth, timeout, reset_peer, slow_close, slicer and
     limit_data toxics. Stops on Ctrl-C or SIGTERM."""
-    from knell.nemesis.proxy.server import ListenError, run
+    from knell.proxy.server import ListenError, run
 
     try:
         run(listen, ready_file=ready_file, parent_pid=parent_pid)
