@@ -270,7 +270,7 @@ class _Run:
     ) -> None:
         """Write a nemesis event. An action's apply also records what the
         fault is and touches, so its window can be read back from the
-        history alone (:mod:`knell.nemesis.windows`)."""
+        history alone (:mod:`knell.checker.windows`)."""
         event: dict[str, Any] = {"target": target, **value}
         if action is not None:
             kind = self.kinds[action.kind]

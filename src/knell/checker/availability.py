@@ -5,7 +5,7 @@ a third of all posts with "database is locked" would pass, because what
 did succeed was consistent. Agent sessions do not retry forever, so an
 error is a turn that failed. Every operation a worker invoked is counted
 by kind (post, fetch, ack...), inside and outside fault windows (from
-:mod:`knell.nemesis.windows`: what a fault touched directly or not, plus
+:mod:`knell.checker.windows`: what a fault touched directly or not, plus
 its grace period), and its errors (``fail`` and ``info`` completions) the
 same way. Errors inside a fault window are expected and only reported as
 rates; outside them, the share of errors of any kind must not exceed the

@@ -24,7 +24,7 @@ their ``index``, ``time`` and ``process``) that prove it, so a reader can
 find them in ``history.jsonl`` and see the violation with their own eyes.
 
 :class:`Check` supplies the common parts: the configuration, the fault
-windows of the run (:mod:`knell.nemesis.windows`, for checks that excuse
+windows of the run (:mod:`knell.checker.windows`, for checks that excuse
 what happens inside a fault), and an anomaly log capped at
 ``config.max_anomalies`` stored anomalies (all are counted). A check
 declares its ``name`` and the anomaly ``kinds`` it can report, and
@@ -37,13 +37,11 @@ import math
 from abc import abstractmethod
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 from knell.checker.consumer import Consumer
+from knell.checker.windows import FaultWindows
 from knell.history import Event
-
-if TYPE_CHECKING:
-    from knell.nemesis.windows import FaultWindows
 
 __all__ = [
     "Anomaly",
@@ -207,8 +205,6 @@ class Check(Consumer):
         self.config = config
         self.log = AnomalyLog(config.max_anomalies)
         if windows is None:
-            from knell.nemesis.windows import FaultWindows
-
             windows = FaultWindows()
         self.windows = windows
 

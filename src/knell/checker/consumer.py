@@ -1,6 +1,6 @@
 """Pass consumers: anything that reads the history in the single pass.
 
-A check, the fault windows (:mod:`knell.nemesis.windows`) and the run
+A check, the fault windows (:mod:`knell.checker.windows`) and the run
 statistics are all *consumers*: objects that declare, once, which events
 they want, and are fed exactly those, in history order, by the one pass of
 :mod:`knell.checker.dispatch`. A consumer never loops over the history

@@ -6,7 +6,7 @@ operations that completed would call such a bus VALID. So every operation
 a worker invokes must complete within its bound, unless a fault touched its process, its
 store or its link while it ran (a frozen process cannot answer; a crashed
 store cannot reply): those windows, with their grace periods, come from
-:mod:`knell.nemesis.windows`.
+:mod:`knell.checker.windows`.
 
 The bound is ``op_timeout`` plus as much again (at least one second): a
 bus hands ``op_timeout`` to its server (a statement timeout), and the

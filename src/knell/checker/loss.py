@@ -31,7 +31,7 @@ from typing import Any, ClassVar
 from knell.checker.base import Check, CheckConfig, CheckResult, witness
 from knell.checker.consumer import on, on_delivery
 from knell.history import Event
-from knell.nemesis.windows import FaultWindows
+from knell.checker.windows import FaultWindows
 
 __all__ = ["LossCheck"]
 

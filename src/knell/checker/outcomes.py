@@ -18,7 +18,7 @@ retried with the same idempotency key. Two ways a bus can lie about it:
   producer between a lost reply and a refused retry.
 
 Sightings come from the shared deliveries (each distinct message once);
-fault windows from :mod:`knell.nemesis.windows`.
+fault windows from :mod:`knell.checker.windows`.
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ from knell.checker.consumer import Consumer
 from knell.checker.dispatch import PassResult, run_pass
 from knell.checker.registry import CHECKS
 from knell.history import Event, HistoryReader
-from knell.nemesis.windows import FaultWindows
+from knell.checker.windows import FaultWindows
 
 __all__ = ["CheckFactory", "Verdict", "check_events", "check_history", "fired_checks"]
 

@@ -36,7 +36,7 @@ top level. Anomalies, with ``B`` the configured ``wake_bound``:
   may legitimately ring again for backlog it never acked).
 
 Arms that a fault window touched directly at any point while armed (the
-waiter was paused, its store or link was down: :mod:`knell.nemesis.windows`)
+waiter was paused, its store or link was down: :mod:`knell.checker.windows`)
 are excluded, since a frozen or cut-off waiter cannot ring; so are arms
 with no completion (the waiter was killed while armed).
 Wake latency (``wake`` time minus the ``ok`` time of the post with that

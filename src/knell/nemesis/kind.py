@@ -17,7 +17,7 @@ is everything knell knows about one way of hurting a system, in one class:
 * its **fault window**: from apply until the heal is confirmed, plus a
   ``grace`` period for the system to recover; checks that excuse errors,
   hangs or missed rings inside faults read the windows
-  (:mod:`knell.nemesis.windows`), never the kind names;
+  (:mod:`knell.checker.windows`), never the kind names;
 * the **band** a report draws for its windows.
 
 The runner knows none of this: it hands each action to its kind with a

@@ -2,7 +2,7 @@
 
 ``results.json`` carries every fault window of the run (kind, fault
 number, effect, start and end in ns, grace, blast radius: see
-:mod:`knell.nemesis.windows`). A person reading an anomaly asks first
+:mod:`knell.checker.windows`). A person reading an anomaly asks first
 "which fault was this?": :func:`open_at` answers with the windows in force
 (grace included) at a moment, :func:`recent_before` with the ones that had
 ended shortly before it, since a bus often breaks while *recovering*.

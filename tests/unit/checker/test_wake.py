@@ -6,7 +6,7 @@ import pytest
 
 from knell.checker import CheckConfig, check_events
 from knell.checker.wake import WakeCheck
-from knell.nemesis.windows import FaultWindows
+from knell.checker.windows import FaultWindows
 
 from .builder import History, only, run
 
