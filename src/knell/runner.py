@@ -13,7 +13,7 @@ The phases, in Jepsen's order:
    stop, readers stop, then one more incarnation of every handle that ever
    subscribed reads to the true head (the *drain*). Only a drained handle
    can prove loss. Queue claimers and role holders stop last, and each
-   queue and role gets its own final worker (:mod:`knell.contracts`).
+   queue and role gets its own final worker (:mod:`knell.final_phase`).
 5. **Check** the merged history and write the run directory.
 
 Everything a run starts is recorded in the owner registry
@@ -38,8 +38,8 @@ from typing import Any
 
 from knell.buses import DriverError, open_bus, require_contract, resolve_driver
 from knell.checker import CheckConfig, Verdict, check_events
-from knell.contracts import FINAL_ROLES, Final, finals
 from knell.errors import KnellError
+from knell.final_phase import FINAL_ROLES, Final, finals
 from knell.history import HistoryReader, HistoryWriter, merge_histories
 from knell.logcap import last_error
 from knell.nemesis import Action, NemesisContext, kinds
@@ -472,7 +472,7 @@ class _Run:
         self.drain()
         self.contract_finals()
 
-    # -- the queue and at-most-once contracts' final phase (knell.contracts) --
+    # -- the queue and at-most-once contracts' final phase (knell.final_phase) --
 
     def contract_finals(self) -> None:
         """Stop the claimers and holders, then run each queue's and each

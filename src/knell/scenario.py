@@ -3,7 +3,7 @@
 A scenario names the store, the processes (producers, consumers, waiters,
 joiners; claimers of queue channels; holders of role inboxes) and the
 nemesis specs. Its roles decide which delivery contract it tests
-(:mod:`knell.contracts`). The seed turns those specs into exact timed
+(:mod:`knell.role_contracts`). The seed turns those specs into exact timed
 faults (see :mod:`knell.schedule`), so a scenario file plus a seed is a
 complete, replayable experiment.
 
@@ -31,11 +31,11 @@ from pydantic import (
     model_validator,
 )
 
-from knell.contracts import contracts_of_roles
 from knell.durations import Duration, parse_duration
 from knell.errors import KnellError
 from knell.nemesis.kind import FaultSpec
 from knell.nemesis.registry import kinds, on_register
+from knell.role_contracts import contracts_of_roles
 from knell.workload.params import (
     ClaimerParams,
     ConsumerParams,

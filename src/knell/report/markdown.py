@@ -19,9 +19,9 @@ import json
 from typing import Any
 
 from knell.checker import Verdict
-from knell.contracts import contracts_of_roles
 from knell.history import Event
 from knell.report.stats import RunStats
+from knell.role_contracts import contracts_of_roles
 from knell.text import md, md_code
 
 __all__ = ["render_markdown", "verdict_word"]

@@ -23,7 +23,7 @@ NS = 1_000_000_000
 
 _FAULT_FS = ("kill", "pause", "resume", "restart", "crash")
 _FINAL_WORKERS = ("drain-", "queue-drain-", "role-drain-")
-"""The final phase's workers (:mod:`knell.runner`, :mod:`knell.contracts`):
+"""The final phase's workers (:mod:`knell.runner`, :mod:`knell.final_phase`):
 they start at the end, so they are not part of "all processes ready"."""
 
 

@@ -8,7 +8,7 @@ those, so none should remain), or in the stranded list. A bus that marks
 messages read when it delivers them, or forgets deliveries, makes work
 disappear with nobody told.
 
-Decided at the end. The role's final phase (see :mod:`knell.contracts`)
+Decided at the end. The role's final phase (see :mod:`knell.final_phase`)
 is one last run that takes the role, receives and reads everything
 pending, and lists the stranded messages; the runner records it as a
 ``drain`` with ``contract = "at-most-once"``. After it, a message whose

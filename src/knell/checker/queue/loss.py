@@ -7,7 +7,7 @@ take over, a dead letter deleted instead of kept) is lost: the work is
 silently never done and nobody is told.
 
 This is decidable only at the end. The queue's final phase (see
-:mod:`knell.contracts`) stops every claimer, claims until the queue has
+:mod:`knell.final_phase`) stops every claimer, claims until the queue has
 stayed empty longer than any lease, doing what comes, and lists the dead
 letters; the runner records it as a ``drain`` with ``contract = "queue"``.
 After it, every message whose post returned ok (or that a claim showed,

@@ -1,11 +1,4 @@
-"""Which delivery contract a scenario tests, and how each one ends a run.
-
-knell tests three contracts (:mod:`knell.buses.contract`): broadcast
-channels (consumers, waiters, joiners), queue channels (claimers) and
-at-most-once role delivery (holders). A scenario tests the contracts of
-its roles (producers post, which every contract shares), so the runner
-can refuse a bus that does not implement one (exit 3, before anything
-starts), and ``knell list`` and the report can say what was tested.
+"""How the queue and at-most-once contracts end a run: their final workers.
 
 Each contract needs its own final phase before loss is decidable. The
 broadcast one (drain every handle to the true head) is the runner's own;
@@ -18,45 +11,24 @@ stopped every role, recording each as a ``drain`` of the nemesis process
   stopped claimers held has lapsed), then lists the dead letters;
 * at-most-once: one ``role-drain`` worker per role waits for the role,
   reads everything pending and lists what is stranded.
-"""
+
+Which contracts a scenario tests at all is :mod:`knell.role_contracts`."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-from knell.buses.contract import BROADCAST, CONTRACTS, QUEUE, ROLES
+from knell.buses.contract import QUEUE, ROLES
+from knell.scenario import ClaimerSpec, HolderSpec, Scenario
 from knell.workload.params import QueueDrainParams, RoleDrainParams, WorkerParams
 
-if TYPE_CHECKING:
-    from knell.scenario import Scenario
-
-__all__ = ["FINAL_ROLES", "ROLE_CONTRACT", "Final", "contracts_of_roles", "finals"]
-
-ROLE_CONTRACT: dict[str, str | None] = {
-    "producer": None,
-    "consumer": BROADCAST,
-    "waiter": BROADCAST,
-    "joiner": BROADCAST,
-    "claimer": QUEUE,
-    "holder": ROLES,
-}
-"""The contract each scenario role exercises (producers post, which every
-contract shares)."""
+__all__ = ["FINAL_ROLES", "SETTLE_MARGIN", "Final", "finals"]
 
 FINAL_ROLES = ("claimer", "holder")
 """Roles the runner stops (after producers and readers) before the final workers."""
 
 SETTLE_MARGIN = 0.5
 """Seconds of empty claims beyond the longest lease before a queue counts as empty."""
-
-
-def contracts_of_roles(roles: Iterable[str]) -> tuple[str, ...]:
-    """The contracts a scenario with these roles tests, in the order of
-    :data:`~knell.buses.contract.CONTRACTS` (broadcast when none says)."""
-    found = {ROLE_CONTRACT.get(role) for role in roles} - {None}
-    return tuple(c for c in CONTRACTS if c in (found or {BROADCAST}))
 
 
 @dataclass(frozen=True)
@@ -72,8 +44,6 @@ class Final:
 
 def finals(scenario: Scenario) -> list[Final]:
     """The final workers of a scenario, one per queue channel and per role."""
-    from knell.scenario import ClaimerSpec, HolderSpec
-
     queues: dict[str, list[ClaimerSpec]] = {}
     roles: dict[str, list[HolderSpec]] = {}
     for spec in scenario.process:
