@@ -20,21 +20,41 @@ import logging
 import socket
 import struct
 import sys
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from knell.proxy.addr import AddressError, split_hostport
 from knell.proxy.link import Link
+from knell.proxy.toxics import Toxic
 
-if TYPE_CHECKING:
-    from knell.proxy.proxy import Proxy
-
-__all__ = ["ClientSide", "Connection", "Side"]
+__all__ = ["ClientSide", "Connection", "ProxyView", "Side"]
 
 log = logging.getLogger("knell.proxy")
 
 WRITE_HIGH = 1 << 20
 CLOSE_GRACE = 5.0
 _LINGER_ZERO = struct.pack("HH" if sys.platform == "win32" else "ii", 1, 0)
+
+
+class _Chains(Protocol):
+    def chain(self, stream: str) -> list[Toxic]: ...
+
+
+class ProxyView(Protocol):
+    """What a connection reads of the proxy that accepted it
+    (:class:`~knell.proxy.proxy.Proxy`, which builds connections and so
+    sits above this module)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def upstream(self) -> str: ...
+
+    @property
+    def connections(self) -> set[Connection]: ...
+
+    @property
+    def toxics(self) -> _Chains: ...
 
 
 class Side(asyncio.Protocol):
@@ -128,7 +148,7 @@ class Side(asyncio.Protocol):
 class ClientSide(Side):
     """The accepted socket: starts a :class:`Connection` for its proxy."""
 
-    def __init__(self, proxy: Proxy) -> None:
+    def __init__(self, proxy: ProxyView) -> None:
         super().__init__(None)
         self.proxy = proxy
 
@@ -140,7 +160,7 @@ class ClientSide(Side):
 class Connection:
     """A client, its upstream, and the two links between them."""
 
-    def __init__(self, proxy: Proxy, client: Side) -> None:
+    def __init__(self, proxy: ProxyView, client: Side) -> None:
         self.proxy = proxy
         self.loop = asyncio.get_running_loop()
         self.client = client

@@ -28,14 +28,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from knell.proxy.toxics import Chunk, Stage, Toxic
 
-if TYPE_CHECKING:
-    from knell.proxy.connection import Connection, Side
-
-__all__ = ["Link"]
+__all__ = ["Carrier", "Link", "Socket"]
 
 log = logging.getLogger("knell.proxy")
 
@@ -44,11 +41,47 @@ RESUME_QUEUED = 1 << 18
 _EOF = None
 
 
+class Socket(Protocol):
+    """What a link needs of the sockets it joins (a connection's
+    :class:`~knell.proxy.connection.Side`): the connection builds its links,
+    so a link knows its ends by what it does with them, not by their class."""
+
+    @property
+    def transport(self) -> asyncio.Transport | None: ...
+
+    def write(self, data: bytes | memoryview) -> None: ...
+
+    def set_reading(self, on: bool) -> None: ...
+
+
+class _Named(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+class Carrier(Protocol):
+    """What a link needs of the connection it is one direction of
+    (:class:`~knell.proxy.connection.Connection`)."""
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop: ...
+
+    @property
+    def closed(self) -> bool: ...
+
+    @property
+    def proxy(self) -> _Named: ...
+
+    def close(self, *, reset: bool = False) -> None: ...
+
+    def link_ended(self, link: Link) -> None: ...
+
+
 class Link:
     """One direction of a connection: source side -> stages -> sink side."""
 
     def __init__(
-        self, conn: Connection, direction: str, source: Side, sink: Side, toxics: list[Toxic]
+        self, conn: Carrier, direction: str, source: Socket, sink: Socket, toxics: list[Toxic]
     ) -> None:
         self.conn = conn
         self.loop = conn.loop
