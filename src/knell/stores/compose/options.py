@@ -23,6 +23,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from knell.durations import parse_duration
+
 __all__ = ["ComposeOptions"]
 
 
@@ -54,8 +56,6 @@ class ComposeOptions(BaseModel):
     @classmethod
     def _duration(cls, value: object) -> object:
         if isinstance(value, str):
-            from knell.scenario import parse_duration
-
             return parse_duration(value)
         return value
 
