@@ -98,7 +98,8 @@ async def _body(request: Request) -> Any:
     return value
 
 
-def _go_kind(value: Any) -> str:
+def _json_value(value: Any) -> str:
+    """A JSON value as Go's encoding/json names it in an unmarshal error."""
     if isinstance(value, bool):
         return "bool"
     if isinstance(value, (int, float)):
@@ -111,16 +112,16 @@ def _go_kind(value: Any) -> str:
 def _proxy_spec(value: Any, defaults: ProxySpec, where: str) -> ProxySpec:
     """Decode a proxy object over ``defaults``; absent or null fields keep them."""
     if not isinstance(value, dict):
-        raise bad_body(f"json: cannot unmarshal {_go_kind(value)} into Go value of type {where}")
+        raise bad_body(f"json: cannot unmarshal {_json_value(value)} into Go value of type {where}")
     fields: dict[str, Any] = {}
-    for key, kind in (("name", str), ("listen", str), ("upstream", str), ("enabled", bool)):
+    for key, want_type in (("name", str), ("listen", str), ("upstream", str), ("enabled", bool)):
         field = value.get(key)
         if field is None:
             continue
-        if not isinstance(field, kind):
-            want = "string" if kind is str else "bool"
+        if not isinstance(field, want_type):
+            want = "string" if want_type is str else "bool"
             raise bad_body(
-                f"json: cannot unmarshal {_go_kind(field)} into Go struct field "
+                f"json: cannot unmarshal {_json_value(field)} into Go struct field "
                 f"Proxy.{key} of type {want}"
             )
         fields[key] = field
@@ -164,9 +165,8 @@ def build_app(registry: Registry) -> ASGIApp:
     async def populate(request: Request) -> Response:
         body = await _body(request)
         if not isinstance(body, list):
-            raise bad_body(
-                f"json: cannot unmarshal {_go_kind(body)} into Go value of type []toxiproxy.Proxy"
-            )
+            got = _json_value(body)
+            raise bad_body(f"json: cannot unmarshal {got} into Go value of type []toxiproxy.Proxy")
         specs = [_proxy_spec(item, _NEW, "toxiproxy.Proxy") for item in body]
         done, error = await registry.populate(specs)
         data: dict[str, Any] = error.to_json() if error is not None else {}

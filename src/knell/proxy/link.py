@@ -224,7 +224,7 @@ class Link:
             await self._push(stages, nxt, out)
 
         stage = stages[index]
-        await stage.toxic.kind.chunk(stage, chunk, emit)
+        await stage.toxic.toxic_type.chunk(stage, chunk, emit)
 
     async def _push_eof(self, stages: tuple[Stage, ...], index: int) -> None:
         while index < len(stages) and not stages[index].active:
@@ -238,7 +238,7 @@ class Link:
             await self._push_eof(stages, nxt)
 
         stage = stages[index]
-        await stage.toxic.kind.eof(stage, emit_eof)
+        await stage.toxic.toxic_type.eof(stage, emit_eof)
 
     async def _write(self, chunk: Chunk) -> None:
         if self.conn.closed:

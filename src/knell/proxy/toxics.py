@@ -66,13 +66,14 @@ from knell.proxy.errors import (
 )
 
 __all__ = [
-    "KINDS",
     "STREAMS",
+    "TOXIC_TYPES",
     "Chunk",
     "LinkControl",
     "Stage",
     "Toxic",
     "ToxicHeader",
+    "ToxicType",
     "parse_header",
     "parse_update",
 ]
@@ -122,7 +123,7 @@ class Stage:
         self.stop_timer()
         self.active = random.random() < self.toxic.toxicity
         if self.active:
-            self.toxic.kind.start(self)
+            self.toxic.toxic_type.start(self)
 
     async def sleep(self, seconds: float) -> bool:
         """Sleep, unless interrupted (toxic updated or removed): False then."""
@@ -156,7 +157,7 @@ class Stage:
         self.interrupt()
         self.stop_timer()
         if self.active:
-            self.toxic.kind.cleanup(self)
+            self.toxic.toxic_type.cleanup(self)
 
 
 def _resolve(waiter: asyncio.Future[bool], value: bool) -> None:
@@ -164,7 +165,7 @@ def _resolve(waiter: asyncio.Future[bool], value: bool) -> None:
         waiter.set_result(value)
 
 
-class Kind:
+class ToxicType:
     """A toxic type: its attributes (all integers, default 0) and behaviour."""
 
     name: ClassVar[str]
@@ -192,12 +193,12 @@ class Kind:
         await emit_eof()
 
 
-class Noop(Kind):
+class Noop(ToxicType):
     name = "noop"
     struct = "NoopToxic"
 
 
-class Latency(Kind):
+class Latency(ToxicType):
     name = "latency"
     struct = "LatencyToxic"
     attributes = ("latency", "jitter")
@@ -214,7 +215,7 @@ class Latency(Kind):
         await emit(chunk)
 
 
-class Bandwidth(Kind):
+class Bandwidth(ToxicType):
     name = "bandwidth"
     struct = "BandwidthToxic"
     attributes = ("rate",)
@@ -247,7 +248,7 @@ class Bandwidth(Kind):
         await emit(Chunk(data, chunk.ts))
 
 
-class SlowClose(Kind):
+class SlowClose(ToxicType):
     name = "slow_close"
     struct = "SlowCloseToxic"
     attributes = ("delay",)
@@ -257,7 +258,7 @@ class SlowClose(Kind):
         await emit_eof()
 
 
-class Timeout(Kind):
+class Timeout(ToxicType):
     name = "timeout"
     struct = "TimeoutToxic"
     attributes = ("timeout",)
@@ -287,7 +288,7 @@ class Timeout(Kind):
         stage.link.close_connection()
 
 
-class ResetPeer(Kind):
+class ResetPeer(ToxicType):
     name = "reset_peer"
     struct = "ResetToxic"
     attributes = ("timeout",)
@@ -305,7 +306,7 @@ class ResetPeer(Kind):
             await emit_eof()
 
 
-class Slicer(Kind):
+class Slicer(ToxicType):
     name = "slicer"
     struct = "SlicerToxic"
     attributes = ("average_size", "size_variation", "delay")
@@ -354,7 +355,7 @@ class Slicer(Kind):
                 return
 
 
-class LimitData(Kind):
+class LimitData(ToxicType):
     name = "limit_data"
     struct = "LimitDataToxic"
     attributes = ("bytes",)
@@ -374,9 +375,9 @@ class LimitData(Kind):
             stage.link.close_connection()
 
 
-KINDS: dict[str, Kind] = {
-    kind.name: kind
-    for kind in (
+TOXIC_TYPES: dict[str, ToxicType] = {
+    toxic_type.name: toxic_type
+    for toxic_type in (
         Noop(),
         Latency(),
         Bandwidth(),
@@ -392,27 +393,32 @@ KINDS: dict[str, Kind] = {
 class Toxic:
     """A toxic as configured on a proxy (shared by all its links)."""
 
-    __slots__ = ("attributes", "kind", "name", "stream", "toxicity")
+    __slots__ = ("attributes", "name", "stream", "toxic_type", "toxicity")
 
     def __init__(
-        self, name: str, kind: Kind, stream: str, toxicity: float, attributes: dict[str, int]
+        self,
+        name: str,
+        toxic_type: ToxicType,
+        stream: str,
+        toxicity: float,
+        attributes: dict[str, int],
     ) -> None:
         self.name = name
-        self.kind = kind
+        self.toxic_type = toxic_type
         self.stream = stream
         self.toxicity = toxicity
         self.attributes = attributes
 
     @property
     def type(self) -> str:
-        return self.kind.name
+        return self.toxic_type.name
 
     def to_json(self) -> dict[str, Any]:
         """Toxiproxy's ``ToxicWrapper``, fields in its order."""
         return {
             "attributes": dict(self.attributes),
             "name": self.name,
-            "type": self.kind.name,
+            "type": self.toxic_type.name,
             "stream": self.stream,
             "toxicity": _number(self.toxicity),
         }
@@ -423,7 +429,8 @@ def _number(value: float) -> float | int:
     return int(value) if float(value).is_integer() else value
 
 
-def _go_kind(value: Any) -> str:
+def _json_value(value: Any) -> str:
+    """A JSON value as Go's encoding/json names it in an unmarshal error."""
     if isinstance(value, bool):
         return "bool"
     if isinstance(value, (int, float)):
@@ -436,8 +443,8 @@ def _go_kind(value: Any) -> str:
 
 
 def _unmarshal(value: Any, where: str, want: str) -> ApiError:
-    kind = _go_kind(value)
-    return bad_body(f"json: cannot unmarshal {kind} into Go struct field {where} of type {want}")
+    got = _json_value(value)
+    return bad_body(f"json: cannot unmarshal {got} into Go struct field {where} of type {want}")
 
 
 def _string(body: dict[str, Any], key: str, where: str) -> str | None:
@@ -460,21 +467,21 @@ def _toxicity(body: dict[str, Any], current: float) -> float:
     return float(value)
 
 
-def _attributes(kind: Kind, raw: Any, current: dict[str, int] | None) -> dict[str, int]:
-    attrs = dict(current) if current is not None else dict.fromkeys(kind.attributes, 0)
+def _attributes(toxic_type: ToxicType, raw: Any, current: dict[str, int] | None) -> dict[str, int]:
+    attrs = dict(current) if current is not None else dict.fromkeys(toxic_type.attributes, 0)
     if raw is None:
-        kind.validate(attrs)
+        toxic_type.validate(attrs)
         return attrs
     if not isinstance(raw, dict):
-        raise _unmarshal(raw, "ToxicWrapper.attributes", f"toxics.{kind.struct}")
-    for key in kind.attributes:
+        raise _unmarshal(raw, "ToxicWrapper.attributes", f"toxics.{toxic_type.struct}")
+    for key in toxic_type.attributes:
         value = raw.get(key)
         if value is None:
             continue
         if isinstance(value, bool) or not isinstance(value, int) or abs(value) >= 2**63:
-            raise _unmarshal(value, f"{kind.struct}.attributes.{key}", kind.go_int)
+            raise _unmarshal(value, f"{toxic_type.struct}.attributes.{key}", toxic_type.go_int)
         attrs[key] = value
-    kind.validate(attrs)
+    toxic_type.validate(attrs)
     return attrs
 
 
@@ -482,24 +489,26 @@ class ToxicHeader:
     """A create request read up to (not including) its attributes, in
     Toxiproxy's order: body, stream, default name, type."""
 
-    __slots__ = ("body", "kind", "name", "stream", "toxicity")
+    __slots__ = ("body", "name", "stream", "toxic_type", "toxicity")
 
-    def __init__(self, body: dict[str, Any], name: str, kind: Kind, stream: str, toxicity: float):
+    def __init__(
+        self, body: dict[str, Any], name: str, toxic_type: ToxicType, stream: str, toxicity: float
+    ):
         self.body = body
         self.name = name
-        self.kind = kind
+        self.toxic_type = toxic_type
         self.stream = stream
         self.toxicity = toxicity
 
     def build(self) -> Toxic:
         """Read the attributes (after the caller checked the name is free)."""
-        attrs = _attributes(self.kind, self.body.get("attributes"), None)
-        return Toxic(self.name, self.kind, self.stream, self.toxicity, attrs)
+        attrs = _attributes(self.toxic_type, self.body.get("attributes"), None)
+        return Toxic(self.name, self.toxic_type, self.stream, self.toxicity, attrs)
 
 
 def parse_header(body: Any) -> ToxicHeader:
     if not isinstance(body, dict):
-        got = _go_kind(body)
+        got = _json_value(body)
         raise bad_body(f"json: cannot unmarshal {got} into Go value of type toxics.ToxicWrapper")
     name = _string(body, "name", "ToxicWrapper") or ""
     type_name = _string(body, "type", "ToxicWrapper") or ""
@@ -513,17 +522,17 @@ def parse_header(body: Any) -> ToxicHeader:
         raise invalid_stream()
     if not name:
         name = f"{type_name}_{stream}"
-    kind = KINDS.get(type_name)
-    if kind is None:
+    toxic_type = TOXIC_TYPES.get(type_name)
+    if toxic_type is None:
         raise invalid_toxic_type()
-    return ToxicHeader(body, name, kind, stream.lower(), toxicity)
+    return ToxicHeader(body, name, toxic_type, stream.lower(), toxicity)
 
 
 def parse_update(toxic: Toxic, body: Any) -> tuple[float, dict[str, int]]:
     """New ``(toxicity, attributes)`` for ``toxic``; absent fields keep
     their values. Nothing is changed here: the caller applies both at once."""
     if not isinstance(body, dict):
-        raise bad_body(f"json: cannot unmarshal {_go_kind(body)} into Go value of type struct")
+        raise bad_body(f"json: cannot unmarshal {_json_value(body)} into Go value of type struct")
     toxicity = _toxicity(body, toxic.toxicity)
-    attrs = _attributes(toxic.kind, body.get("attributes"), toxic.attributes)
+    attrs = _attributes(toxic.toxic_type, body.get("attributes"), toxic.attributes)
     return toxicity, attrs

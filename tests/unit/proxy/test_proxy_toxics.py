@@ -8,7 +8,7 @@ import random
 import pytest
 
 from knell.proxy.errors import ApiError
-from knell.proxy.toxics import KINDS, Slicer, parse_header, parse_update
+from knell.proxy.toxics import TOXIC_TYPES, Slicer, parse_header, parse_update
 
 
 def _error(body: object) -> ApiError:
@@ -29,7 +29,7 @@ def test_defaults_are_toxiproxys() -> None:
 
 
 def test_every_documented_toxic_exists_with_its_attributes() -> None:
-    assert {name: kind.attributes for name, kind in KINDS.items()} == {
+    assert {name: t.attributes for name, t in TOXIC_TYPES.items()} == {
         "noop": (),
         "latency": ("latency", "jitter"),
         "bandwidth": ("rate",),
