@@ -249,7 +249,7 @@ def test_reference_must_make_an_expected_finding() -> None:
 def test_every_mutant_declares_shipped_scenarios_and_real_checks() -> None:
     from knell.checker import CHECKS
 
-    kinds = {c.name: c.kinds for c in CHECKS}
+    kinds = {c.name: c.anomaly_kinds for c in CHECKS}
     shipped = {p.stem for p in SCENARIOS.glob("*.toml")}
     for m in MUTANTS.values():
         assert set(m.scenarios) <= shipped, m.name

@@ -67,7 +67,7 @@ def test_registry_names_failure_modes_and_known_checks() -> None:
             check, _, kind = expected.partition(":")
             assert check in checks, expected
             if kind:
-                assert kind in checks[check].kinds, expected
+                assert kind in checks[check].anomaly_kinds, expected
 
 
 def test_every_mutant_opens_through_the_driver_path(url: str, opened: list[Bus]) -> None:

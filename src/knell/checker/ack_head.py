@@ -29,7 +29,7 @@ __all__ = ["AckHeadCheck"]
 
 class AckHeadCheck(Check):
     name: ClassVar[str] = "ack-beyond-head"
-    kinds: ClassVar[tuple[str, ...]] = ("ack-beyond-head",)
+    anomaly_kinds: ClassVar[tuple[str, ...]] = ("ack-beyond-head",)
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)

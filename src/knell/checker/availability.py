@@ -4,7 +4,7 @@ Judging only operations that succeeded is half a check: a bus that answers
 a third of all posts with "database is locked" would pass, because what
 did succeed was consistent. Agent sessions do not retry forever, so an
 error is a turn that failed. Every operation a worker invoked is counted
-by kind (post, fetch, ack...), inside and outside fault windows (from
+by its ``f`` (post, fetch, ack...), inside and outside fault windows (from
 :mod:`knell.checker.windows`: what a fault touched directly or not, plus
 its grace period), and its errors (``fail`` and ``info`` completions) the
 same way. Errors inside a fault window are expected and only reported as
@@ -31,7 +31,7 @@ kind``, counted here as refusals, not errors. Whether each refusal was
 right is the contract's checks' business (``lease-holder`` and
 ``read-refusal`` report a refusal the history shows was wrong).
 
-Anomaly: ``errors-outside-faults``, one per operation kind over the limit,
+Anomaly: ``errors-outside-faults``, one per operation (``f``) over the limit,
 with the first few failed operations (invoke and completion) as witness.
 """
 
@@ -46,7 +46,7 @@ from knell.history import OPERATIONS, Event
 __all__ = ["AvailabilityCheck"]
 
 WITNESSES = 3
-"""Failed operations shown per operation kind over the limit."""
+"""Failed operations shown per operation (``f``) over the limit."""
 
 
 class _Tally:
@@ -62,7 +62,7 @@ class _Tally:
 
 class AvailabilityCheck(Check):
     name: ClassVar[str] = "availability"
-    kinds: ClassVar[tuple[str, ...]] = ("errors-outside-faults",)
+    anomaly_kinds: ClassVar[tuple[str, ...]] = ("errors-outside-faults",)
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)

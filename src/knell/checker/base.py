@@ -27,7 +27,7 @@ find them in ``history.jsonl`` and see the violation with their own eyes.
 windows of the run (:mod:`knell.checker.windows`, for checks that excuse
 what happens inside a fault), and an anomaly log capped at
 ``config.max_anomalies`` stored anomalies (all are counted). A check
-declares its ``name`` and the anomaly ``kinds`` it can report, and
+declares its ``name`` and the ``anomaly_kinds`` it can report, and
 implements :meth:`Check.result`.
 """
 
@@ -77,9 +77,9 @@ class CheckConfig:
     someone else (or after arming over unacked backlog). ``op_timeout``:
     seconds within which an operation must complete when no fault touches
     it (a wait gets its own timeout on top). ``max_error_rate``: the share
-    of operations of one kind that may fail outside fault windows.
-    ``max_anomalies``: anomalies stored per check (every anomaly is still
-    counted).
+    of operations of one ``f`` (post, fetch...) that may fail outside fault
+    windows. ``max_anomalies``: anomalies stored per check (every anomaly
+    is still counted).
     """
 
     wake_bound: float = 1.0
@@ -198,7 +198,7 @@ class Check(Consumer):
     """Base of every check: see the module docstring."""
 
     name: ClassVar[str]
-    kinds: ClassVar[tuple[str, ...]] = ()
+    anomaly_kinds: ClassVar[tuple[str, ...]] = ()
     """Anomaly kinds this check can report (always present in ``counts``)."""
 
     def __init__(self, config: CheckConfig, windows: FaultWindows | None = None) -> None:
@@ -229,7 +229,7 @@ class Check(Consumer):
         """Build the result: invalid if any anomaly, else unknown if a
         reason is given, else valid. Anomaly counts join ``counts``."""
         all_counts = dict(counts)
-        for kind in self.kinds:
+        for kind in self.anomaly_kinds:
             all_counts[kind] = self.log.counts.get(kind, 0)
         for kind, n in self.log.counts.items():
             all_counts[kind] = n

@@ -138,5 +138,5 @@ class Consumer:
 
 
 def wanted(consumer: Consumer, how: str) -> list[tuple[Handler, Callable[..., None]]]:
-    """The bound handler methods of ``consumer`` of one kind."""
+    """The bound handler methods of ``consumer`` declared one way (``how``)."""
     return [(h, getattr(consumer, h.method)) for h in consumer.handlers if h.how == how]

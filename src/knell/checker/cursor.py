@@ -44,7 +44,7 @@ _Best = tuple[int, Event, int]
 
 class CursorCheck(Check):
     name: ClassVar[str] = "no-cursor-regression"
-    kinds: ClassVar[tuple[str, ...]] = ("cursor-regression", "fetch-below-cursor")
+    anomaly_kinds: ClassVar[tuple[str, ...]] = ("cursor-regression", "fetch-below-cursor")
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)

@@ -31,7 +31,7 @@ _Known = tuple[int, Event]
 
 class HeadCheck(Check):
     name: ClassVar[str] = "head"
-    kinds: ClassVar[tuple[str, ...]] = ("stale-head",)
+    anomaly_kinds: ClassVar[tuple[str, ...]] = ("stale-head",)
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)

@@ -32,7 +32,7 @@ __all__ = ["IdempotencyCheck"]
 
 class IdempotencyCheck(Check):
     name: ClassVar[str] = "idempotency"
-    kinds: ClassVar[tuple[str, ...]] = ("duplicate-append",)
+    anomaly_kinds: ClassVar[tuple[str, ...]] = ("duplicate-append",)
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)

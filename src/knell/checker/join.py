@@ -47,7 +47,7 @@ class _Join:
 
 class JoinCheck(Check):
     name: ClassVar[str] = "no-flood-on-join"
-    kinds: ClassVar[tuple[str, ...]] = ("flood", "join-below-head")
+    anomaly_kinds: ClassVar[tuple[str, ...]] = ("flood", "join-below-head")
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)

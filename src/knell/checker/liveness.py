@@ -41,7 +41,7 @@ _NS = 1_000_000_000
 
 class LivenessCheck(Check):
     name: ClassVar[str] = "liveness"
-    kinds: ClassVar[tuple[str, ...]] = ("hung", "stuck-at-shutdown")
+    anomaly_kinds: ClassVar[tuple[str, ...]] = ("hung", "stuck-at-shutdown")
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)

@@ -30,8 +30,8 @@ from typing import Any, ClassVar
 
 from knell.checker.base import Check, CheckConfig, CheckResult, witness
 from knell.checker.consumer import on, on_delivery
-from knell.history import Event
 from knell.checker.windows import FaultWindows
+from knell.history import Event
 
 __all__ = ["LossCheck"]
 
@@ -41,7 +41,7 @@ _Post = list[Any]
 
 class LossCheck(Check):
     name: ClassVar[str] = "no-loss"
-    kinds: ClassVar[tuple[str, ...]] = ("lost",)
+    anomaly_kinds: ClassVar[tuple[str, ...]] = ("lost",)
 
     def __init__(self, config: CheckConfig, windows: FaultWindows | None = None) -> None:
         super().__init__(config, windows)

@@ -27,7 +27,7 @@ _INT = {int}
 
 class OrderingCheck(Check):
     name: ClassVar[str] = "ordering"
-    kinds: ClassVar[tuple[str, ...]] = ("fetch-out-of-order", "fetch-below-after")
+    anomaly_kinds: ClassVar[tuple[str, ...]] = ("fetch-out-of-order", "fetch-below-after")
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)

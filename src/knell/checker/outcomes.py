@@ -34,7 +34,7 @@ __all__ = ["OutcomeCheck"]
 
 class OutcomeCheck(Check):
     name: ClassVar[str] = "post-outcome"
-    kinds: ClassVar[tuple[str, ...]] = ("failed-but-applied", "retry-refused")
+    anomaly_kinds: ClassVar[tuple[str, ...]] = ("failed-but-applied", "retry-refused")
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)

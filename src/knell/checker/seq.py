@@ -34,7 +34,7 @@ __all__ = ["SeqCheck"]
 
 class SeqCheck(Check):
     name: ClassVar[str] = "no-duplicate-seq"
-    kinds: ClassVar[tuple[str, ...]] = ("duplicate-seq", "id-at-two-seqs")
+    anomaly_kinds: ClassVar[tuple[str, ...]] = ("duplicate-seq", "id-at-two-seqs")
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)

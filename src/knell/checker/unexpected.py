@@ -24,7 +24,7 @@ __all__ = ["UnexpectedCheck"]
 
 class UnexpectedCheck(Check):
     name: ClassVar[str] = "unexpected"
-    kinds: ClassVar[tuple[str, ...]] = ("unexpected",)
+    anomaly_kinds: ClassVar[tuple[str, ...]] = ("unexpected",)
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)

@@ -24,8 +24,8 @@ from knell.checker.base import Check, CheckConfig, CheckResult, Validity, merge_
 from knell.checker.consumer import Consumer
 from knell.checker.dispatch import PassResult, run_pass
 from knell.checker.registry import CHECKS
-from knell.history import Event, HistoryReader
 from knell.checker.windows import FaultWindows
+from knell.history import Event, HistoryReader
 
 __all__ = ["CheckFactory", "Verdict", "check_events", "check_history", "fired_checks"]
 
@@ -75,13 +75,13 @@ def fired_checks(results: dict[str, CheckResult]) -> dict[str, list[str]]:
     """Check -> the anomaly kinds it reported, for the checks that found one.
     Stored anomalies are capped per check; the counts name every kind, so a
     kind is listed even when none of its anomalies was kept."""
-    kinds_of = {check.name: check.kinds for check in CHECKS}
+    declared = {check.name: check.anomaly_kinds for check in CHECKS}
     out: dict[str, list[str]] = {}
     for name, result in results.items():
         if result.valid is False:
-            kinds = {a.kind for a in result.anomalies}
-            kinds |= {k for k in kinds_of.get(name, ()) if result.counts.get(k, 0) > 0}
-            out[name] = sorted(kinds or {"anomaly"})
+            found = {a.kind for a in result.anomalies}
+            found |= {k for k in declared.get(name, ()) if result.counts.get(k, 0) > 0}
+            out[name] = sorted(found or {"anomaly"})
     return out
 
 

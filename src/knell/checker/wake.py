@@ -75,7 +75,7 @@ class _Arm:
 
 class WakeCheck(Check):
     name: ClassVar[str] = "wake"
-    kinds: ClassVar[tuple[str, ...]] = (
+    anomaly_kinds: ClassVar[tuple[str, ...]] = (
         "own-post-ring",
         "missed-backlog",
         "missed-post",

@@ -5,19 +5,22 @@ while the waiter was frozen, an error while the store was down) must know
 exactly when each fault held and whom it hurt. :class:`FaultWindows` reads
 that from the history itself, in the same single pass as the checks: each
 fault's apply event (a nemesis ``kill``, ``pause``...) opens a window, its
-heal event (``restart``, ``resume``...) closes it, and the kind's ``grace``
-extends it for the system to recover. Reading windows from the history,
-not from the scenario, means a stored run is re-checked with the windows
-it actually had, and a fault that never applied opens none.
+heal event (``restart``, ``resume``...) closes it, and the fault kind's
+``grace`` extends it for the system to recover. Reading windows from the
+history, not from the scenario, means a stored run is re-checked with the
+windows it actually had, and a fault that never applied opens none. So the
+windows are a pass consumer like any check and live with the checker; what
+they know of faults comes from the fault-kind registry below it.
 
 A window opens at the apply's ``invoke``, which the runner writes before
-the kind acts (an operation can fail in the instant between the kill and
-the event that records it); a ``fail`` of the apply (the fault did not
+the fault kind acts (an operation can fail in the instant between the kill
+and the event that records it); a ``fail`` of the apply (the fault did not
 take) removes the window. The apply events record the fault's number,
-kind, effect, grace and blast radius (see :class:`~knell.nemesis.kind.Radius`), so windows of a kind
-this knell does not know still count. Histories written before fault
-numbers existed (schedule version 1) are paired by kind and target, with
-the target as the only process touched.
+fault kind, effect, grace and blast radius (see
+:class:`~knell.nemesis.kind.Radius`), so windows of a fault kind this knell
+does not know still count. Histories written before fault numbers existed
+(schedule version 1) are paired by fault kind and target, with the target
+as the only process touched.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ class Window:
     while it was never healed)."""
 
     kind: str
+    """The fault kind's name (``kill``, ``store-pause``...)."""
     fault: Any
     effect: str
     start: int
@@ -80,12 +84,12 @@ class FaultWindows(Consumer):
     name = "fault-windows"
 
     def __init__(self, registry: Mapping[str, FaultKind] | None = None) -> None:
-        self._kinds = dict(registry if registry is not None else kinds())
-        self._by_apply = {k.apply_f: k for k in self._kinds.values()}
-        self._by_heal = {k.heal_f: k for k in self._kinds.values()}
+        self._fault_kinds = dict(registry if registry is not None else kinds())
+        self._by_apply = {k.apply_f: k for k in self._fault_kinds.values()}
+        self._by_heal = {k.heal_f: k for k in self._fault_kinds.values()}
         handlers = [Handler("event", f, EVENT_TYPES, "_applied") for f in self._by_apply]
         handlers += [Handler("event", f, EVENT_TYPES, "_healed") for f in self._by_heal]
-        self.handlers = tuple(handlers)  # type: ignore[misc]  # per instance: kinds vary
+        self.handlers = tuple(handlers)  # type: ignore[misc]  # per instance: fault kinds vary
         self.windows: list[Window] = []
         self._open: dict[Any, Window] = {}
         self._by_process: dict[str, list[Window]] = {}
@@ -94,8 +98,8 @@ class FaultWindows(Consumer):
         if event["process"] != "nemesis":
             return
         value = event.get("value") or {}
-        kind = self._by_apply[event["f"]]
-        name = str(value.get("kind") or kind.name)
+        fault_kind = self._by_apply[event["f"]]
+        name = str(value.get("kind") or fault_kind.name)
         target = value.get("target")
         fault = value.get("fault")
         key = fault if fault is not None else (name, target)
@@ -110,11 +114,11 @@ class FaultWindows(Consumer):
         radius = Radius.from_json(value.get("radius"))
         if not radius.processes and isinstance(target, str):
             radius = Radius(processes=frozenset({target}))
-        grace = value.get("grace_s", kind.grace)
+        grace = value.get("grace_s", fault_kind.grace)
         window = Window(
             kind=name,
             fault=fault,
-            effect=str(value.get("effect") or kind.effect),
+            effect=str(value.get("effect") or fault_kind.effect),
             start=int(event["time"]),
             end=None,
             grace_ns=int(float(grace) * _NS) if isinstance(grace, (int, float)) else 0,
@@ -137,12 +141,12 @@ class FaultWindows(Consumer):
         if event["process"] != "nemesis":
             return
         value = event.get("value") or {}
-        kind = self._by_heal[event["f"]]
+        fault_kind = self._by_heal[event["f"]]
         fault = value.get("fault")
         key = (
             fault
             if fault is not None
-            else (str(value.get("kind") or kind.name), value.get("target"))
+            else (str(value.get("kind") or fault_kind.name), value.get("target"))
         )
         window = self._open.pop(key, None)
         if window is not None:

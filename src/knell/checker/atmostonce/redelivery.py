@@ -24,7 +24,7 @@ __all__ = ["AtMostOnceCheck"]
 
 class AtMostOnceCheck(RoleCheck):
     name: ClassVar[str] = "at-most-once"
-    kinds: ClassVar[tuple[str, ...]] = ("redelivered",)
+    anomaly_kinds: ClassVar[tuple[str, ...]] = ("redelivered",)
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)

@@ -29,7 +29,7 @@ __all__ = ["ReadRefusalCheck"]
 
 class ReadRefusalCheck(RoleCheck):
     name: ClassVar[str] = "read-refusal"
-    kinds: ClassVar[tuple[str, ...]] = ("read-by-other", "wrong-refusal")
+    anomaly_kinds: ClassVar[tuple[str, ...]] = ("read-by-other", "wrong-refusal")
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)

@@ -52,7 +52,7 @@ class _Hold:
 
 class StrandedListedCheck(RoleCheck):
     name: ClassVar[str] = "stranded-listed"
-    kinds: ClassVar[tuple[str, ...]] = (
+    anomaly_kinds: ClassVar[tuple[str, ...]] = (
         "missing",
         "listed-read",
         "listed-current",

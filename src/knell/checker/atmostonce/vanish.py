@@ -39,7 +39,7 @@ TOLERANCE_NS = 10_000_000
 
 class NothingVanishesCheck(RoleCheck):
     name: ClassVar[str] = "nothing-vanishes"
-    kinds: ClassVar[tuple[str, ...]] = ("vanished",)
+    anomaly_kinds: ClassVar[tuple[str, ...]] = ("vanished",)
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)

@@ -35,7 +35,11 @@ __all__ = ["DeadLetterCheck"]
 
 class DeadLetterCheck(QueueCheck):
     name: ClassVar[str] = "dead-letter"
-    kinds: ClassVar[tuple[str, ...]] = ("over-delivered", "dead-early", "claimed-after-dead")
+    anomaly_kinds: ClassVar[tuple[str, ...]] = (
+        "over-delivered",
+        "dead-early",
+        "claimed-after-dead",
+    )
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)

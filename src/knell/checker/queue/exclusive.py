@@ -31,7 +31,7 @@ __all__ = ["LeaseExclusiveCheck"]
 
 class LeaseExclusiveCheck(QueueCheck):
     name: ClassVar[str] = "lease-exclusive"
-    kinds: ClassVar[tuple[str, ...]] = ("two-live-leases",)
+    anomaly_kinds: ClassVar[tuple[str, ...]] = ("two-live-leases",)
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)

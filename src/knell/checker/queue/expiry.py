@@ -69,7 +69,7 @@ _WAIT = -1
 
 class LeaseExpiryCheck(QueueCheck):
     name: ClassVar[str] = "lease-expiry"
-    kinds: ClassVar[tuple[str, ...]] = ("not-claimable",)
+    anomaly_kinds: ClassVar[tuple[str, ...]] = ("not-claimable",)
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)

@@ -33,7 +33,7 @@ __all__ = ["LeaseHolderCheck"]
 
 class LeaseHolderCheck(QueueCheck):
     name: ClassVar[str] = "lease-holder"
-    kinds: ClassVar[tuple[str, ...]] = ("stale-holder-accepted", "wrong-refusal")
+    anomaly_kinds: ClassVar[tuple[str, ...]] = ("stale-holder-accepted", "wrong-refusal")
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)

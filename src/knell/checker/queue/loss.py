@@ -38,7 +38,7 @@ _DONE, _MAYBE_DONE, _DEAD = "done", "maybe-done", "dead"
 
 class QueueLossCheck(QueueCheck):
     name: ClassVar[str] = "queue-no-loss"
-    kinds: ClassVar[tuple[str, ...]] = ("lost",)
+    anomaly_kinds: ClassVar[tuple[str, ...]] = ("lost",)
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)

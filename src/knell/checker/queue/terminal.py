@@ -23,7 +23,7 @@ __all__ = ["DoneTerminalCheck"]
 
 class DoneTerminalCheck(QueueCheck):
     name: ClassVar[str] = "done-terminal"
-    kinds: ClassVar[tuple[str, ...]] = ("claimed-after-done",)
+    anomaly_kinds: ClassVar[tuple[str, ...]] = ("claimed-after-done",)
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
