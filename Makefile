@@ -63,7 +63,7 @@ lint: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/mypy --platform win32
 	$(BIN)/python tools/platform_guard.py src/knell
-	$(BIN)/lint-imports
+	$(BIN)/lint-imports --no-logo
 
 ## lint-workflows: the GitHub Actions workflows, offline: actionlint (with shellcheck on every
 ## run: script) and GitHub's workflow schema (check-jsonschema's vendored copy)
