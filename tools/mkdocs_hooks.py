@@ -86,6 +86,13 @@ def relink(markdown: str, page: str) -> str:
 
 
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
-    """Fill the generated tables, then mend the links."""
+    """Fill the generated tables, then mend the links. A marker naming no
+    table is the page's mistake: one line naming it, no traceback."""
+    from mkdocs.exceptions import PluginError
+
     name = page.file.src_uri
-    return relink(docs_tables.fill(markdown, name), name)
+    try:
+        filled = docs_tables.fill(markdown, name)
+    except ValueError as exc:
+        raise PluginError(f"docs/{exc}") from None
+    return relink(filled, name)

@@ -98,3 +98,26 @@ def test_the_pages_markers_name_known_tables() -> None:
     }
     assert found >= set(docs_tables.TABLES)
     assert found <= set(docs_tables.TABLES) | docs_tables.PENDING
+
+
+def test_links_that_leave_docs_are_mended_for_the_site() -> None:
+    """The README (the home page) links into docs/ and beyond; on the site
+    a link into docs/ is a page, anything else its path in code."""
+    import mkdocs_hooks
+
+    readme = (
+        "See [Checks](docs/checks.md#every-check) and ![shot](docs/report-anomaly.png),\n"
+        "[tests/README.md](tests/README.md), [the examples](examples/README.md),\n"
+        "[CONTRIBUTING.md](CONTRIBUTING.md), [a site](https://example.org/x.md), [up](#top).\n"
+        "```\n[not a link](docs/checks.md)\n```\n"
+    )
+    assert mkdocs_hooks.relink(readme, "index.md") == (
+        "See [Checks](checks.md#every-check) and ![shot](report-anomaly.png),\n"
+        "`tests/README.md`, the examples (`examples/README.md`),\n"
+        "[CONTRIBUTING.md](contributing.md), [a site](https://example.org/x.md), [up](#top).\n"
+        "```\n[not a link](docs/checks.md)\n```\n"
+    )
+    page = "[home](../README.md), [node](../examples/node-adapter), [faults](faults.md)"
+    assert mkdocs_hooks.relink(page, "stdio-protocol.md") == (
+        "[home](index.md), node (`examples/node-adapter`), [faults](faults.md)"
+    )
