@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-unit test-integration compose-test compose-images lint lint-workflows format matrix bench explore explore-short clean node-adapter
+.PHONY: run test test-unit test-integration compose-test compose-images lint lint-workflows format matrix bench explore explore-short clean node-adapter docs
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -71,6 +71,11 @@ WORKFLOWS := .github/workflows/knell.yml .github/workflows/knell-reusable.yml
 lint-workflows: $(STAMP)
 	$(BIN)/actionlint -no-color -shellcheck $(BIN)/shellcheck $(WORKFLOWS)
 	$(BIN)/check-jsonschema --builtin-schema vendor.github-workflows $(WORKFLOWS)
+
+## docs: the documentation site into site/, strictly (a warning fails it); the README is its
+## home page and the tables of checks, fault kinds, scenarios and mutants come from the registries
+docs: $(STAMP)
+	$(BIN)/mkdocs build --strict --quiet --site-dir site
 
 format: $(STAMP)
 	$(BIN)/ruff format src tests tools

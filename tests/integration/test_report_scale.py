@@ -1,7 +1,7 @@
 """A report is bounded by bins and anomalies, never by events.
 
 The acceptance figure (a million events drawn in under 30 s, a page under
-10 MB) is measured by ``knell bench --section report`` (see the README);
+10 MB) is measured by ``knell bench --section report`` (docs/reports.md);
 this test checks the property behind it on smaller histories: four times
 the events make a page that is hardly bigger, and the page of a history
 with anomalies holds their timelines.

@@ -3,7 +3,7 @@
 These run only on Windows (the windows-latest legs of
 .github/workflows/knell.yml) and are skipped elsewhere: a job object, a
 ``TerminateProcess``, a suspension and a lock released after a hard kill
-cannot be shown on Linux without pretending. The README lists them as
+cannot be shown on Linux without pretending. docs/ci.md lists them as
 unverified until that workflow has run them.
 
 Each test starts real processes and leaves none behind: whatever is still
