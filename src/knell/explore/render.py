@@ -2,18 +2,58 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import Protocol
 
-from knell.explore.space import size_of
-from knell.explore.trial import describe_faults
+from knell.explore.repro import Reproduction
+from knell.explore.space import Space, size_of
+from knell.explore.trial import Trial, describe_faults
+from knell.scenario import Scenario
 
-if TYPE_CHECKING:
-    from knell.explore.session import Exploration
-
-__all__ = ["render_markdown"]
+__all__ = ["ExplorationView", "render_markdown"]
 
 
-def render_markdown(result: Exploration) -> str:
+class ExplorationView(Protocol):
+    """What the page reads of an exploration.
+
+    The session builds the exploration and asks for its page; typing the page
+    against this view instead of the session's class keeps the import one-way
+    (session over render), so the page can be read and tested on its own.
+    """
+
+    @property
+    def space(self) -> Space: ...
+    @property
+    def command(self) -> str: ...
+    @property
+    def driver(self) -> str | None: ...
+    @property
+    def budget(self) -> float: ...
+    @property
+    def shrink_budget(self) -> float: ...
+    @property
+    def trials(self) -> list[Trial]: ...
+    @property
+    def skipped(self) -> int: ...
+    @property
+    def first(self) -> Trial | None: ...
+    @property
+    def found(self) -> bool: ...
+    @property
+    def found_at(self) -> float | None: ...
+    @property
+    def flaky(self) -> list[Trial]: ...
+    @property
+    def shrunk(self) -> Scenario | None: ...
+    @property
+    def signature(self) -> frozenset[str]: ...
+    @property
+    def repro_file(self) -> Path | None: ...
+    @property
+    def reproduction(self) -> Reproduction | None: ...
+
+
+def render_markdown(result: ExplorationView) -> str:
     base = result.space.base
     out = [
         f"# knell explore: {base.name}",

@@ -21,6 +21,7 @@ directory under ``runs/``, the reproduction, ``explore.json`` and
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from knell.explore.render import render_markdown
 from knell.explore.repro import Reproduction, reproduce, write_repro
 from knell.explore.search import search
 from knell.explore.space import Size, Space, size_of
@@ -285,9 +287,5 @@ def explore(
 
 
 def _save(result: Exploration) -> None:
-    import json
-
-    from knell.explore.render import render_markdown
-
     atomic_write(result.out_dir / "explore.json", json.dumps(result.to_json(), indent=2) + "\n")
     atomic_write(result.out_dir / "explore.md", render_markdown(result))
