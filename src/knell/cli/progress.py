@@ -202,6 +202,10 @@ class RunProgress:
         target = clean(value.get("target", ""), 60)
         fault = value.get("fault")
         label = f"fault {clean(fault, 12)}: " if fault is not None else ""
+        if f in self._apply_fs and type_ == "invoke":
+            # The nemesis writes a fault's invoke, then its info once applied:
+            # the line and the count are for the fault in force, said once.
+            return None
         if f in self._apply_fs:
             self.fired += 1
             kind = clean(value.get("kind") or self._apply_fs[str(f)], 30)

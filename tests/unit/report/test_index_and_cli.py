@@ -63,6 +63,11 @@ def test_progress_says_faults_as_they_fire_and_heal() -> None:
     progress._apply_fs, progress._heal_fs = {"kill": "kill"}, {"restart": "kill"}
     t = 10**18
     progress.observe({"process": "nemesis", "f": "ready", "time": t, "type": "info"})
+    # A fault's invoke says nothing: the line is for the fault once applied (its info).
+    assert progress.observe(
+        {"process": "nemesis", "f": "kill", "time": t + 10**9, "type": "invoke",
+         "value": {"target": "consumer-1", "fault": 3, "kind": "kill", "effect": "down"}}
+    ) is None and progress.fired == 0  # fmt: skip
     fired = progress.observe(
         {"process": "nemesis", "f": "kill", "time": t + 10**9, "type": "info",
          "value": {"target": "consumer-1\x1b[2J", "fault": 3, "kind": "kill", "effect": "down"}}
