@@ -33,8 +33,8 @@ def test_sqlite_runs_never_import_psycopg_or_redis(tmp_path) -> None:  # type: i
 
 def test_the_schemes_resolve_to_their_buses() -> None:
     from knell.buses import resolve_driver
-    from knell.buses.postgres import open_postgres
-    from knell.buses.redis import open_redis
+    from knell.stores.postgres.bus import open_postgres
+    from knell.stores.redis.bus import open_redis
 
     assert resolve_driver("postgresql://u@h/db") is open_postgres
     assert resolve_driver("postgres://u@h/db") is open_postgres

@@ -276,7 +276,7 @@ class PostgresBench(ServerBench):
     _raw_name = "INSERT"
 
     def _find(self) -> None:
-        from knell.stores.discovery import find_postgres
+        from knell.stores.postgres.discovery import find_postgres
 
         find_postgres()
 
@@ -289,7 +289,7 @@ class PostgresBench(ServerBench):
     def _raw_writer(self, store: Store) -> tuple[Callable[[int], None], Callable[[], None]]:
         import psycopg
 
-        from knell.buses.postgres import schema_sql
+        from knell.stores.postgres.bus import schema_sql
 
         conn = psycopg.connect(self._admin(store), autocommit=True)
         conn.execute(schema_sql("raw"))
@@ -307,7 +307,7 @@ class PostgresBench(ServerBench):
     def _raw_setup(self, store: Store) -> None:
         import psycopg
 
-        from knell.buses.postgres import schema_sql
+        from knell.stores.postgres.bus import schema_sql
 
         with psycopg.connect(self._admin(store), autocommit=True) as conn:
             conn.execute(schema_sql("rawcrash"))
@@ -339,7 +339,7 @@ class RedisBench(ServerBench):
     wake_label = "XREAD BLOCK"
 
     def _find(self) -> None:
-        from knell.stores.discovery import find_redis_server
+        from knell.stores.redis.discovery import find_redis_server
 
         find_redis_server()
 

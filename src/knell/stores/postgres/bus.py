@@ -106,9 +106,9 @@ from knell.buses.contract import (
     Wake,
 )
 from knell.buses.leases import DEFAULT_MAX_DELIVERIES
-from knell.buses.postgres_kinds import KINDS_DDL, PgKinds
-from knell.buses.postgres_queue import QUEUE_DDL, PostgresQueue
-from knell.buses.postgres_roles import ROLES_DDL, PostgresRoles
+from knell.stores.postgres.kinds import KINDS_DDL, PgKinds
+from knell.stores.postgres.queue import QUEUE_DDL, PostgresQueue
+from knell.stores.postgres.roles import ROLES_DDL, PostgresRoles
 
 __all__ = ["SCHEMA_NAME", "PostgresBus", "open_postgres", "schema_sql"]
 
