@@ -478,7 +478,7 @@ class Scenario(_Strict):
     description: str = Field(min_length=1, max_length=200)
     store: Annotated[StoreTable, BeforeValidator(_store_table)] = Field(
         default_factory=StoreTable,
-        description='the [store] table, or just its kind: store = "postgres"',
+        description='the [store] table, or just its kind: store = "<kind>"',
     )
     bus: str | None = Field(
         default=None, description="driver 'module:factory' (default: the store's reference bus)"

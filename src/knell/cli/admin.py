@@ -28,7 +28,7 @@ def reap() -> None:
 @click.option(
     "--require",
     help="Comma-separated capabilities that must be usable (exit 3 otherwise), e.g."
-    " postgres,redis; 'all' for every one.",
+    " sqlite,network (store kinds are capabilities too); 'all' for every one.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the findings as JSON.")
 def doctor(only: tuple[str, ...], require: str | None, as_json: bool) -> None:

@@ -174,9 +174,9 @@ def _store_axis(
 @click.option(
     "--store",
     "store_list",
-    help="Store axis: comma-separated kinds (sqlite,postgres,redis) or 'all' (every one this"
-    " machine can run). Each store runs its own scenarios, the portable ones re-targeted to"
-    " it, its reference bus and its mutants. Default: each scenario on its own store.",
+    help="Store axis: comma-separated store kinds (knell doctor lists them) or 'all' (every"
+    " one this machine can run). Each store runs its own scenarios, the portable ones re-targeted"
+    " to it, its reference bus and its mutants. Default: each scenario on its own store.",
 )
 @click.option(
     "-j",

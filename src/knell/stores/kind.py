@@ -131,6 +131,10 @@ class StoreKind:
     """The URL query key naming a run's namespace on an existing server."""
     capability: ClassVar[str] = ""
     """What ``knell doctor`` says the kind is for."""
+    bench: ClassVar[str | None] = None
+    """``module:Class`` of its bus bench (a :class:`knell.bench.network.ServerBench`)."""
+    queue_bench: ClassVar[str | None] = None
+    """``module:attr`` of its queue bench's (raw claim setup, baseline, settings)."""
 
     # -- declared, derived ----------------------------------------------------
 
@@ -157,15 +161,19 @@ class StoreKind:
         if reason is not None:
             raise MissingExtra(reason)
 
+    @staticmethod
+    def load(target: str) -> Any:
+        """The object a ``module:attr`` declaration names."""
+        module, attr = target.split(":")
+        return getattr(importlib.import_module(module), attr)
+
     def reference_class(self) -> type[Any]:
-        module, attr = self.reference.split(":")
-        return getattr(importlib.import_module(module), attr)  # type: ignore[no-any-return]
+        return self.load(self.reference)  # type: ignore[no-any-return]
 
     def open_bus(self) -> Any:
         """The factory of its reference bus (imports the client library)."""
         self.require()
-        module, attr = self.bus.split(":")
-        return getattr(importlib.import_module(module), attr)
+        return self.load(self.bus)
 
     def capabilities(self, provider: str, url: str | None, both_commands: bool) -> frozenset[str]:
         """The store faults a ``[store]`` table will be able to suffer,

@@ -35,7 +35,9 @@ class ComposedStore(Store):
         super().__init__(run_dir, poll_interval=poll, op_timeout=timeout)
         self.inner = inner
         self.kind = inner.kind
-        self.frozen_client_stalls = inner.kind != "redis"
+        from knell.stores import registry
+
+        self.frozen_client_stalls = registry.get(inner.kind).frozen_client_stalls
 
     @property
     def url(self) -> str:

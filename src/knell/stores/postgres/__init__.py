@@ -65,6 +65,8 @@ class PostgresKind(StoreKind):
         "compose": _ALL_FAULTS,
     }
     frozen_client_stalls = True
+    bench = "knell.stores.postgres.bench:PostgresBench"
+    queue_bench = "knell.stores.postgres.bench:QUEUE_BENCH"
     namespace_key = "schema"
     capability = "run on a private Postgres server"
 

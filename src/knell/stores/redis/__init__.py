@@ -59,6 +59,8 @@ class RedisKind(StoreKind):
     }
     # The server runs each command whole: a frozen client holds nothing.
     frozen_client_stalls = False
+    bench = "knell.stores.redis.bench:RedisBench"
+    queue_bench = "knell.stores.redis.bench:QUEUE_BENCH"
     namespace_key = "prefix"
     capability = "run on a private Redis server"
 
