@@ -136,6 +136,12 @@ class Provision:
         if self.needs_links():
             try:
                 self.links = LinkSet.start(os.getpid(), self.owner)
+            except ImportError as exc:
+                raise ProvisionError(
+                    "the links to a network store or a bridge go through a fault proxy, whose "
+                    f"client needs the Python module {exc.name or 'toxiproxy'!r}, which is not "
+                    "installed: pip install 'knell[network]'"
+                ) from None
             except Exception as exc:
                 raise ProvisionError(f"cannot start a fault proxy for the links: {exc}") from exc
         self._start_bridges(supervisor)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from knell.cli.common import console
+from knell.text import markup
 
 __all__ = ["doctor", "reap"]
 
@@ -71,9 +72,9 @@ def doctor(only: tuple[str, ...], require: str | None, as_json: bool) -> None:
             console.print(f"\n[bold]{cap.name}[/] ({cap.what}): {mark}", soft_wrap=True)
             for f in cap.findings:
                 sign = "[green]ok[/]  " if f.ok else "[red]missing[/]"
-                console.print(f"  {sign} {f.name}: {f.detail}", soft_wrap=True)
+                console.print(f"  {sign} {f.name}: {markup(f.detail)}", soft_wrap=True)
                 if f.hint and not f.ok:
-                    console.print(f"          to get it: {f.hint}", soft_wrap=True)
+                    console.print(f"          to get it: {markup(f.hint)}", soft_wrap=True)
     if missing:
         err = "required but not usable here: " + ", ".join(missing)
         if not as_json:

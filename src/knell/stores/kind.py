@@ -151,7 +151,7 @@ class StoreKind:
     def extra_message(self, module: str) -> str:
         extra = self.extra or self.name
         return (
-            f"the {self.name} store needs {module}, which is not installed: "
+            f"the {self.name} store needs the Python module {module!r}, which is not installed: "
             f"pip install 'knell[{extra}]'"
         )
 
