@@ -1,8 +1,8 @@
 """The Postgres bus: the reference contracts on a Postgres server.
 
 Broadcast channels are this module; queue channels and role inboxes are
-its two mixins (:mod:`.postgres_queue`, :mod:`.postgres_roles`), on the
-same log. A channel's kind (:mod:`.postgres_kinds`) is fixed by
+its two mixins (:mod:`.queue`, :mod:`.roles`), on the
+same log. A channel's kind (:mod:`.kinds`) is fixed by
 ``subscribe`` and checked by fetch, ack and cursor (a cached lookup);
 ``post`` never looks, so the append below stays one statement.
 
@@ -325,8 +325,8 @@ def _peer_closed(conn: psycopg.Connection[Any], listening: bool) -> bool:
 
 class PostgresBus(PostgresQueue, PostgresRoles):
     """A :class:`knell.buses.contract.Bus` on a Postgres server, which also
-    serves queue channels and role inboxes (see :mod:`.postgres_queue` and
-    :mod:`.postgres_roles`)."""
+    serves queue channels and role inboxes (see :mod:`.queue` and
+    :mod:`.roles`)."""
 
     contracts = frozenset({BROADCAST, QUEUE, ROLES})
 
