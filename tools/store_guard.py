@@ -29,11 +29,6 @@ STORES: dict[str, tuple[re.Pattern[str], str]] = {
 ``StoreDisconnect`` is not Redis), and the package allowed to."""
 
 
-NOT_YET = ("knell/stores/compose/",)
-"""Folders not held to the rule yet: the compose stack still declares its
-containers (images, ports, readiness probes, Redis persistence keys) per
-store, next to ``compose/docker-compose.yml``, rather than in each kind."""
-
 PRAGMA = "# store-guard: ok"
 """A line that names a store as data, not as knowledge of it (a shipped
 scenario's name, say) says so with this comment."""
@@ -114,8 +109,6 @@ def check(roots: list[Path]) -> list[str]:
     for root in roots:
         files = [root] if root.is_file() else sorted(root.rglob("*.py"))
         for path in files:
-            if any(folder in path.as_posix() for folder in NOT_YET):
-                continue
             found = _findings(path, _allowed(path))
             problems += [f"{path}:{line}: {what}" for line, what in found]
     return problems

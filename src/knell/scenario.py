@@ -353,10 +353,9 @@ class StoreTable(_Strict):
     restart_command: str | None = Field(default=None, description="how it is restarted")
 
     def _compose_keys(self) -> tuple[str, ...]:
-        from knell.stores.compose.options import ComposeOptions
+        from knell.stores.compose.options import compose_keys
 
-        internal = {"provider", "compose_dir", "files"}
-        return tuple(k for k in ComposeOptions.model_fields if k not in internal)
+        return compose_keys()
 
     def compose_options(self) -> dict[str, Any]:
         """The options of ``provider = "compose"`` (see knell.stores.compose)."""
@@ -396,9 +395,7 @@ class StoreTable(_Strict):
         try:
             kind.options.model_validate(own)
         except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"])
-            raise ValueError(f"store option {where!r}: {first['msg']}") from None
+            raise ValueError(_first_error(exc)) from None
         used = [k for k in extra if k in compose]
         if self.provider != "compose":
             if used:
@@ -416,10 +413,16 @@ class StoreTable(_Strict):
             try:
                 ComposeOptions.model_validate({k: extra[k] for k in used})
             except ValidationError as exc:
-                first = exc.errors()[0]
-                where = ".".join(str(p) for p in first["loc"])
-                raise ValueError(f"store option {where!r}: {first['msg']}") from None
+                raise ValueError(_first_error(exc)) from None
         return self
+
+
+def _first_error(exc: Any) -> str:
+    """A store option's validation error as one line naming the key."""
+    first = exc.errors()[0]
+    where = ".".join(str(p) for p in first["loc"])
+    message = str(first["msg"]).removeprefix("Value error, ")
+    return f"store option {where!r}: {message}" if where else f"store option {message}"
 
 
 def _store_table(value: Any) -> Any:

@@ -90,3 +90,16 @@ def test_a_store_url_names_its_kind_and_sheds_the_embedded_options() -> None:
 def test_registering_needs_a_named_store_kind() -> None:
     with pytest.raises(TypeError, match="no named StoreKind"):
         registry.register_store_kind(object())  # type: ignore[arg-type]
+
+
+def test_compose_keys_are_the_stacks_and_each_kinds() -> None:
+    table = StoreTable.model_validate(
+        {"kind": "redis", "provider": "compose", "redis_appendfsync": "always", "build": "never"}
+    )
+    assert table.compose_options() == {"redis_appendfsync": "always", "build": "never"}
+    with pytest.raises(ValidationError, match="redis_appendfsync: Input should be"):
+        StoreTable.model_validate(
+            {"kind": "redis", "provider": "compose", "redis_appendfsync": "sometimes"}
+        )
+    with pytest.raises(ValidationError, match=r"redis_save is a compose option \(set provider"):
+        StoreTable.model_validate({"kind": "redis", "redis_save": "60 1"})

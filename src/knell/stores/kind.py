@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from knell.stores.spec import StoreSpec
 
 __all__ = [
+    "ComposeService",
     "Greeting",
     "MissingExtra",
     "NoOptions",
@@ -72,6 +73,27 @@ class Greeting:
 
     request: bytes
     replies: tuple[bytes, ...] = ()
+
+
+@dataclass(frozen=True)
+class ComposeService:
+    """How the compose stack (``provider = "compose"``) runs a kind: its
+    service in ``compose/docker-compose.yml`` (named after the kind), behind
+    a Toxiproxy link. The numbers here must match that file (a unit test
+    reads both)."""
+
+    port: int
+    """The store's port on the compose network (and published direct)."""
+    link_port: int
+    """The Toxiproxy listen port in front of it."""
+    official_image: str
+    """What the compose file runs unless told otherwise."""
+    image_variable: str
+    """The variable through which the compose file takes its image."""
+    url: str
+    """The bus URL, with ``{host}`` and ``{port}``."""
+    options: type[StoreOptions] | None = None
+    """Its compose-only ``[store]`` keys (passed to the container)."""
 
 
 class Probe(NamedTuple):
@@ -133,6 +155,8 @@ class StoreKind:
     """What ``knell doctor`` says the kind is for."""
     bench: ClassVar[str | None] = None
     """``module:Class`` of its bus bench (a :class:`knell.bench.network.ServerBench`)."""
+    compose: ClassVar[ComposeService | None] = None
+    """How the compose stack runs it (``None``: it does not)."""
     queue_bench: ClassVar[str | None] = None
     """``module:attr`` of its queue bench's (raw claim setup, baseline, settings)."""
 
@@ -199,6 +223,31 @@ class StoreKind:
         """What ``knell doctor`` checks for this kind."""
         reason = self.unavailable()
         return [Probe(self.name, reason is None, "usable" if reason is None else reason)]
+
+    # -- in the compose stack --------------------------------------------------
+
+    def compose_ready(self, host: str, port: int, timeout: float = 1.0) -> bool:
+        """Whether the store answers at ``host:port`` (through its link or
+        direct): a protocol-level probe, since Docker's port proxy and
+        Toxiproxy accept a connection even when the store behind is dead.
+        By default: its link greeting answered."""
+        import socket
+
+        if self.greeting is None:
+            return False
+        try:
+            with socket.create_connection((host, port), timeout=timeout) as sock:
+                sock.settimeout(timeout)
+                sock.sendall(self.greeting.request)
+                reply = sock.recv(64)
+        except OSError:
+            return False
+        return bool(reply) and any(reply.startswith(r) for r in self.greeting.replies)
+
+    def compose_env(self, options: dict[str, Any]) -> dict[str, str]:
+        """The variables the compose file passes to its container, from the
+        kind's compose-only keys (:attr:`ComposeService.options`)."""
+        return {}
 
     # -- on an existing server (``store_url``) --------------------------------
 

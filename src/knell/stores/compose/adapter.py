@@ -107,7 +107,7 @@ def compose_store(
         raise StoreError(f"provider = compose runs {able}, not {table.kind}")
     options = ComposeOptions.model_validate(table.compose_options())
     inner = ComposeStore(
-        table.kind,  # type: ignore[arg-type]  # registry-checked above
+        table.kind,
         options=options,
         owner=owner,
         log_dir=run_dir / "store",

@@ -22,7 +22,14 @@ from typing import TYPE_CHECKING, Literal
 
 from knell.platform import is_root, user_exists
 from knell.stores.base import StoreError
-from knell.stores.kind import Greeting, Probe, StoreKind, StoreOptions, version_of
+from knell.stores.kind import (
+    ComposeService,
+    Greeting,
+    Probe,
+    StoreKind,
+    StoreOptions,
+    version_of,
+)
 
 if TYPE_CHECKING:
     from knell.owners import Owner
@@ -68,6 +75,13 @@ class PostgresKind(StoreKind):
     bench = "knell.stores.postgres.bench:PostgresBench"
     queue_bench = "knell.stores.postgres.bench:QUEUE_BENCH"
     namespace_key = "schema"
+    compose = ComposeService(
+        port=5432,
+        link_port=15432,
+        official_image="postgres:15-bookworm",
+        image_variable="KNELL_POSTGRES_IMAGE",
+        url="postgresql://knell:knell@{host}:{port}/knell",
+    )
     capability = "run on a private Postgres server"
 
     def private(self, spec: StoreSpec, run_dir: Path, owner: Owner | None) -> Store:
@@ -134,6 +148,12 @@ class PostgresKind(StoreKind):
             out.append(Probe("psycopg", False, "not installed", "pip install 'knell[postgres]'"))
         return out
 
+    def compose_ready(self, host: str, port: int, timeout: float = 1.0) -> bool:
+        """A startup message: a server ready for queries answers with an
+        authentication request (``R``), one still starting or recovering
+        with an error (``E``)."""
+        return ready(host, port, timeout)
+
     def namespace_pattern(self) -> re.Pattern[str]:
         from knell.stores.postgres.bus import SCHEMA_NAME
 
@@ -151,6 +171,23 @@ class PostgresKind(StoreKind):
         from knell.stores.postgres.external import drop
 
         drop(client_url, namespace, timeout=timeout)
+
+
+def ready(
+    host: str, port: int, timeout: float = 1.0, *, user: str = "knell", database: str = "knell"
+) -> bool:
+    """Postgres answers a startup message with an authentication request."""
+    import socket
+
+    params = b"user\0" + user.encode() + b"\0database\0" + database.encode() + b"\0\0"
+    startup = struct.pack("!ii", 8 + len(params), 196608) + params
+    try:
+        with socket.create_connection((host, port), timeout=timeout) as sock:
+            sock.settimeout(timeout)
+            sock.sendall(startup)
+            return sock.recv(64)[:1] == b"R"
+    except OSError:
+        return False
 
 
 STORE_KIND = PostgresKind()

@@ -16,10 +16,17 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from knell.stores.base import StoreError
-from knell.stores.kind import Greeting, Probe, StoreKind, StoreOptions, version_of
+from knell.stores.kind import (
+    ComposeService,
+    Greeting,
+    Probe,
+    StoreKind,
+    StoreOptions,
+    version_of,
+)
 
 if TYPE_CHECKING:
     from knell.owners import Owner
@@ -34,6 +41,17 @@ class RedisOptions(StoreOptions):
 
     persistence: Literal["none", "everysec", "always"] | None = None
     """appendonly with this appendfsync, or none."""
+
+
+class RedisComposeOptions(StoreOptions):
+    """The ``[store]`` keys of a Redis run in the compose stack."""
+
+    redis_appendonly: bool = True
+    """Persistence: an append-only file ..."""
+    redis_appendfsync: Literal["always", "everysec", "no"] = "everysec"
+    """... fsync'd always, every second, or never."""
+    redis_save: str = ""
+    """The RDB snapshot rule (``"60 1"``); empty: none."""
 
 
 class RedisKind(StoreKind):
@@ -62,6 +80,14 @@ class RedisKind(StoreKind):
     bench = "knell.stores.redis.bench:RedisBench"
     queue_bench = "knell.stores.redis.bench:QUEUE_BENCH"
     namespace_key = "prefix"
+    compose = ComposeService(
+        port=6379,
+        link_port=16379,
+        official_image="redis:7-bookworm",
+        image_variable="KNELL_REDIS_IMAGE",
+        url="redis://{host}:{port}/0",
+        options=RedisComposeOptions,
+    )
     capability = "run on a private Redis server"
 
     def private(self, spec: StoreSpec, run_dir: Path, owner: Owner | None) -> Store:
@@ -112,6 +138,18 @@ class RedisKind(StoreKind):
             out.append(Probe("redis-py", False, "not installed", "pip install 'knell[redis]'"))
         return out
 
+    def compose_env(self, options: dict[str, Any]) -> dict[str, str]:
+        o = RedisComposeOptions.model_validate(options)
+        return {
+            "KNELL_REDIS_APPENDONLY": "yes" if o.redis_appendonly else "no",
+            "KNELL_REDIS_APPENDFSYNC": o.redis_appendfsync,
+            "KNELL_REDIS_SAVE": o.redis_save,
+        }
+
+    def compose_ready(self, host: str, port: int, timeout: float = 1.0) -> bool:
+        """Redis answers ``PING`` with ``+PONG`` (not -LOADING, not -NOAUTH)."""
+        return _exchange(host, port, b"PING\r\n", timeout).startswith(b"+PONG")
+
     def namespace_pattern(self) -> re.Pattern[str]:
         from knell.stores.redis.bus import PREFIX
 
@@ -129,6 +167,18 @@ class RedisKind(StoreKind):
         from knell.stores.redis.external import drop
 
         drop(client_url, namespace, timeout=timeout)
+
+
+def _exchange(host: str, port: int, message: bytes, timeout: float) -> bytes:
+    import socket
+
+    try:
+        with socket.create_connection((host, port), timeout=timeout) as sock:
+            sock.settimeout(timeout)
+            sock.sendall(message)
+            return sock.recv(64)
+    except OSError:
+        return b""
 
 
 STORE_KIND = RedisKind()
