@@ -56,13 +56,15 @@ explore-short: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/knell bench
 
-## lint: ruff (lint + format check), mypy --strict on src/ for Linux and Windows, the platform guard
+## lint: ruff (lint + format check), mypy --strict on src/ for Linux and Windows, the platform
+## guard, the store guard (a store is named only in its own package)
 lint: $(STAMP)
 	$(BIN)/ruff check src tests tools
 	$(BIN)/ruff format --check src tests tools
 	$(BIN)/mypy
 	$(BIN)/mypy --platform win32
 	$(BIN)/python tools/platform_guard.py src/knell
+	$(BIN)/python tools/store_guard.py src/knell
 	$(BIN)/lint-imports --no-logo
 
 ## lint-workflows: the GitHub Actions workflows, offline: actionlint (with shellcheck on every

@@ -17,7 +17,8 @@ import psutil
 import pytest
 
 from knell.stores.base import StoreError
-from knell.stores.discovery import find_postgres, find_redis_server
+from knell.stores.postgres.discovery import find_postgres
+from knell.stores.redis.discovery import find_redis_server
 from tests.conftest import require_server
 
 __all__ = [
@@ -83,7 +84,7 @@ def assert_gone(procs: list[psutil.Process], timeout: float = 10.0) -> None:
 @pytest.fixture(scope="session")
 def postgres_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     require_postgres()
-    from knell.stores.postgres import PostgresServer
+    from knell.stores.postgres.server import PostgresServer
 
     store = PostgresServer(tmp_path_factory.mktemp("postgres-run"), fsync=False)
     store.start()
@@ -96,7 +97,7 @@ def postgres_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]
 @pytest.fixture(scope="session")
 def redis_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     require_redis()
-    from knell.stores.redis import RedisServer
+    from knell.stores.redis.server import RedisServer
 
     store = RedisServer(tmp_path_factory.mktemp("redis-run"), persistence="none")
     store.start()

@@ -26,8 +26,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from knell.platform import is_root, user_exists
-
 __all__ = ["CAPABILITIES", "Capability", "Finding", "diagnose"]
 
 
@@ -87,75 +85,27 @@ def _sqlite() -> list[Finding]:
     ]
 
 
-def _postgres() -> list[Finding]:
-    from knell.stores.base import StoreError
-    from knell.stores.discovery import find_postgres
+def _store(name: str) -> Callable[[], list[Finding]]:
+    """The doctor probe a store kind declares, as findings."""
 
-    try:
-        found = find_postgres()
-    except StoreError as exc:
-        return [
-            Finding(
-                "postgres server",
-                False,
-                "not found",
-                str(exc).split("; ", 1)[-1] if "; " in str(exc) else str(exc),
-            )
-        ]
-    out = [
-        Finding(
-            "postgres server",
-            True,
-            f"{_version([str(found.postgres), '--version'])} ({found.folder})",
-        )
-    ]
-    if is_root():
-        if user_exists("postgres"):
-            out.append(Finding("postgres user", True, "runs the private server (knell is root)"))
-        else:
-            out.append(
-                Finding(
-                    "postgres user",
-                    False,
-                    "no user 'postgres' (Postgres refuses to run as root)",
-                    "create one (useradd postgres), or set [store] user = ...",
-                )
-            )
-    try:
-        import psycopg
+    def probe() -> list[Finding]:
+        from knell.stores import registry
 
-        out.append(Finding("psycopg", True, f"psycopg {psycopg.__version__}"))
-    except ImportError:
-        out.append(Finding("psycopg", False, "not installed", "pip install 'psycopg[binary]'"))
-    return out
+        return [Finding(*p) for p in registry.get(name).doctor()]
+
+    return probe
 
 
-def _redis() -> list[Finding]:
-    from knell.stores.base import StoreError
-    from knell.stores.discovery import find_redis_server
+def _store_capabilities() -> dict[str, tuple[str, Callable[[], list[Finding]]]]:
+    """Every registered store kind but the embedded default (checked with
+    Python itself, in ``sqlite``)."""
+    from knell.stores import registry
 
-    try:
-        binary = find_redis_server()
-    except StoreError as exc:
-        return [
-            Finding(
-                "redis server",
-                False,
-                "not found",
-                "Debian: apt-get install redis-server; macOS: brew install redis;"
-                " or set KNELL_REDIS_SERVER"
-                if "install" in str(exc)
-                else str(exc),
-            )
-        ]
-    out = [Finding("redis server", True, f"{_version([str(binary), '--version'])} ({binary})")]
-    try:
-        import redis
-
-        out.append(Finding("redis-py", True, f"redis-py {redis.__version__}"))
-    except ImportError:
-        out.append(Finding("redis-py", False, "not installed", "pip install redis"))
-    return out
+    return {
+        kind.name: (kind.capability or f"run on a {kind.name} store", _store(kind.name))
+        for kind in registry.kinds().values()
+        if kind.name != "sqlite"
+    }
 
 
 def _network() -> list[Finding]:
@@ -233,8 +183,7 @@ def _browser() -> list[Finding]:
 
 CAPABILITIES: dict[str, tuple[str, Callable[[], list[Finding]]]] = {
     "sqlite": ("run scenarios on the embedded SQLite store", _sqlite),
-    "postgres": ("run on a private Postgres server", _postgres),
-    "redis": ("run on a private Redis server", _redis),
+    **_store_capabilities(),
     "network": ("network faults (partition, latency, ...) through a Toxiproxy API", _network),
     "node": ("the Node.js example adapter and its mutant", _node),
     "docker": ("the compose stack (make compose-test)", _containers),

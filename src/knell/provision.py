@@ -38,8 +38,16 @@ if TYPE_CHECKING:
 __all__ = ["BRIDGE_READY_TIMEOUT", "Provision", "ProvisionError"]
 
 BRIDGE_READY_TIMEOUT = 20.0
-NETWORK_STORES = ("postgres", "redis")
-_EXCHANGE = {"postgres": "postgres", "redis": "redis"}
+
+
+def _network_store(kind: str) -> bool:
+    """Whether a store of ``kind`` is reached over TCP (so a link, and link
+    faults, can sit in front of it); its link probe's exchange is named
+    after it (its kind's greeting)."""
+    from knell.stores import registry
+
+    found = registry.kinds().get(kind)
+    return found is not None and found.network
 
 
 class ProvisionError(KnellError):
@@ -79,7 +87,7 @@ class Provision:
     # -- decisions ----------------------------------------------------------------
 
     def needs_links(self) -> bool:
-        return self.store.kind in NETWORK_STORES or bool(self.scenario.bridges())
+        return _network_store(self.store.kind) or bool(self.scenario.bridges())
 
     def per_instance(self) -> bool:
         """Whether links must be per instance: the scenario says so, or a
@@ -114,7 +122,7 @@ class Provision:
                 spec = workers.get(name)
                 if spec is None:
                     continue  # a bridge: its own links are to the store
-                if spec.via != "bridge" and self.store.kind not in NETWORK_STORES:
+                if spec.via != "bridge" and not _network_store(self.store.kind):
                     raise ProvisionError(
                         f"nemesis[{index}] ({fault.fault}) targets {name}, which reaches a "
                         f"{self.store.kind} store directly: there is no network link to fault "
@@ -128,6 +136,12 @@ class Provision:
         if self.needs_links():
             try:
                 self.links = LinkSet.start(os.getpid(), self.owner)
+            except ImportError as exc:
+                raise ProvisionError(
+                    "the links to a network store or a bridge go through a fault proxy, whose "
+                    f"client needs the Python module {exc.name or 'toxiproxy'!r}, which is not "
+                    "installed: pip install 'knell[network]'"
+                ) from None
             except Exception as exc:
                 raise ProvisionError(f"cannot start a fault proxy for the links: {exc}") from exc
         self._start_bridges(supervisor)
@@ -149,11 +163,9 @@ class Provision:
 
     def _store_url_for(self, source: str, processes: list[str]) -> str:
         url = str(self.store.url)
-        if self.links is None or self.store.kind not in NETWORK_STORES:
+        if self.links is None or not _network_store(self.store.kind):
             return url
-        listen = self._link(
-            source, "store", url_address(url), processes, _EXCHANGE[self.store.kind]
-        )
+        listen = self._link(source, "store", url_address(url), processes, self.store.kind)
         return with_address(url, listen)
 
     def _start_bridges(self, supervisor: Supervisor) -> None:

@@ -126,6 +126,16 @@ def make_store(scenario: Scenario, run_dir: Path, owner: Owner | None) -> Any:
     if table.provider == "compose":
         from knell.stores.compose.adapter import compose_store
 
+        try:
+            import docker  # noqa: F401  (the compose stack's client)
+        except ImportError:
+            from knell.stores.kind import MissingExtra
+
+            raise MissingExtra(
+                "provider = \"compose\" needs the Python module 'docker', which is not "
+                "installed: pip install 'knell[compose]'"
+            ) from None
+
         return compose_store(
             table, run_dir, owner, poll=scenario.poll_interval, timeout=scenario.op_timeout
         )

@@ -322,22 +322,23 @@ else:
     NemesisSpec = _nemesis_union()
 
 
-StoreKind = Literal["sqlite", "postgres", "redis"]
-
-
 class StoreTable(_Strict):
     """The ``[store]`` table: what the bus lives on, and how it is kept.
 
-    ``store = "postgres"`` is shorthand for ``[store] kind = "postgres"``.
-    Without ``url`` knell starts a private server for the run (Postgres:
-    ``initdb`` into the run, as an unprivileged user when run as root;
-    Redis: ``redis-server`` on a free port); with ``url`` (or the
-    top-level ``store_url``, or ``--store-url``) it uses that server, in a
-    fresh schema or key prefix per run. ``provider = "compose"`` runs the
-    store in containers (see ``compose/``). Options a kind does not use are
-    refused when the run starts, naming the option."""
+    ``store = "postgres"`` is shorthand for ``[store] kind = "postgres"``;
+    ``kind`` is any registered store kind (:mod:`knell.stores.registry`).
+    Without ``url`` knell starts a private store for the run (a SQLite
+    file, or a server on a free port); with ``url`` (or the top-level
+    ``store_url``, or ``--store-url``) it uses that server, in a fresh
+    namespace per run. ``provider = "compose"`` runs the store in
+    containers (see ``compose/``). The keys below are common to every
+    kind; the kind's own keys (``fsync``, ``persistence``, ...) are its
+    typed options table (:attr:`~knell.stores.kind.StoreKind.options`),
+    checked here against that table, naming the key."""
 
-    kind: StoreKind = "sqlite"
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    kind: str = "sqlite"
     provider: Literal["private", "compose"] = "private"
     url: str | None = Field(default=None, description="an existing server (bring your own)")
     # private servers
@@ -346,44 +347,24 @@ class StoreTable(_Strict):
     data_dir: str | None = None
     password: str | None = None
     settings: dict[str, str] = Field(default_factory=dict)
-    # postgres
-    fsync: bool | None = None
-    synchronous_commit: Literal["on", "off", "local", "remote_write", "remote_apply"] | None = None
-    user: str | None = Field(default=None, description="the unprivileged user a root run uses")
-    # redis
-    persistence: Literal["none", "everysec", "always"] | None = Field(
-        default=None, description="appendonly with this appendfsync, or none"
-    )
-    # sqlite
-    synchronous: Literal["off", "normal", "full", "extra"] | None = None
     # an existing server
     keep: bool | None = Field(default=None, description="keep the run's schema / key prefix")
     crash_command: str | None = Field(default=None, description="how store-crash crashes it")
     restart_command: str | None = Field(default=None, description="how it is restarted")
-    # compose
-    airgap: Literal["auto", "yes", "no"] | bool | None = None
-    build: Literal["missing", "always", "never"] | None = None
-    redis_appendonly: bool | None = None
-    redis_appendfsync: Literal["always", "everysec", "no"] | None = None
-    redis_save: str | None = None
-    health_timeout: Duration | None = None
 
-    _COMPOSE: ClassVar[tuple[str, ...]] = (
-        "airgap",
-        "build",
-        "redis_appendonly",
-        "redis_appendfsync",
-        "redis_save",
-        "health_timeout",
-    )
+    def _compose_keys(self) -> tuple[str, ...]:
+        from knell.stores.compose.options import compose_keys
+
+        return compose_keys()
 
     def compose_options(self) -> dict[str, Any]:
         """The options of ``provider = "compose"`` (see knell.stores.compose)."""
-        return {k: getattr(self, k) for k in self._COMPOSE if getattr(self, k) is not None}
+        extra = self.model_extra or {}
+        return {k: extra[k] for k in self._compose_keys() if extra.get(k) is not None}
 
     def private_options(self) -> dict[str, Any]:
         """Every option set, but the compose ones (for knell.stores.StoreSpec)."""
-        skip = {"kind", "provider", *self._COMPOSE}
+        skip = {"kind", "provider", *self._compose_keys()}
         return {
             name: value
             for name, value in self.model_dump().items()
@@ -391,20 +372,75 @@ class StoreTable(_Strict):
         }
 
     @model_validator(mode="after")
-    def _provider_options(self) -> StoreTable:
+    def _kind_options(self) -> StoreTable:
+        from pydantic import ValidationError
+
+        from knell.stores import registry
+
+        kind = registry.kinds().get(self.kind)
+        if kind is None:
+            raise ValueError(
+                f"store kind {self.kind!r} is not one of {', '.join(registry.names())}"
+            )
+        extra = self.model_extra or {}
+        compose = set(self._compose_keys())
+        own = {k: v for k, v in extra.items() if k not in compose}
+        for key in own:
+            if key not in kind.options.model_fields:
+                fits = ", ".join(kind.options.model_fields) or "none"
+                raise ValueError(
+                    f"store option {key!r} does not apply to a {self.kind} store "
+                    f"(its own options: {fits})"
+                )
+        try:
+            kind.options.model_validate(own)
+        except ValidationError as exc:
+            raise ValueError(_first_error(exc)) from None
+        used = [k for k in extra if k in compose]
         if self.provider != "compose":
-            used = [k for k in self._COMPOSE if getattr(self, k) is not None]
             if used:
                 raise ValueError(f'{used[0]} is a compose option (set provider = "compose")')
         elif self.url is not None:
             raise ValueError('provider = "compose" starts its own servers: drop url')
-        elif self.kind == "sqlite":
-            raise ValueError('provider = "compose" runs postgres or redis, not sqlite')
+        elif "compose" not in kind.provisions:
+            able = " or ".join(
+                k.name for k in registry.kinds().values() if "compose" in k.provisions
+            )
+            raise ValueError(f'provider = "compose" runs {able}, not {self.kind}')
+        else:
+            from knell.stores.compose.options import ComposeOptions
+
+            try:
+                ComposeOptions.model_validate({k: extra[k] for k in used})
+            except ValidationError as exc:
+                raise ValueError(_first_error(exc)) from None
         return self
+
+
+def _first_error(exc: Any) -> str:
+    """A store option's validation error as one line naming the key."""
+    first = exc.errors()[0]
+    where = ".".join(str(p) for p in first["loc"])
+    message = str(first["msg"]).removeprefix("Value error, ")
+    return f"store option {where!r}: {message}" if where else f"store option {message}"
 
 
 def _store_table(value: Any) -> Any:
     return {"kind": value} if isinstance(value, str) else value
+
+
+def _kind_of_url(url: str, table: dict[str, Any]) -> dict[str, Any]:
+    """The ``[store]`` table of an embedded-store scenario re-targeted at
+    ``url``: the kind its scheme names (see knell.stores.registry), without
+    the embedded store's own options. An unknown scheme is left for the
+    store to refuse by name."""
+    from knell.stores import registry
+
+    found = registry.by_scheme(url.split("://", 1)[0])
+    if found is None or "existing" not in found.provisions:
+        return table
+    old = registry.get(str(table.get("kind", "sqlite"))).options.model_fields
+    return {**{k: v for k, v in table.items() if k not in old}, "kind": found.name}
 
 
 class Expectation(_Strict):
@@ -445,7 +481,7 @@ class Scenario(_Strict):
     description: str = Field(min_length=1, max_length=200)
     store: Annotated[StoreTable, BeforeValidator(_store_table)] = Field(
         default_factory=StoreTable,
-        description='the [store] table, or just its kind: store = "postgres"',
+        description='the [store] table, or just its kind: store = "<kind>"',
     )
     bus: str | None = Field(
         default=None, description="driver 'module:factory' (default: the store's reference bus)"
@@ -491,8 +527,7 @@ class Scenario(_Strict):
                 # its scheme says the kind (a mismatch with a server kind the
                 # scenario names is refused when the store is made).
                 if table.get("kind", "sqlite") == "sqlite" and isinstance(url, str):
-                    table["kind"] = "redis" if url.startswith("redis") else "postgres"
-                    table = {k: v for k, v in table.items() if k != "synchronous"}
+                    table = {**_kind_of_url(url, table), "url": url}
             data["store"] = table
         elif isinstance(data, dict) and "store_url" in data:
             data = {k: v for k, v in data.items() if k != "store_url"}

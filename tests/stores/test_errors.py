@@ -18,7 +18,9 @@ import psutil
 import pytest
 
 from knell.platform import is_root
-from knell.stores import Store, StoreError, StoreSpec, create_store, discovery
+from knell.stores import Store, StoreError, StoreSpec, create_store
+from knell.stores.postgres import discovery as pg_discovery
+from knell.stores.redis import discovery as redis_discovery
 from tests.servers import require_postgres, require_redis
 
 
@@ -183,12 +185,12 @@ def test_nothing_found_anywhere_says_where_it_looked(monkeypatch: pytest.MonkeyP
     monkeypatch.delenv("KNELL_POSTGRES_BIN", raising=False)
     monkeypatch.delenv("KNELL_REDIS_SERVER", raising=False)
     monkeypatch.setenv("PATH", "")
-    monkeypatch.setattr(discovery, "_POSTGRES_GLOBS", ("/nonexistent/postgresql/*/bin",))
-    monkeypatch.setattr(discovery, "_REDIS_PLACES", ("/nonexistent/bin",))
+    monkeypatch.setattr(pg_discovery, "_POSTGRES_GLOBS", ("/nonexistent/postgresql/*/bin",))
+    monkeypatch.setattr(redis_discovery, "_REDIS_PLACES", ("/nonexistent/bin",))
     with pytest.raises(StoreError, match=r"no Postgres server binaries .* KNELL_POSTGRES_BIN"):
-        discovery.find_postgres()
+        pg_discovery.find_postgres()
     with pytest.raises(StoreError, match=r"no redis-server found .* KNELL_REDIS_SERVER"):
-        discovery.find_redis_server()
+        redis_discovery.find_redis_server()
 
 
 def test_debian_layout_is_searched_newest_first(
@@ -201,8 +203,8 @@ def test_debian_layout_is_searched_newest_first(
         (folder / "postgres").write_text("")
     monkeypatch.delenv("KNELL_POSTGRES_BIN", raising=False)
     monkeypatch.setenv("PATH", "")
-    monkeypatch.setattr(discovery, "_POSTGRES_GLOBS", (str(tmp_path / "lib" / "*" / "bin"),))
-    assert discovery.find_postgres().folder == tmp_path / "lib" / "15" / "bin"
+    monkeypatch.setattr(pg_discovery, "_POSTGRES_GLOBS", (str(tmp_path / "lib" / "*" / "bin"),))
+    assert pg_discovery.find_postgres().folder == tmp_path / "lib" / "15" / "bin"
 
 
 # -- options that do not fit ---------------------------------------------------------

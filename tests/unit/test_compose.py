@@ -24,9 +24,10 @@ from knell.stores.compose.errors import ComposeNotFound, StackFailed
 from knell.stores.compose.files import AIRGAP_FILE, BASE_FILE, compose_dir
 from knell.stores.compose.labels import OWNER, OWNER_HOST, OWNER_PID, OWNER_STARTED, OwnerTag
 from knell.stores.compose.links import API_PORT, LINKS, STORE_PORTS
-from knell.stores.compose.probes import postgres_ready, redis_ready
+from knell.stores.compose.probes import probe_of
 
 COMPOSE = compose_dir()
+redis_ready, postgres_ready = probe_of("redis"), probe_of("postgres")
 BASE = (COMPOSE / BASE_FILE).read_text(encoding="utf-8")
 AIRGAP = (COMPOSE / AIRGAP_FILE).read_text(encoding="utf-8")
 
@@ -38,7 +39,7 @@ def test_options_defaults_and_coercions() -> None:
     options = ComposeOptions.model_validate({"provider": "compose", "airgap": True})
     assert options.airgap == "yes" and options.build == "missing"
     assert ComposeOptions.model_validate({"health_timeout": "2m"}).health_timeout == 120
-    assert ComposeOptions(redis_appendonly=False, redis_appendfsync="always").redis_env() == {
+    assert ComposeOptions(redis_appendonly=False, redis_appendfsync="always").store_env() == {
         "KNELL_REDIS_APPENDONLY": "no",
         "KNELL_REDIS_APPENDFSYNC": "always",
         "KNELL_REDIS_SAVE": "",
@@ -231,7 +232,7 @@ def test_probes_want_the_stores_own_answer(server: tuple[socket.socket, list[byt
     assert not redis_ready("127.0.0.1", port)
     assert postgres_ready("127.0.0.1", port)
     assert not postgres_ready("127.0.0.1", port)
-    assert not redis_ready("127.0.0.1", port, timeout=0.2)  # accepts, never answers
+    assert not redis_ready("127.0.0.1", port, 0.2)  # accepts, never answers
 
 
 def test_probes_on_a_closed_port_are_false() -> None:

@@ -1,10 +1,20 @@
 """A SQLite-only run never imports a server's client library: psycopg and
-redis-py load only when a Postgres or Redis bus, store or mutant is used."""
+redis-py load only when a Postgres or Redis bus, store or mutant is used,
+the Docker SDK only for a compose stack, toxiproxy-python only for links.
+Each is an optional extra; a run that needs a missing one is refused with
+exit 3 and one line naming the extra."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+KNELL = Path(sys.executable).with_name("knell")
+OPTIONAL = ("psycopg", "redis", "docker", "toxiproxy")
 
 PROBE = """
 import sys
@@ -19,7 +29,9 @@ store.start()
 bus = open_bus(store.url)
 bus.post("a", "m", "p")
 bus.close()
-loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("psycopg", "redis"))
+loaded = sorted(
+    m for m in sys.modules if m.split(".")[0] in ("psycopg", "redis", "docker", "toxiproxy")
+)
 print(",".join(loaded))
 """
 
@@ -33,9 +45,71 @@ def test_sqlite_runs_never_import_psycopg_or_redis(tmp_path) -> None:  # type: i
 
 def test_the_schemes_resolve_to_their_buses() -> None:
     from knell.buses import resolve_driver
-    from knell.buses.postgres import open_postgres
-    from knell.buses.redis import open_redis
+    from knell.stores.postgres.bus import open_postgres
+    from knell.stores.redis.bus import open_redis
 
     assert resolve_driver("postgresql://u@h/db") is open_postgres
     assert resolve_driver("postgres://u@h/db") is open_postgres
     assert resolve_driver("redis://h:1/0") is open_redis
+
+
+def _absent(folder: Path) -> dict[str, str]:
+    """An environment in which the optional libraries cannot be imported: a
+    folder first on PYTHONPATH with a stand-in package for each that raises
+    ImportError, as an absent one does."""
+    import os
+
+    for name in OPTIONAL:
+        package = folder / name
+        package.mkdir(parents=True, exist_ok=True)
+        (package / "__init__.py").write_text(
+            f'raise ImportError("No module named {name}", name="{name}")\n', encoding="utf-8"
+        )
+    return {**os.environ, "PYTHONPATH": str(folder)}
+
+
+@pytest.mark.parametrize(
+    ("argv", "extra"),
+    [
+        (["run", str(REPO / "scenarios" / "postgres-store-crash.toml")], "postgres"),
+        (["run", str(REPO / "scenarios" / "quickstart.toml"), "--store", "redis"], "redis"),
+        (
+            ["run", str(REPO / "scenarios" / "quickstart.toml"), "--store-url",
+             "postgresql://knell@127.0.0.1:1/knell"],
+            "postgres",
+        ),
+        (["run", str(REPO / "scenarios" / "sqlite-bridge-kill.toml")], "network"),
+        (["doctor", "redis", "--require", "redis"], "redis"),
+    ],
+    ids=["scenario", "store-flag", "store-url", "bridge-links", "doctor"],
+)  # fmt: skip
+def test_a_missing_extra_is_refused_by_name(tmp_path: Path, argv: list[str], extra: str) -> None:
+    if argv[0] == "run":
+        argv = [*argv, "--duration", "2s", "--reports", str(tmp_path / "reports")]
+    done = subprocess.run(
+        [str(KNELL), *argv],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=_absent(tmp_path / "absent"),
+        timeout=120,
+    )
+    out = done.stdout + done.stderr
+    assert done.returncode == 3, out
+    assert f"pip install 'knell[{extra}]'" in out, out
+    assert "Traceback" not in out, out
+
+
+def test_the_embedded_store_needs_no_extra(tmp_path: Path) -> None:
+    """The core install lists the scenarios and checks the machine with
+    every optional library absent."""
+    for argv in (["list"], ["doctor", "sqlite", "--require", "sqlite"]):
+        done = subprocess.run(
+            [str(KNELL), *argv],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            env=_absent(tmp_path / "absent"),
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stdout + done.stderr

@@ -211,9 +211,10 @@ def _row(
 
 
 def _server_benches() -> dict[str, BusBench]:
-    from knell.bench.network import PostgresBench, RedisBench
+    """Each store kind's bus bench (its ``bench``)."""
+    from knell.stores import registry
 
-    return {"postgres": PostgresBench(), "redis": RedisBench()}
+    return {k.name: k.load(k.bench)() for k in registry.kinds().values() if k.bench}
 
 
 BUS_BENCHES: dict[str, BusBench] = {"sqlite": SqliteBench(), **_server_benches()}

@@ -42,7 +42,7 @@ from knell.bench.timing import Paired, paired
 from knell.stats import percentile
 from knell.stores import Store, StoreError, StoreSpec, create_store
 
-__all__ = ["PostgresBench", "RedisBench", "ServerBench"]
+__all__ = ["ServerBench", "with_option"]
 
 CHANNEL = "events"
 POST_GOAL = 0.7
@@ -226,7 +226,7 @@ class ServerBench(ABC):
         ms = WAKE_INTERVAL * 1000
         rows = []
         for label, url, fast in self._wake_urls(store):
-            url = _with_option(url, "poll_interval", f"{WAKE_INTERVAL:g}")
+            url = with_option(url, "poll_interval", f"{WAKE_INTERVAL:g}")
             result: dict[str, Any] = measure_wake(url, WAKE_INTERVAL, samples)
             latencies = result["latencies"]
             p50, p99 = percentile(latencies, 0.5), percentile(latencies, 0.99)
@@ -261,116 +261,9 @@ class ServerBench(ABC):
         return rows
 
 
-def _with_option(url: str, key: str, value: str) -> str:
+def with_option(url: str, key: str, value: str) -> str:
     from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
     parts = urlsplit(url)
     query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k != key]
     return urlunsplit(parts._replace(query=urlencode([*query, (key, value)])))
-
-
-class PostgresBench(ServerBench):
-    store = "postgres"
-    durable_label = "fsync on"
-    fast_label = "fsync off"
-    _raw_name = "INSERT"
-
-    def _find(self) -> None:
-        from knell.stores.discovery import find_postgres
-
-        find_postgres()
-
-    def _specs(self) -> tuple[StoreSpec, StoreSpec]:
-        return StoreSpec(kind="postgres"), StoreSpec(kind="postgres", fsync=False)
-
-    def _admin(self, store: Store) -> str:
-        return str(store.admin_url)  # type: ignore[attr-defined]
-
-    def _raw_writer(self, store: Store) -> tuple[Callable[[int], None], Callable[[], None]]:
-        import psycopg
-
-        from knell.buses.postgres import schema_sql
-
-        conn = psycopg.connect(self._admin(store), autocommit=True)
-        conn.execute(schema_sql("raw"))
-        insert = (
-            'INSERT INTO "raw".messages (channel, seq, body, sender, idem_key, posted_at)'
-            " VALUES (%s, %s, %s, %s, %s, %s)"
-        )
-
-        def write(i: int) -> None:
-            mid = f"producer-1.1:{i}"
-            conn.execute(insert, (CHANNEL, i, mid, "producer-1", mid, time.time()))
-
-        return write, conn.close
-
-    def _raw_setup(self, store: Store) -> None:
-        import psycopg
-
-        from knell.buses.postgres import schema_sql
-
-        with psycopg.connect(self._admin(store), autocommit=True) as conn:
-            conn.execute(schema_sql("rawcrash"))
-
-    def _raw_first_write(self, store: Store) -> None:
-        import psycopg
-
-        with psycopg.connect(self._admin(store), autocommit=True, connect_timeout=2) as conn:
-            conn.execute(
-                'INSERT INTO "rawcrash".messages VALUES (%s, (SELECT COALESCE(MAX(seq), 0) + 1'
-                ' FROM "rawcrash".messages), %s, %s, NULL, 0)',
-                (CHANNEL, "after-crash", "raw"),
-            )
-
-    wake_label = "LISTEN/NOTIFY"
-
-    def _wake_urls(self, store: Store) -> list[tuple[str, str, bool]]:
-        return [
-            ("LISTEN/NOTIFY", store.url, True),
-            ("polling only", _with_option(store.url, "notify", "0"), False),
-        ]
-
-
-class RedisBench(ServerBench):
-    store = "redis"
-    durable_label = "appendfsync always"
-    fast_label = "no persistence"
-    _raw_name = "XADD"
-    wake_label = "XREAD BLOCK"
-
-    def _find(self) -> None:
-        from knell.stores.discovery import find_redis_server
-
-        find_redis_server()
-
-    def _specs(self) -> tuple[StoreSpec, StoreSpec]:
-        return StoreSpec(kind="redis", persistence="always"), StoreSpec(
-            kind="redis", persistence="none"
-        )
-
-    def _connection(self, store: Store) -> Any:
-        from redis.connection import Connection
-
-        port = store.port  # type: ignore[attr-defined]
-        return Connection(host="127.0.0.1", port=port, socket_timeout=5, socket_connect_timeout=2)
-
-    def _raw_writer(self, store: Store) -> tuple[Callable[[int], None], Callable[[], None]]:
-        conn = self._connection(store)
-
-        def write(i: int) -> None:
-            mid = f"producer-1.1:{i}"
-            conn.send_command("XADD", "raw:log", f"{i}-0", "b", mid, "s", "producer-1", "k", mid)
-            conn.read_response()
-
-        return write, conn.disconnect
-
-    def _raw_first_write(self, store: Store) -> None:
-        conn = self._connection(store)
-        try:
-            conn.send_command("XADD", "rawcrash:log", "*", "b", "after-crash", "s", "raw")
-            conn.read_response()
-        finally:
-            conn.disconnect()
-
-    def _cycles(self, short: bool) -> int:
-        return 5 if short else 20

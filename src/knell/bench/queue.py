@@ -232,83 +232,16 @@ def _lapses(label: str, holder: Any, poller: Any, short: bool) -> list[Row]:
 
 # -- on private servers ------------------------------------------------------------------
 
-_PG_RAW_CLAIM = (
-    "UPDATE {s}.claims SET state = 'leased', consumer = %(who)s, expires_at = %(exp)s,"
-    " deliveries = deliveries + 1, updated_at = %(now)s"
-    " WHERE channel = %(c)s AND seq = (SELECT MIN(seq) FROM {s}.claims WHERE channel = %(c)s"
-    " AND state = 'ready') AND state = 'ready'"
-)
-_PG_SEED = (
-    "INSERT INTO {s}.messages (channel, seq, body, sender, idem_key, posted_at)"
-    " SELECT %(c)s, g, 'bench:' || g, 'bench', NULL, %(now)s FROM generate_series(1, %(n)s) g"
-)
-_PG_SEED_READY = (
-    "INSERT INTO {s}.claims (channel, seq, state, consumer, expires_at, deliveries, updated_at)"
-    " SELECT %(c)s, g, 'ready', NULL, NULL, 0, %(now)s FROM generate_series(1, %(n)s) g"
-)
-_REDIS_RAW_CLAIM = (
-    "local s = redis.call('ZPOPMIN', KEYS[1]) if #s == 0 then return 0 end"
-    " redis.call('HSET', KEYS[2], s[1], ARGV[1] .. ':' .. ARGV[2]) return 1"
-)
-
-
 RawClaim = tuple[Callable[[], bool], Callable[[], None]]
 """One raw claim (True when it leased a row), and how to close its client."""
 
 
-def _postgres_raw(store: Any, bus: Any, n: int) -> RawClaim:
-    """``n`` messages on the bus's queue, and as many ready rows for the raw
-    guarded UPDATE, in the bus's own schema (seeded in bulk)."""
-    import psycopg
+def _servers_table() -> dict[str, tuple[Callable[[Any, Any, int], RawClaim], str, str]]:
+    """Per server store: its raw claim loop, that baseline's name, the
+    store's settings (each store kind's ``queue_bench``)."""
+    from knell.stores import registry
 
-    raw = psycopg.connect(store.admin_url, autocommit=True)
-    s = f'"{bus.schema}"'
-    now = time.time()
-    raw.execute(_PG_SEED.format(s=s), {"c": QUEUE, "now": now, "n": n})
-    raw.execute(_PG_SEED.format(s=s), {"c": RAW, "now": now, "n": n})
-    raw.execute(_PG_SEED_READY.format(s=s), {"c": RAW, "now": now, "n": n})
-    sql = _PG_RAW_CLAIM.format(s=s)
-
-    def raw_claim() -> bool:
-        t = time.time()
-        args = {"who": "bench", "exp": t + 60.0, "now": t, "c": RAW}
-        return raw.execute(sql, args).rowcount == 1
-
-    return raw_claim, raw.close
-
-
-def _redis_raw(store: Any, bus: Any, n: int) -> RawClaim:
-    """``n`` messages posted through the bus (its stream layout is its
-    own), and ``n`` ready seqs in a sorted set for the raw script."""
-    import redis
-
-    for i in range(1, n + 1):
-        bus.post(QUEUE, f"bench:{i}", "bench")
-    raw = redis.Redis.from_url(store.admin_url)
-    ready, leases = f"{bus.prefix}rawbench:ready", f"{bus.prefix}rawbench:leases"
-    for first in range(1, n + 1, 1000):
-        raw.zadd(ready, {str(i): i for i in range(first, min(n, first + 999) + 1)})
-    claim_raw = raw.register_script(_REDIS_RAW_CLAIM)
-
-    def raw_claim() -> bool:
-        return bool(claim_raw(keys=[ready, leases], args=["bench", time.time() + 60.0]))
-
-    return raw_claim, raw.close
-
-
-_SERVERS: dict[str, tuple[Callable[[Any, Any, int], RawClaim], str, str]] = {
-    "postgres": (
-        _postgres_raw,
-        "raw guarded UPDATE of the oldest ready row, same schema",
-        "fsync on, synchronous_commit on",
-    ),
-    "redis": (
-        _redis_raw,
-        "raw script: ZPOPMIN the oldest ready seq + HSET its lease",
-        "appendonly yes, appendfsync always",
-    ),
-}
-"""Per server store: its raw claim loop, that baseline's name, the store's settings."""
+    return {k.name: k.load(k.queue_bench) for k in registry.kinds().values() if k.queue_bench}
 
 
 def _server(kind: str, store: Any, short: bool) -> list[Row]:
@@ -316,7 +249,7 @@ def _server(kind: str, store: Any, short: bool) -> list[Row]:
     private server."""
     from knell.buses import open_bus
 
-    setup, baseline_name, note = _SERVERS[kind]
+    setup, baseline_name, note = _servers_table()[kind]
     block, rounds = (100, 6) if short else (250, 16)
     bus: Any = open_bus(store.url)
     bus.declare_queue(QUEUE, 3)  # creates the schema
@@ -342,7 +275,7 @@ def _servers(work: Path, short: bool, say: Callable[[str], None]) -> list[Row]:
     from knell.stores import StoreSpec, create_store, unavailable
 
     rows: list[Row] = []
-    for kind in _SERVERS:
+    for kind in _servers_table():
         reason = unavailable(kind)
         if reason is not None:
             say(f"queue: {kind} skipped: {reason}")

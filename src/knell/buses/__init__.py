@@ -14,9 +14,9 @@ Driver URLs:
   HTTP: a knell bridge (``knell bridge``) in front of any bus, or a server
   of the user's that speaks the same protocol (:mod:`knell.buses.http`).
 * ``postgresql://user@host:port/db?schema=knell`` (or ``postgres://``) --
-  the Postgres bus (:mod:`knell.buses.postgres`).
+  the Postgres bus (:mod:`knell.stores.postgres.bus`).
 * ``redis://host:port/0?prefix=knell:`` -- the Redis bus
-  (:mod:`knell.buses.redis`).
+  (:mod:`knell.stores.redis.bus`).
 * Schemes registered under the ``knell.buses`` entry-point group: the
   entry point's name is the URL scheme, its object a ``factory(url)``.
 
@@ -121,12 +121,9 @@ class ContractMissing(DriverError):
 
 
 def _builtin(scheme: str) -> Factory | None:
-    """The reference bus of a URL scheme. Imported on demand: a SQLite run
-    never loads psycopg or redis-py."""
-    if scheme == "sqlite":
-        from knell.buses.sqlite import open_sqlite
-
-        return open_sqlite
+    """The reference bus of a URL scheme: a store kind's (see
+    :mod:`knell.stores.registry`), or a protocol's. Imported on demand: a
+    SQLite run never loads a server's client library."""
     if scheme == "exec":
         from knell.buses.stdio import open_exec
 
@@ -136,14 +133,14 @@ def _builtin(scheme: str) -> Factory | None:
         from knell.buses.http import open_http
 
         return open_http
-    if scheme in ("postgresql", "postgres"):
-        from knell.buses.postgres import open_postgres
+    from knell.stores import registry
 
-        return open_postgres
-    if scheme in ("redis", "rediss"):
-        from knell.buses.redis import open_redis
-
-        return open_redis
+    kind = registry.by_scheme(scheme)
+    if kind is not None:
+        try:
+            return kind.open_bus()  # type: ignore[no-any-return]
+        except KnellError as exc:  # its client library is not installed
+            raise DriverError(str(exc)) from None
     return None
 
 
@@ -194,9 +191,12 @@ def resolve_driver(url: str, driver: str | None = None) -> Factory:
             if not callable(loaded):
                 raise DriverError(f"entry point knell.buses:{scheme} is not callable")
             return loaded  # type: ignore[no-any-return]
+    from knell.stores import registry
+
+    stores = ", ".join(f"{s}://" for k in registry.kinds().values() for s in k.schemes[:1])
     raise DriverError(
         f"bus driver {url!r}: unknown scheme {scheme!r} "
-        "(built in: sqlite://, postgresql://, redis://, http://, https://, exec:COMMAND; "
+        f"(built in: {stores}, http://, https://, exec:COMMAND; "
         "or give module:factory, "
         "or register a knell.buses entry point)"
     )

@@ -20,6 +20,7 @@ import traceback
 from pathlib import Path
 
 import click
+from rich.markup import escape
 
 from knell.bridge.cli import bridge
 from knell.cli.admin import doctor, reap
@@ -112,7 +113,9 @@ def main(argv: list[str] | None = None) -> None:
         exc.show()
         sys.exit(ExitCode.USAGE)
     except KnellError as exc:
-        err.print(f"[bold red]knell: error:[/] {clean(exc, 2000, newlines=True)}", soft_wrap=True)
+        # Escaped: a message may hold brackets (pip install 'knell[postgres]').
+        shown = escape(clean(exc, 2000, newlines=True))
+        err.print(f"[bold red]knell: error:[/] {shown}", soft_wrap=True)
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         err.print("knell: interrupted; every process it started was stopped")

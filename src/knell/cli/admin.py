@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from knell.cli.common import console
+from knell.text import markup
 
 __all__ = ["doctor", "reap"]
 
@@ -28,7 +29,7 @@ def reap() -> None:
 @click.option(
     "--require",
     help="Comma-separated capabilities that must be usable (exit 3 otherwise), e.g."
-    " postgres,redis; 'all' for every one.",
+    " sqlite,network (store kinds are capabilities too); 'all' for every one.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the findings as JSON.")
 def doctor(only: tuple[str, ...], require: str | None, as_json: bool) -> None:
@@ -71,9 +72,9 @@ def doctor(only: tuple[str, ...], require: str | None, as_json: bool) -> None:
             console.print(f"\n[bold]{cap.name}[/] ({cap.what}): {mark}", soft_wrap=True)
             for f in cap.findings:
                 sign = "[green]ok[/]  " if f.ok else "[red]missing[/]"
-                console.print(f"  {sign} {f.name}: {f.detail}", soft_wrap=True)
+                console.print(f"  {sign} {f.name}: {markup(f.detail)}", soft_wrap=True)
                 if f.hint and not f.ok:
-                    console.print(f"          to get it: {f.hint}", soft_wrap=True)
+                    console.print(f"          to get it: {markup(f.hint)}", soft_wrap=True)
     if missing:
         err = "required but not usable here: " + ", ".join(missing)
         if not as_json:

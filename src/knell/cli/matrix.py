@@ -24,7 +24,8 @@ from knell.cli.run import SEEDS
 from knell.errors import ExitCode
 from knell.matrix import REFERENCE, SHORT_DURATION, Cell, Matrix, run_matrix
 from knell.scenario import Scenario
-from knell.stores import KINDS, unavailable
+from knell.stores import registry as store_kinds
+from knell.stores import unavailable
 from knell.text import markup
 
 __all__ = ["matrix"]
@@ -107,7 +108,8 @@ def _store_axis(
     skipped: list[str] = []
     stores: list[str] | None
     if value is None or value.strip() == "all":
-        wanted = list(KINDS) if value else list(dict.fromkeys(s.store.kind for s in scenarios))
+        own = list(dict.fromkeys(s.store.kind for s in scenarios))
+        wanted = list(store_kinds.names()) if value else own
         stores = None if value is None else []
         for kind in wanted:
             reason = unavailable(kind)
@@ -121,8 +123,9 @@ def _store_axis(
     else:
         stores = [k.strip() for k in value.split(",") if k.strip()]
         for kind in stores:
-            if kind not in KINDS:
-                raise UsageProblem(f"--store: unknown store {kind!r}; known: {', '.join(KINDS)}")
+            if kind not in store_kinds.names():
+                known = ", ".join(store_kinds.names())
+                raise UsageProblem(f"--store: unknown store {kind!r}; known: {known}")
             reason = unavailable(kind)
             if reason is not None:
                 raise UsageProblem(f"--store: {kind}: {reason}")
@@ -174,9 +177,9 @@ def _store_axis(
 @click.option(
     "--store",
     "store_list",
-    help="Store axis: comma-separated kinds (sqlite,postgres,redis) or 'all' (every one this"
-    " machine can run). Each store runs its own scenarios, the portable ones re-targeted to"
-    " it, its reference bus and its mutants. Default: each scenario on its own store.",
+    help="Store axis: comma-separated store kinds (knell doctor lists them) or 'all' (every"
+    " one this machine can run). Each store runs its own scenarios, the portable ones re-targeted"
+    " to it, its reference bus and its mutants. Default: each scenario on its own store.",
 )
 @click.option(
     "-j",

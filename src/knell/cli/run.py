@@ -33,6 +33,25 @@ COLOURS = {0: "green", 1: "red", 2: "yellow"}
 SEEDS = click.IntRange(-(2**63), 2**63 - 1)
 
 
+class StoreKindName(click.ParamType):  # type: ignore[type-arg]
+    """A registered store kind's name (read from the registry when the
+    option is used, so plugin kinds are choices too)."""
+
+    name = "store kind"
+
+    def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str:
+        from knell.stores import registry
+
+        return "[" + "|".join(registry.names()) + "]"
+
+    def convert(self, value: str, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        from knell.stores import registry
+
+        if value not in registry.names():
+            self.fail(f"{value!r} is not one of {', '.join(registry.names())}", param, ctx)
+        return value
+
+
 def _load_schedule(path: Path) -> Schedule:
     try:
         return Schedule.load(path)
@@ -125,12 +144,12 @@ def update_index(reports: Path) -> Path | None:
 @click.option(
     "--store",
     "store_kind",
-    type=click.Choice(["sqlite", "postgres", "redis"]),
+    type=StoreKindName(),
     help="Run on this store kind instead of the scenario's (its default options).",
 )
 @click.option(
     "--store-url",
-    help="Use an existing Postgres or Redis server (a fresh schema or key prefix per run).",
+    help="Use an existing server (a fresh namespace per run: a schema, a key prefix).",
 )
 @click.option("--keep", is_flag=True, help="With --store-url: keep the run's schema or key prefix.")
 @click.option("-q", "--quiet", is_flag=True, help="Print only the verdict and report path.")

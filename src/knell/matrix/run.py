@@ -70,17 +70,9 @@ class Task:
 def reference_contracts(store: str) -> frozenset[str]:
     """The contracts a store's reference bus declares (imported only when
     asked: the Postgres and Redis buses load their client libraries)."""
-    if store == "postgres":
-        from knell.buses.postgres import PostgresBus
+    from knell.stores import registry
 
-        return contracts_of(PostgresBus)
-    if store == "redis":
-        from knell.buses.redis import RedisBus
-
-        return contracts_of(RedisBus)
-    from knell.buses.sqlite import SqliteBus
-
-    return contracts_of(SqliteBus)
+    return contracts_of(registry.get(store).reference_class())
 
 
 def portable(scenario: Scenario, store: str | None = None) -> bool:

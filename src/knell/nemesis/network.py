@@ -81,7 +81,10 @@ class LinkFault(FaultKind):
 
     def applicable(self, scenario: Scenario) -> bool:
         """A link exists to a network store, and to every bridge."""
-        return scenario.store.kind in ("postgres", "redis") or bool(scenario.bridges())
+        from knell.stores import registry
+
+        kind = registry.kinds().get(scenario.store.kind)
+        return (kind is not None and kind.network) or bool(scenario.bridges())
 
     def hold(self, spec: FaultSpec) -> float:
         assert isinstance(spec, LinkFaultSpec)

@@ -48,7 +48,6 @@ from __future__ import annotations
 import errno
 import selectors
 import socket
-import struct
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -102,15 +101,29 @@ class Exchange:
         return not self.replies or any(data.startswith(r[: len(data)]) for r in self.replies)
 
 
-_SSL_REQUEST = struct.pack("!ii", 8, 80877103)
+class _Exchanges(dict[str, Exchange]):
+    """The exchanges by name: the protocol ones below, and each store
+    kind's greeting under the kind's name (:mod:`knell.stores.registry`),
+    looked up when first asked."""
 
-EXCHANGES: dict[str, Exchange] = {
-    "postgres": Exchange("postgres", _SSL_REQUEST, (b"N", b"S")),
-    "redis": Exchange("redis", b"PING\r\n", (b"+PONG\r\n", b"-NOAUTH", b"-ERR")),
-    "echo": Exchange("echo", b"knell-probe\n", (), echo=True),
-    "http": Exchange("http", b"GET /health HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n", (b"HTTP/",)),
-    "connect": Exchange("connect", b""),
-}
+    def __missing__(self, name: str) -> Exchange:
+        from knell.stores import registry
+
+        kind = registry.kinds().get(name)
+        if kind is None or kind.greeting is None:
+            raise KeyError(name)
+        found = Exchange(name, kind.greeting.request, kind.greeting.replies)
+        self[name] = found
+        return found
+
+
+EXCHANGES: dict[str, Exchange] = _Exchanges(
+    {
+        "echo": Exchange("echo", b"knell-probe\n", (), echo=True),
+        "http": Exchange("http", b"GET /health HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n", (b"HTTP/",)),
+        "connect": Exchange("connect", b""),
+    }
+)
 
 
 @dataclass(frozen=True)

@@ -1,18 +1,20 @@
-"""The stores a run's bus lives on: a SQLite file, or a Postgres or Redis
-server, private to the run or brought by the user.
+"""The stores a run's bus lives on: a SQLite file, or a server (Postgres,
+Redis, or a kind of one's own), private to the run or brought by the user.
 
 Start here: :mod:`knell.stores.base` draws the lifecycle every store
 offers the runner (start, url, wait_ready, crash, restart, pause, resume,
-stop, logs); :mod:`knell.stores.spec` maps a scenario's store options to
-the right store. One module per kind: :mod:`.sqlite`, :mod:`.postgres`,
-:mod:`.redis` (private servers), :mod:`.external` (a server someone else
-runs); :mod:`.process` is how a private server is leashed to its run, and
-:mod:`.discovery` where its binaries are found. ``compose/`` brings
-Postgres, Redis and a Toxiproxy up as containers of a per-run compose
-project (``provider = "compose"`` under ``[store]``).
+stop, logs); :mod:`knell.stores.kind` what a store kind declares, and
+:mod:`knell.stores.registry` the kinds knell knows. One package per
+server kind (``postgres/``, ``redis/``: its bus, mutants, private server
+and discovery), :mod:`.sqlite` for the embedded default, :mod:`.external`
+for a server someone else runs; :mod:`.spec` maps a scenario's store
+options to the kind's store, :mod:`.process` is how a private server is
+leashed to its run. ``compose/`` brings the server kinds and a Toxiproxy
+up as containers of a per-run compose project (``provider = "compose"``
+under ``[store]``).
 
-Importing this package loads neither psycopg nor redis-py: each store
-module is imported when its kind is asked for.
+Importing this package loads no store's client library: each kind's
+modules are imported when a run uses it.
 """
 
 from __future__ import annotations
@@ -32,40 +34,37 @@ __all__ = [
     "unavailable",
 ]
 
-KINDS = ("sqlite", "postgres", "redis")
-"""The store kinds knell can provision."""
+
+def __getattr__(attr: str) -> Any:
+    """``KINDS``: the registered store kinds' names (read when asked, so a
+    kind registered later is in it)."""
+    if attr == "KINDS":
+        from knell.stores import registry
+
+        return registry.names()
+    raise AttributeError(f"module {__name__!r} has no attribute {attr!r}")
 
 
 def unavailable(kind: str) -> str | None:
     """Why a private ``kind`` store cannot be started on this machine
-    (``None``: it can). SQLite is embedded and always can; a server kind
-    needs its binaries (see :mod:`knell.stores.discovery`)."""
-    from knell.stores.discovery import find_postgres, find_redis_server
+    (``None``: it can): its binaries, or its extra, are missing."""
+    from knell.stores import registry
 
     try:
-        if kind == "postgres":
-            find_postgres()
-        elif kind == "redis":
-            find_redis_server()
-        elif kind != "sqlite":
-            return f"unknown store kind {kind!r} (known: {', '.join(KINDS)})"
+        return registry.get(kind).unavailable()
     except StoreError as exc:
         return str(exc)
-    return None
 
 
 def capabilities(table: Any) -> frozenset[str]:
     """The store faults a scenario's ``[store]`` table will be able to
-    suffer, without making the store (``Store.faults`` once it is made): a
-    private server can be crashed and paused, a container also restarted
-    and disconnected, an existing server crashed only through its
-    ``crash_command`` and ``restart_command``, an embedded SQLite file not
-    at all."""
-    if table.kind == "sqlite":
+    suffer, without making the store (``Store.faults`` once it is made):
+    as its kind declares per provisioning (an existing server only through
+    its ``crash_command`` and ``restart_command``)."""
+    from knell.stores import registry
+
+    kind = registry.kinds().get(table.kind)
+    if kind is None:
         return frozenset()
-    if table.provider == "compose":
-        return frozenset({"crash", "pause", "restart", "disconnect"})
-    if table.url is not None:
-        both = table.crash_command and table.restart_command
-        return frozenset({"crash"}) if both else frozenset()
-    return frozenset({"crash", "pause"})
+    both = bool(table.crash_command and table.restart_command)
+    return kind.capabilities(table.provider, table.url, both)

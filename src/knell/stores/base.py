@@ -6,7 +6,7 @@ hurt. Three kinds look the same from the runner's side:
 * a file (:class:`~knell.stores.sqlite.SqliteStore`): nothing to start, no
   server to crash;
 * a private server started for the run (:class:`~knell.stores.postgres.
-  PostgresServer`, :class:`~knell.stores.redis.RedisServer`): on a free
+  PostgresServer`, :class:`~knell.stores.redis.server.RedisServer`): on a free
   127.0.0.1 port, leashed to the runner through the keeper, killed,
   paused and restarted on the same port and data directory by the store
   faults;

@@ -1,128 +1,15 @@
-"""Where the server binaries are.
+"""What every store's binary discovery shares.
 
-Postgres hides its server binaries: Debian and Ubuntu put ``initdb`` and
-``postgres`` in ``/usr/lib/postgresql/<version>/bin`` (only the client
-wrappers are on PATH), RHEL in ``/usr/pgsql-<version>/bin``, Homebrew under
-``/opt/homebrew/opt/postgresql@<version>/bin``. So the search order is:
-what the scenario names, then an environment variable, then PATH, then
-those usual places, newest version first. Redis's ``redis-server`` is
-usually on PATH.
-
-* Postgres: ``bin`` (a folder) > ``$KNELL_POSTGRES_BIN`` (a folder) > PATH >
-  the usual places. A folder qualifies when it holds both ``initdb`` and
-  ``postgres``.
-* Redis: ``bin`` (the ``redis-server`` path) > ``$KNELL_REDIS_SERVER`` >
-  PATH > ``/usr/local/bin``, ``/opt/homebrew/bin``, ``/usr/bin``,
-  ``/usr/sbin``.
+A server kind finds its binaries in its own package (what the scenario
+names, then an environment variable, then PATH, then the usual places of
+its installers), so the doctor and the runner find the same ones.
 """
 
 from __future__ import annotations
 
-import glob
-import os
-import re
-import shutil
 import sys
-from dataclasses import dataclass
-from pathlib import Path
 
-from knell.stores.base import StoreError
+__all__ = ["EXE"]
 
-__all__ = ["PostgresBinaries", "find_postgres", "find_redis_server"]
-
-_EXE = ".exe" if sys.platform == "win32" else ""
-
-_POSTGRES_GLOBS = (
-    "/usr/lib/postgresql/*/bin",
-    "/usr/pgsql-*/bin",
-    "/opt/homebrew/opt/postgresql@*/bin",
-    "/usr/local/opt/postgresql@*/bin",
-    "/opt/homebrew/opt/postgresql/bin",
-    "/usr/local/opt/postgresql/bin",
-    "/usr/local/pgsql/bin",
-    "C:/Program Files/PostgreSQL/*/bin",
-)
-
-_REDIS_PLACES = ("/usr/local/bin", "/opt/homebrew/bin", "/usr/bin", "/usr/sbin")
-
-
-@dataclass(frozen=True)
-class PostgresBinaries:
-    """The two programs a private Postgres needs, from one installation."""
-
-    initdb: Path
-    postgres: Path
-
-    @property
-    def folder(self) -> Path:
-        return self.postgres.parent
-
-
-def _version_key(folder: str) -> tuple[int, ...]:
-    numbers = re.findall(r"\d+", folder)
-    return tuple(int(n) for n in numbers) or (0,)
-
-
-def _postgres_in(folder: Path) -> PostgresBinaries | None:
-    initdb, postgres = folder / f"initdb{_EXE}", folder / f"postgres{_EXE}"
-    if initdb.is_file() and postgres.is_file():
-        return PostgresBinaries(initdb, postgres)
-    return None
-
-
-def find_postgres(named: str | Path | None = None) -> PostgresBinaries:
-    """The Postgres server binaries; :class:`StoreError` names where it looked."""
-    if named is not None:
-        found = _postgres_in(Path(named))
-        if found is None:
-            raise StoreError(f"store bin = {str(named)!r}: no initdb and postgres in that folder")
-        return found
-    env = os.environ.get("KNELL_POSTGRES_BIN")
-    if env:
-        found = _postgres_in(Path(env))
-        if found is None:
-            raise StoreError(f"KNELL_POSTGRES_BIN={env!r}: no initdb and postgres in that folder")
-        return found
-    on_path = shutil.which("postgres"), shutil.which("initdb")
-    if on_path[0] and on_path[1]:
-        return PostgresBinaries(Path(on_path[1]), Path(on_path[0]))
-    candidates: list[str] = []
-    for pattern in _POSTGRES_GLOBS:
-        candidates += sorted(glob.glob(pattern), key=_version_key, reverse=True)
-    for folder in candidates:
-        found = _postgres_in(Path(folder))
-        if found is not None:
-            return found
-    raise StoreError(
-        "no Postgres server binaries (initdb and postgres) found on PATH or in "
-        + ", ".join(_POSTGRES_GLOBS)
-        + "; install Postgres (Debian: apt-get install postgresql) or set KNELL_POSTGRES_BIN "
-        "to its bin folder"
-    )
-
-
-def find_redis_server(named: str | Path | None = None) -> Path:
-    """The ``redis-server`` binary; :class:`StoreError` names where it looked."""
-    if named is not None:
-        path = Path(named)
-        if not path.is_file():
-            raise StoreError(f"store bin = {str(named)!r}: no such redis-server binary")
-        return path
-    env = os.environ.get("KNELL_REDIS_SERVER")
-    if env:
-        if not Path(env).is_file():
-            raise StoreError(f"KNELL_REDIS_SERVER={env!r}: no such redis-server binary")
-        return Path(env)
-    which = shutil.which("redis-server")
-    if which:
-        return Path(which)
-    for folder in _REDIS_PLACES:
-        path = Path(folder) / f"redis-server{_EXE}"
-        if path.is_file():
-            return path
-    raise StoreError(
-        "no redis-server found on PATH or in "
-        + ", ".join(_REDIS_PLACES)
-        + "; install Redis (Debian: apt-get install redis-server) or set KNELL_REDIS_SERVER "
-        "to the binary"
-    )
+EXE = ".exe" if sys.platform == "win32" else ""
+"""The suffix of an executable on this platform."""

@@ -17,17 +17,19 @@ pause is always refused.
 
 from __future__ import annotations
 
-import math
 import subprocess
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from knell.buses._netopts import redact, split_url
 from knell.owners import Owner
 from knell.stores.base import Store, StoreError, tail
+
+if TYPE_CHECKING:
+    from knell.stores.kind import StoreKind
 
 __all__ = ["ExternalStore"]
 
@@ -59,15 +61,21 @@ class ExternalStore(Store):
         op_timeout: float = 5.0,
     ) -> None:
         super().__init__(run_dir, poll_interval=poll_interval, op_timeout=op_timeout)
+        from knell.stores import registry
+
         scheme = urlsplit(url).scheme
-        if scheme in ("postgresql", "postgres"):
-            self.kind = "postgres"
-            key, pattern = "schema", _pg_pattern()
-        elif scheme in ("redis", "rediss"):
-            self.kind = "redis"
-            key, pattern = "prefix", _redis_pattern()
-        else:
-            raise StoreError(f"store_url {redact(url)}: expected a postgresql:// or redis:// URL")
+        found = registry.by_scheme(scheme)
+        if found is None or "existing" not in found.provisions:
+            expected = " or ".join(
+                f"{k.schemes[0]}://"
+                for k in registry.kinds().values()
+                if "existing" in k.provisions
+            )
+            raise StoreError(f"store_url {redact(url)}: expected a {expected} URL")
+        found.require()
+        self.store_kind: StoreKind = found
+        self.kind = found.name
+        key, pattern = found.namespace_key, found.namespace_pattern()
         try:
             self._client_url, options = split_url(
                 url, namespace_key=key, namespace_check=pattern, schemes=(scheme,)
@@ -81,7 +89,7 @@ class ExternalStore(Store):
         if options.namespace is not None:
             self.namespace = options.namespace
         else:
-            self.namespace = f"knell_{run}" if self.kind == "postgres" else f"knell:{run}:"
+            self.namespace = found.fresh_namespace(run)
         if "poll_interval" in dict(parse_qsl(urlsplit(url).query)):
             self.poll_interval = options.poll_interval
         if "op_timeout" in dict(parse_qsl(urlsplit(url).query)):
@@ -91,7 +99,7 @@ class ExternalStore(Store):
         self.crash_command = crash_command
         self.restart_command = restart_command
         self.faults = frozenset({"crash"} if crash_command and restart_command else ())
-        self.frozen_client_stalls = self.kind != "redis"
+        self.frozen_client_stalls = found.frozen_client_stalls
         self.log = self.store_dir / "external.log"
         self._started = False
 
@@ -138,57 +146,16 @@ class ExternalStore(Store):
         return StoreError(f"{where} is unreachable: {message}")
 
     def _check(self, *, create: bool) -> None:
-        """Connect once (and create the run's schema); :class:`StoreError`
+        """Connect once (and create the run's namespace); :class:`StoreError`
         says whether the server is unreachable or refused us."""
-        if self.kind == "postgres":
-            self._check_postgres(create)
-        else:
-            self._check_redis()
-
-    def _check_postgres(self, create: bool) -> None:
-        import psycopg
-
-        timeout = max(2, math.ceil(self.op_timeout))
         try:
-            conn = psycopg.connect(self._client_url, connect_timeout=timeout, autocommit=True)
-        except psycopg.Error as exc:
+            self.store_kind.connect(
+                self._client_url, self.namespace, create=create, timeout=self.op_timeout
+            )
+        except StoreError as exc:
+            raise StoreError(f"store_url {redact(self._given)}: {exc}") from None
+        except Exception as exc:  # the client library's own errors, and OSError
             raise self._connect_error(exc) from None
-        try:
-            if create:
-                conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.namespace}"')
-            else:
-                conn.execute("SELECT 1")
-        except psycopg.Error as exc:
-            raise StoreError(
-                f"store_url {redact(self._given)}: cannot create schema {self.namespace!r}: "
-                + " ".join(str(exc).split())
-            ) from None
-        finally:
-            conn.close()
-
-    def _redis(self) -> Any:
-        from redis.connection import Connection, parse_url
-
-        kwargs: dict[str, Any] = parse_url(self._client_url)
-        cls = kwargs.pop("connection_class", Connection)
-        return cls(
-            **kwargs,
-            socket_timeout=self.op_timeout,
-            socket_connect_timeout=self.op_timeout,
-            decode_responses=True,
-        )
-
-    def _check_redis(self) -> None:
-        from redis.exceptions import RedisError
-
-        conn = self._redis()
-        try:
-            conn.send_command("PING")
-            conn.read_response()
-        except (RedisError, OSError) as exc:
-            raise self._connect_error(exc) from None
-        finally:
-            conn.disconnect()
 
     def wait_ready(self, timeout: float = 30.0) -> float:
         started = time.monotonic()
@@ -241,49 +208,12 @@ class ExternalStore(Store):
         if not self._started or self.keep or not self.owned:
             return
         try:
-            if self.kind == "postgres":
-                self._drop_schema()
-            else:
-                self._drop_keys()
+            self.store_kind.drop(self._client_url, self.namespace, timeout=self.op_timeout)
         except Exception as exc:  # the server may be down at the end: say so, never raise
             self.store_dir.mkdir(parents=True, exist_ok=True)
             with open(self.log, "a", encoding="utf-8") as log:
                 log.write(f"could not drop namespace {self.namespace!r}: {exc}\n")
 
-    def _drop_schema(self) -> None:
-        import psycopg
-
-        timeout = max(2, math.ceil(self.op_timeout))
-        with psycopg.connect(self._client_url, connect_timeout=timeout, autocommit=True) as conn:
-            conn.execute(f'DROP SCHEMA IF EXISTS "{self.namespace}" CASCADE')
-
-    def _drop_keys(self) -> None:
-        conn = self._redis()
-        try:
-            cursor = "0"
-            while True:
-                conn.send_command("SCAN", cursor, "MATCH", f"{self.namespace}*", "COUNT", 1000)
-                cursor, keys = conn.read_response()
-                if keys:
-                    conn.send_command("UNLINK", *keys)
-                    conn.read_response()
-                if str(cursor) == "0":
-                    return
-        finally:
-            conn.disconnect()
-
     @property
     def logs(self) -> list[Path]:
         return [self.log] if self.log.exists() else []
-
-
-def _pg_pattern() -> Any:
-    from knell.buses.postgres import SCHEMA_NAME
-
-    return SCHEMA_NAME
-
-
-def _redis_pattern() -> Any:
-    from knell.buses.redis import PREFIX
-
-    return PREFIX

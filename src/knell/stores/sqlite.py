@@ -10,12 +10,17 @@ anything starts.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from knell.buses.sqlite_url import sqlite_url
 from knell.stores.base import Store, StoreError
+from knell.stores.kind import Probe, StoreKind, StoreOptions
 
-__all__ = ["SqliteStore"]
+if TYPE_CHECKING:
+    from knell.owners import Owner
+    from knell.stores.spec import StoreSpec
+
+__all__ = ["SqliteKind", "SqliteOptions", "SqliteStore"]
 
 _SYNCHRONOUS = ("off", "normal", "full", "extra")
 
@@ -58,9 +63,12 @@ class SqliteStore(Store):
         return 0.0
 
     def _no_server(self, fault: str) -> StoreError:
+        from knell.stores import registry
+
+        servers = " or ".join(k.name for k in registry.kinds().values() if k.network)
         return StoreError(
             f"{fault} needs a store server: sqlite is a file inside each worker "
-            "(use store = postgres or redis)"
+            f"(use store = {servers})"
         )
 
     def crash(self) -> None:
@@ -83,3 +91,38 @@ class SqliteStore(Store):
 
     def describe_short(self) -> str:
         return f"sqlite file {self.path}"
+
+
+class SqliteOptions(StoreOptions):
+    """The ``[store]`` keys of the embedded SQLite store."""
+
+    synchronous: Literal["off", "normal", "full", "extra"] | None = None
+
+
+class SqliteKind(StoreKind):
+    """The embedded default: a file per run, opened by a library in each
+    worker. Nothing to install, nothing to crash."""
+
+    name = "sqlite"
+    schemes = ("sqlite",)
+    provisions = frozenset({"private"})
+    options = SqliteOptions
+    bus = "knell.buses.sqlite:open_sqlite"
+    reference = "knell.buses.sqlite:SqliteBus"
+    capability = "run scenarios on the embedded SQLite store"
+
+    def private(self, spec: StoreSpec, run_dir: Path, owner: Owner | None) -> Store:
+        return SqliteStore(
+            run_dir,
+            synchronous=spec.options.get("synchronous") or "normal",
+            poll_interval=spec.poll_interval,
+            op_timeout=spec.op_timeout,
+        )
+
+    def unavailable(self) -> str | None:
+        return None
+
+    def doctor(self) -> list[Probe]:
+        import sqlite3
+
+        return [Probe("sqlite", True, f"SQLite {sqlite3.sqlite_version} (embedded, WAL)")]

@@ -35,15 +35,36 @@ from knell.buses.mutants.registry import MUTANTS, Mutant, mutant
 
 __all__ = ["MUTANTS", "Mutant", "all_mutants", "mutant"]
 
-_MODULES = ("sqlite", "queue", "roles", "postgres", "redis", "bridge", "stdio")
-"""The mutant modules, imported on first use (some need a server's client
-library, which a SQLite-only run never loads)."""
+_OWN = ("sqlite", "queue", "roles", "bridge", "stdio")
+
+
+def _modules() -> list[str]:
+    """The mutant modules, imported on first use (some need a server's client
+    library, which a SQLite-only run never loads): this package's, then
+    each store kind's (:attr:`~knell.stores.kind.StoreKind.mutants`)."""
+    from knell.stores import registry
+
+    own = [f"{__name__}.{m}" for m in _OWN]
+    kinds = [k.mutants for k in registry.kinds().values() if k.mutants is not None]
+    return own[:3] + kinds + own[3:]
+
+
+def _load(module: str) -> None:
+    """Import a mutant module; a store kind's whose client library is not
+    installed (its extra) is skipped: its mutants cannot run here."""
+    from knell.stores import registry
+
+    for kind in registry.kinds().values():
+        if kind.mutants == module and kind.missing_extra() is not None:
+            return
+    importlib.import_module(module)
 
 
 def all_mutants(store: str | None = None) -> dict[str, Mutant]:
     """Every mutant of every store (or of one ``store``), by name."""
-    for module in _MODULES if store is None else [m for m in _MODULES if m == store]:
-        importlib.import_module(f"{__name__}.{module}")
+    for module in _modules():
+        if store is None or module.rsplit(".", 1)[-1] == store or f".{store}." in module:
+            _load(module)
     if store is None:
         return MUTANTS
     return {name: m for name, m in MUTANTS.items() if m.store == store}
@@ -53,8 +74,8 @@ def __getattr__(attr: str) -> Any:
     """``knell.buses.mutants:<snake_name>``: the mutant's ``from_url``. The
     store modules are searched in order and imported only as far as needed,
     so a SQLite mutant's workers never import a server's client library."""
-    for module in _MODULES:
-        importlib.import_module(f"{__name__}.{module}")
+    for module in _modules():
+        _load(module)
         for m in MUTANTS.values():
             if m.attr == attr:
                 return m.cls.from_url

@@ -191,7 +191,7 @@ class BridgeAckBeforeCommitBus(_Wrapper):
     "bridge-drops-idempotency-key",
     failure_mode="Bridge drops the idempotency key, so a client's retry double-posts",
     killed_by=("idempotency",),
-    scenarios=("postgres-bridge-pause", "sqlite-bridge-kill"),
+    scenarios=("postgres-bridge-pause", "sqlite-bridge-kill"),  # store-guard: ok
     rule="The bridge passes the idempotency key through to the bus with every post",
     store="bridge",
 )

@@ -35,7 +35,9 @@ class ComposedStore(Store):
         super().__init__(run_dir, poll_interval=poll, op_timeout=timeout)
         self.inner = inner
         self.kind = inner.kind
-        self.frozen_client_stalls = inner.kind != "redis"
+        from knell.stores import registry
+
+        self.frozen_client_stalls = registry.get(inner.kind).frozen_client_stalls
 
     @property
     def url(self) -> str:
@@ -95,11 +97,19 @@ def compose_store(
     table: StoreTable, run_dir: Path, owner: Owner | None, *, poll: float, timeout: float
 ) -> ComposedStore:
     """The compose store a scenario's ``[store]`` table asks for."""
+    from knell.stores import registry
     from knell.stores.compose.options import ComposeOptions
     from knell.stores.compose.store import ComposeStore
 
-    if table.kind not in ("postgres", "redis"):
-        raise StoreError(f"provider = compose runs postgres or redis, not {table.kind}")
+    kind = registry.get(table.kind)
+    if "compose" not in kind.provisions:
+        able = " or ".join(k.name for k in registry.kinds().values() if "compose" in k.provisions)
+        raise StoreError(f"provider = compose runs {able}, not {table.kind}")
     options = ComposeOptions.model_validate(table.compose_options())
-    inner = ComposeStore(table.kind, options=options, owner=owner, log_dir=run_dir / "store")
+    inner = ComposeStore(
+        table.kind,
+        options=options,
+        owner=owner,
+        log_dir=run_dir / "store",
+    )
     return ComposedStore(inner, run_dir, poll=poll, timeout=timeout)

@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from knell.stores.compose.errors import ComposeError
+from knell.stores.compose.links import LINKS
 
 __all__ = ["compose"]
 
@@ -73,8 +74,8 @@ def doctor() -> None:
     "--store",
     "stores",
     multiple=True,
-    type=click.Choice(["postgres", "redis"]),
-    help="Which stores (default: both).",
+    type=click.Choice(list(LINKS)),
+    help="Which stores (default: every one).",
 )
 @click.option("--airgap", type=click.Choice(["auto", "yes", "no"]), default="auto")
 def up(stores: tuple[str, ...], airgap: str) -> None:

@@ -41,6 +41,8 @@ from knell.stores.compose.errors import StackFailed
 if TYPE_CHECKING:
     from docker import DockerClient
 
+    from knell.stores.kind import ComposeService
+
 __all__ = [
     "BASE_IMAGE",
     "ENV_VARS",
@@ -57,15 +59,22 @@ __all__ = [
 ]
 
 BASE_IMAGE = "debian:bookworm-slim"
+
+
+def _services() -> dict[str, ComposeService]:
+    from knell.stores import registry
+
+    return {k.name: k.compose for k in registry.kinds().values() if k.compose is not None}
+
+
 OFFICIAL: dict[str, str] = {
-    "postgres": "postgres:15-bookworm",
-    "redis": "redis:7-bookworm",
+    **{name: service.official_image for name, service in _services().items()},
     "toxiproxy": "ghcr.io/shopify/toxiproxy:2.9.0",
 }
-"""What ``docker-compose.yml`` runs unless told otherwise."""
+"""What ``docker-compose.yml`` runs unless told otherwise (a store's
+image is its kind's to declare)."""
 ENV_VARS: dict[str, str] = {
-    "postgres": "KNELL_POSTGRES_IMAGE",
-    "redis": "KNELL_REDIS_IMAGE",
+    **{name: service.image_variable for name, service in _services().items()},
     "toxiproxy": "KNELL_TOXIPROXY_IMAGE",
     "runner": "KNELL_RUNNER_IMAGE",
 }
@@ -126,11 +135,12 @@ def airgap_images(compose: Path) -> dict[str, ImageSpec]:
     """The images ``docker-compose.airgap.yml`` runs, by service."""
     repo = compose.parent
     images = compose / "images"
+    stores = {
+        name: ImageSpec(f"knell/{name}", images / name, "Dockerfile", (images / name,))
+        for name in _services()
+    }
     return {
-        "postgres": ImageSpec(
-            "knell/postgres", images / "postgres", "Dockerfile", (images / "postgres",)
-        ),
-        "redis": ImageSpec("knell/redis", images / "redis", "Dockerfile", (images / "redis",)),
+        **stores,
         "toxiproxy": ImageSpec(
             "knell/toxiproxy",
             repo,

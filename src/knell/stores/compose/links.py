@@ -28,7 +28,6 @@ from knell.stores.compose.errors import StackFailed
 __all__ = ["API_PORT", "LINKS", "STORE_PORTS", "Link", "create_link"]
 
 API_PORT = 8474
-STORE_PORTS = {"postgres": 5432, "redis": 6379}
 
 
 @dataclass(frozen=True)
@@ -47,11 +46,24 @@ class Link:
         return f"0.0.0.0:{self.listen_port}"
 
 
-LINKS: dict[str, Link] = {
-    "postgres": Link("postgres", 15432, "postgres:5432"),
-    "redis": Link("redis", 16379, "redis:6379"),
-}
-"""The listen ports must match the toxiproxy ports of docker-compose.yml."""
+def _from_kinds() -> tuple[dict[str, int], dict[str, Link]]:
+    from knell.stores import registry
+
+    ports: dict[str, int] = {}
+    links: dict[str, Link] = {}
+    for kind in registry.kinds().values():
+        if kind.compose is not None:
+            ports[kind.name] = kind.compose.port
+            links[kind.name] = Link(
+                kind.name, kind.compose.link_port, f"{kind.name}:{kind.compose.port}"
+            )
+    return ports, links
+
+
+STORE_PORTS, LINKS = _from_kinds()
+"""Each store service's port, and its link, as its kind declares them
+(:class:`~knell.stores.kind.ComposeService`). The listen ports must match
+the toxiproxy ports of docker-compose.yml."""
 
 
 def _call(method: str, url: str, body: object | None, timeout: float) -> tuple[int, object]:

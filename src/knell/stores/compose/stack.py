@@ -47,7 +47,7 @@ from knell.stores.compose.files import AIRGAP_FILE, BASE_FILE, compose_dir
 from knell.stores.compose.labels import PROJECT, SERVICE, OwnerTag
 from knell.stores.compose.links import API_PORT, LINKS, STORE_PORTS, create_link
 from knell.stores.compose.options import ComposeOptions
-from knell.stores.compose.probes import PROBES
+from knell.stores.compose.probes import probe_of
 
 if TYPE_CHECKING:
     from docker.models.containers import Container
@@ -56,7 +56,7 @@ if TYPE_CHECKING:
 __all__ = ["STORES", "ComposeStack"]
 
 STORES = tuple(LINKS)
-"""The store services a stack can run: ``postgres``, ``redis``."""
+"""The store services a stack can run: the store kinds that declare one."""
 PROXY = "toxiproxy"
 POLL = 0.2
 UP_TIMEOUT = 900.0
@@ -179,7 +179,7 @@ class ComposeStack:
 
     def _compose(self, args: list[str], *, timeout: float) -> str:
         assert self.compose is not None
-        env = {**os.environ, **self.tag.env(), **self.options.redis_env()}
+        env = {**os.environ, **self.tag.env(), **self.options.store_env()}
         for service, image in self.images.items():
             env[img.ENV_VARS[service]] = image
         return self.compose.run(
@@ -291,10 +291,12 @@ class ComposeStack:
 
     def url(self, service: str, *, direct: bool = False) -> str:
         """The URL a bus driver opens for ``service``."""
+        from knell.stores import registry
+
         host, port = self.address(service, direct=direct)
-        if service == "postgres":
-            return f"postgresql://knell:knell@{host}:{port}/knell"
-        return f"redis://{host}:{port}/0"
+        declared = registry.get(service).compose
+        assert declared is not None  # a service of the stack is a compose kind
+        return declared.url.format(host=host, port=port)
 
     @property
     def toxiproxy_url(self) -> str:
@@ -346,7 +348,7 @@ class ComposeStack:
         names = list(services or self.services)
         deadline = time.monotonic() + timeout
         for service in names:
-            probe = PROBES[service]
+            probe = probe_of(service)
             while not probe(*self.address(service), 1.0):
                 if time.monotonic() > deadline:
                     raise StackFailed(
@@ -361,7 +363,7 @@ class ComposeStack:
             host, port = self.address(service, direct=direct)
         except StackFailed:
             return False
-        return PROBES[service](host, port, timeout)
+        return probe_of(service)(host, port, timeout)
 
     # -- records ------------------------------------------------------------
 

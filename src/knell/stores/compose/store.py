@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal
 
 from knell.owners import Owner
 from knell.stores.compose.images import ImageSpec
@@ -28,7 +27,7 @@ class ComposeStore:
 
     def __init__(
         self,
-        kind: Literal["postgres", "redis"],
+        kind: str,
         *,
         options: ComposeOptions | None = None,
         owner: Owner | None = None,

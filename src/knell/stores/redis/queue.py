@@ -61,7 +61,7 @@ from knell.buses.leases import (
     message_id,
     split_id,
 )
-from knell.buses.redis_kinds import RedisHost, from_us, kind_script, raise_wrong_kind, to_us
+from knell.stores.redis.kinds import RedisHost, from_us, kind_script, raise_wrong_kind, to_us
 
 __all__ = [
     "CLAIM",

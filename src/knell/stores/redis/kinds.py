@@ -34,7 +34,7 @@ subclass (:func:`raise_wrong_kind` for the kind).
 
 :class:`Script` (a script run by its SHA1) lives here too, so the queue and
 role mixins build their scripts without importing the bus module that
-mixes them in; :mod:`knell.buses.redis` re-exports it.
+mixes them in; :mod:`knell.stores.redis.bus` re-exports it.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Each is a failure mode Postgres *invites*: code that looks right, passes
 every single-connection test, and is what an ORM or a quick "let's make it
-faster" produces. Each subclass of :class:`~knell.buses.postgres.
+faster" produces. Each subclass of :class:`~knell.stores.postgres.bus.
 PostgresBus` overrides one method (or the schema) and otherwise relies on
 the reference's connection handling (``_run``, ``_q``), so error
 classification and reconnects stay the reference's. A mutant that changes
@@ -27,9 +27,9 @@ from knell.buses.contract import (
 )
 from knell.buses.leases import check_lease, message_id
 from knell.buses.mutants.registry import mutant
-from knell.buses.postgres import SCHEMA_NAME, PostgresBus, open_postgres, schema_sql
-from knell.buses.postgres_queue import NOW
-from knell.buses.postgres_roles import RECEIVE_SQL
+from knell.stores.postgres.bus import SCHEMA_NAME, PostgresBus, open_postgres, schema_sql
+from knell.stores.postgres.queue import NOW
+from knell.stores.postgres.roles import RECEIVE_SQL
 
 __all__ = [
     "AckReadThenWriteBus",

@@ -28,7 +28,7 @@ from redis.exceptions import BusyLoadingError, RedisError
 
 from knell.owners import Owner
 from knell.stores.base import StoreError
-from knell.stores.discovery import find_redis_server
+from knell.stores.redis.discovery import find_redis_server
 from knell.stores.server import ServerStore, ensure_writable
 
 __all__ = ["PERSISTENCE", "RedisServer"]

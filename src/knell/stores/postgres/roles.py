@@ -48,8 +48,8 @@ from knell.buses.contract import (
     Stranded,
 )
 from knell.buses.leases import check_lease, message_id, split_id
-from knell.buses.postgres_kinds import PgKinds
-from knell.buses.postgres_queue import NOW
+from knell.stores.postgres.kinds import PgKinds
+from knell.stores.postgres.queue import NOW
 
 __all__ = ["RECEIVE_SQL", "ROLES_DDL", "PostgresRoles"]
 

@@ -56,7 +56,14 @@ from knell.buses.contract import (
     Stranded,
 )
 from knell.buses.leases import check_lease, message_id, split_id
-from knell.buses.redis_kinds import RedisHost, Script, from_us, kind_script, raise_wrong_kind, to_us
+from knell.stores.redis.kinds import (
+    RedisHost,
+    Script,
+    from_us,
+    kind_script,
+    raise_wrong_kind,
+    to_us,
+)
 
 __all__ = [
     "CLAIM_ROLE",

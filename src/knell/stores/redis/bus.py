@@ -34,10 +34,10 @@ seqs); for role inboxes ``hold:<role>`` (hash: run, until),
 the highest delivered seq) and ``unread:<role>`` (zset by delivery time).
 
 **The other two contracts** live on the same streams: queue channels with
-leases (:mod:`knell.buses.redis_queue`) and at-most-once role inboxes with
-stranded listing (:mod:`knell.buses.redis_roles`), each a mixin of Lua
+leases (:mod:`knell.stores.redis.queue`) and at-most-once role inboxes with
+stranded listing (:mod:`knell.stores.redis.roles`), each a mixin of Lua
 scripts in this module's style, judging leases and holds on the server's
-clock. A channel's kind (:mod:`knell.buses.redis_kinds`) is fixed by its
+clock. A channel's kind (:mod:`knell.stores.redis.kinds`) is fixed by its
 first kind-specific use inside that use's script, so ``subscribe``,
 ``fetch``, ``ack`` and ``cursor`` here refuse queue and role channels
 (the check is one ``HGET`` inside the script each already runs); ``post``
@@ -102,9 +102,9 @@ from knell.buses.contract import (
     Wake,
 )
 from knell.buses.leases import DEFAULT_MAX_DELIVERIES
-from knell.buses.redis_kinds import Script, kind_script, raise_wrong_kind
-from knell.buses.redis_queue import RedisQueue
-from knell.buses.redis_roles import RedisRoles
+from knell.stores.redis.kinds import Script, kind_script, raise_wrong_kind
+from knell.stores.redis.queue import RedisQueue
+from knell.stores.redis.roles import RedisRoles
 
 __all__ = ["PREFIX", "RedisBus", "Script", "open_redis"]
 

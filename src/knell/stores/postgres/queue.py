@@ -53,7 +53,7 @@ from knell.buses.leases import (
     message_id,
     split_id,
 )
-from knell.buses.postgres_kinds import PgKinds
+from knell.stores.postgres.kinds import PgKinds
 
 __all__ = ["QUEUE_DDL", "PostgresQueue"]
 

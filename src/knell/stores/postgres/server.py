@@ -32,7 +32,7 @@ from knell.owners import Owner
 from knell.platform import give_to, is_root
 from knell.stores import tempdirs
 from knell.stores.base import StoreError, tail
-from knell.stores.discovery import PostgresBinaries, find_postgres
+from knell.stores.postgres.discovery import PostgresBinaries, find_postgres
 from knell.stores.process import KeptProcess
 from knell.stores.server import ServerStore, ensure_writable
 

@@ -4,12 +4,12 @@ Each is a failure mode Redis *invites*: Redis makes single commands atomic
 and fast, which tempts a client to compose several of them as if the
 composition were atomic too, and its streams come with conveniences
 (capped length, consumer groups) whose semantics are not a durable
-per-handle cursor. Each subclass of :class:`~knell.buses.redis.RedisBus`
+per-handle cursor. Each subclass of :class:`~knell.stores.redis.bus.RedisBus`
 overrides one method and otherwise relies on the reference's ``call`` /
 ``script`` (so error classification and reconnects stay the reference's).
 A mutant that changes the data layout keeps its keys under a prefix of its
 own (``<prefix>loose:``). The queue and role mutants break the other two
-contracts (:mod:`knell.buses.redis_queue`, :mod:`knell.buses.redis_roles`)
+contracts (:mod:`knell.stores.redis.queue`, :mod:`knell.stores.redis.roles`)
 the same way: a step the reference runs inside one script, split in two.
 """
 
@@ -29,10 +29,10 @@ from knell.buses.contract import (
 )
 from knell.buses.leases import check_lease
 from knell.buses.mutants.registry import mutant
-from knell.buses.redis import POST, RedisBus, Script, open_redis
-from knell.buses.redis_kinds import kind_script, raise_wrong_kind, to_us
-from knell.buses.redis_queue import CLAIM, claim_of
-from knell.buses.redis_roles import deliveries_of, receive_script
+from knell.stores.redis.bus import POST, RedisBus, Script, open_redis
+from knell.stores.redis.kinds import kind_script, raise_wrong_kind, to_us
+from knell.stores.redis.queue import CLAIM, claim_of
+from knell.stores.redis.roles import deliveries_of, receive_script
 
 __all__ = [
     "AckGetThenSetBus",

@@ -1,8 +1,8 @@
 """The Postgres bus: the reference contracts on a Postgres server.
 
 Broadcast channels are this module; queue channels and role inboxes are
-its two mixins (:mod:`.postgres_queue`, :mod:`.postgres_roles`), on the
-same log. A channel's kind (:mod:`.postgres_kinds`) is fixed by
+its two mixins (:mod:`.queue`, :mod:`.roles`), on the
+same log. A channel's kind (:mod:`.kinds`) is fixed by
 ``subscribe`` and checked by fetch, ack and cursor (a cached lookup);
 ``post`` never looks, so the append below stays one statement.
 
@@ -106,9 +106,9 @@ from knell.buses.contract import (
     Wake,
 )
 from knell.buses.leases import DEFAULT_MAX_DELIVERIES
-from knell.buses.postgres_kinds import KINDS_DDL, PgKinds
-from knell.buses.postgres_queue import QUEUE_DDL, PostgresQueue
-from knell.buses.postgres_roles import ROLES_DDL, PostgresRoles
+from knell.stores.postgres.kinds import KINDS_DDL, PgKinds
+from knell.stores.postgres.queue import QUEUE_DDL, PostgresQueue
+from knell.stores.postgres.roles import ROLES_DDL, PostgresRoles
 
 __all__ = ["SCHEMA_NAME", "PostgresBus", "open_postgres", "schema_sql"]
 
@@ -325,8 +325,8 @@ def _peer_closed(conn: psycopg.Connection[Any], listening: bool) -> bool:
 
 class PostgresBus(PostgresQueue, PostgresRoles):
     """A :class:`knell.buses.contract.Bus` on a Postgres server, which also
-    serves queue channels and role inboxes (see :mod:`.postgres_queue` and
-    :mod:`.postgres_roles`)."""
+    serves queue channels and role inboxes (see :mod:`.queue` and
+    :mod:`.roles`)."""
 
     contracts = frozenset({BROADCAST, QUEUE, ROLES})
 

@@ -1,0 +1,194 @@
+"""The Postgres store kind: everything knell knows about Postgres, in one package.
+
+* :mod:`.bus` (with :mod:`.queue`, :mod:`.roles`, :mod:`.kinds`): the
+  reference bus on a Postgres server, ``postgresql://`` URLs;
+* :mod:`.mutants`: that bus with one seeded bug each;
+* :mod:`.server`: a private server for a run (``initdb`` into the run);
+  :mod:`.discovery`: where its binaries are;
+* :mod:`.external`: a run's schema on a server someone else runs;
+* this module: the :class:`PostgresKind` declaration the registry reads.
+
+Importing this package loads no client library: psycopg is imported by
+the modules above, when a run uses Postgres (``pip install
+'knell[postgres]'``).
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from knell.platform import is_root, user_exists
+from knell.stores.base import StoreError
+from knell.stores.kind import (
+    ComposeService,
+    Greeting,
+    Probe,
+    StoreKind,
+    StoreOptions,
+    version_of,
+)
+
+if TYPE_CHECKING:
+    from knell.owners import Owner
+    from knell.stores.base import Store
+    from knell.stores.spec import StoreSpec
+
+__all__ = ["STORE_KIND", "PostgresKind", "PostgresOptions"]
+
+_ALL_FAULTS = frozenset({"crash", "pause", "restart", "disconnect"})
+
+
+class PostgresOptions(StoreOptions):
+    """The ``[store]`` keys of a Postgres store."""
+
+    fsync: bool | None = None
+    synchronous_commit: Literal["on", "off", "local", "remote_write", "remote_apply"] | None = None
+    user: str | None = None
+    """The unprivileged user a root run starts the private server as."""
+
+
+class PostgresKind(StoreKind):
+    """Postgres: a private server, an existing one, or a container."""
+
+    name = "postgres"
+    schemes = ("postgresql", "postgres")
+    provisions = frozenset({"private", "existing", "compose"})
+    network = True
+    extra = "postgres"
+    requires = ("psycopg",)
+    options = PostgresOptions
+    bus = "knell.stores.postgres.bus:open_postgres"
+    reference = "knell.stores.postgres.bus:PostgresBus"
+    mutants = "knell.stores.postgres.mutants"
+    # The SSLRequest every libpq client may open with: a live server answers
+    # one byte, N (no TLS) or S.
+    greeting = Greeting(struct.pack("!ii", 8, 80877103), (b"N", b"S"))
+    faults = {
+        "private": frozenset({"crash", "pause"}),
+        "existing": frozenset({"crash"}),
+        "compose": _ALL_FAULTS,
+    }
+    frozen_client_stalls = True
+    bench = "knell.stores.postgres.bench:PostgresBench"
+    queue_bench = "knell.stores.postgres.bench:QUEUE_BENCH"
+    namespace_key = "schema"
+    compose = ComposeService(
+        port=5432,
+        link_port=15432,
+        official_image="postgres:15-bookworm",
+        image_variable="KNELL_POSTGRES_IMAGE",
+        url="postgresql://knell:knell@{host}:{port}/knell",
+    )
+    capability = "run on a private Postgres server"
+
+    def private(self, spec: StoreSpec, run_dir: Path, owner: Owner | None) -> Store:
+        self.require()
+        from knell.stores.postgres.server import PostgresServer
+
+        o = spec.options
+        return PostgresServer(
+            run_dir,
+            owner=owner,
+            port=spec.port,
+            fsync=True if o.get("fsync") is None else bool(o["fsync"]),
+            synchronous_commit=o.get("synchronous_commit") or "on",
+            bin_dir=spec.bin,
+            user=o.get("user"),
+            data_dir=spec.data_dir,
+            password=spec.password,
+            settings=spec.settings,
+            poll_interval=spec.poll_interval,
+            op_timeout=spec.op_timeout,
+        )
+
+    def unavailable(self) -> str | None:
+        from knell.stores.postgres.discovery import find_postgres
+
+        try:
+            find_postgres()
+        except StoreError as exc:
+            return str(exc)
+        return self.missing_extra()
+
+    def doctor(self) -> list[Probe]:
+        from knell.stores.postgres.discovery import find_postgres
+
+        try:
+            found = find_postgres()
+        except StoreError as exc:
+            hint = str(exc).split("; ", 1)[-1] if "; " in str(exc) else str(exc)
+            return [Probe("postgres server", False, "not found", hint)]
+        out = [
+            Probe(
+                "postgres server",
+                True,
+                f"{version_of([str(found.postgres), '--version'])} ({found.folder})",
+            )
+        ]
+        if is_root():
+            if user_exists("postgres"):
+                out.append(Probe("postgres user", True, "runs the private server (knell is root)"))
+            else:
+                out.append(
+                    Probe(
+                        "postgres user",
+                        False,
+                        "no user 'postgres' (Postgres refuses to run as root)",
+                        "create one (useradd postgres), or set [store] user = ...",
+                    )
+                )
+        try:
+            import psycopg
+
+            out.append(Probe("psycopg", True, f"psycopg {psycopg.__version__}"))
+        except ImportError:
+            out.append(Probe("psycopg", False, "not installed", "pip install 'knell[postgres]'"))
+        return out
+
+    def compose_ready(self, host: str, port: int, timeout: float = 1.0) -> bool:
+        """A startup message: a server ready for queries answers with an
+        authentication request (``R``), one still starting or recovering
+        with an error (``E``)."""
+        return ready(host, port, timeout)
+
+    def namespace_pattern(self) -> re.Pattern[str]:
+        from knell.stores.postgres.bus import SCHEMA_NAME
+
+        return SCHEMA_NAME
+
+    def fresh_namespace(self, run: str) -> str:
+        return f"knell_{run}"
+
+    def connect(self, client_url: str, namespace: str, *, create: bool, timeout: float) -> None:
+        from knell.stores.postgres.external import connect
+
+        connect(client_url, namespace, create=create, timeout=timeout)
+
+    def drop(self, client_url: str, namespace: str, *, timeout: float) -> None:
+        from knell.stores.postgres.external import drop
+
+        drop(client_url, namespace, timeout=timeout)
+
+
+def ready(
+    host: str, port: int, timeout: float = 1.0, *, user: str = "knell", database: str = "knell"
+) -> bool:
+    """Postgres answers a startup message with an authentication request."""
+    import socket
+
+    params = b"user\0" + user.encode() + b"\0database\0" + database.encode() + b"\0\0"
+    startup = struct.pack("!ii", 8 + len(params), 196608) + params
+    try:
+        with socket.create_connection((host, port), timeout=timeout) as sock:
+            sock.settimeout(timeout)
+            sock.sendall(startup)
+            return sock.recv(64)[:1] == b"R"
+    except OSError:
+        return False
+
+
+STORE_KIND = PostgresKind()
+"""What :mod:`knell.stores.registry` registers for this package."""
