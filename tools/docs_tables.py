@@ -5,7 +5,7 @@ and forgets the page. So the pages hold a marker instead,
 ``<!-- generated: checks -->``, and the documentation build
 (``docs/hooks.py``, run by ``make docs``) replaces it with a table drawn
 from the registry itself: the checker's ``CHECKS``, the nemesis's fault
-kinds, the scenario files knell ships (read by knell's own loader, so a
+kinds, the store kinds, the scenario files knell ships (read by knell's own loader, so a
 scenario that does not load breaks the build rather than the page) and the
 mutant registry. ``tests/unit/test_docs_tables.py`` calls the same
 functions and requires every registered name to appear exactly once.
@@ -25,13 +25,13 @@ from pathlib import Path
 
 __all__ = [
     "MARKER",
-    "PENDING",
     "TABLES",
     "checks_table",
     "fault_kinds_table",
     "fill",
     "mutants_table",
     "scenarios_table",
+    "stores_table",
     "table",
 ]
 
@@ -169,7 +169,52 @@ def mutants_table() -> str:
     )
 
 
+def stores_table() -> str:
+    """Every registered store kind: how scenarios name it, how a run gets
+    one, what reaches it, what it needs installed, what can go wrong with it."""
+    from knell.buses.mutants import all_mutants
+    from knell.stores import registry
+
+    mutants = all_mutants().values()
+    rows = []
+    for kind in registry.kinds().values():
+        faults = [
+            f"{provision}: " + ", ".join(f"`store-{f}`" for f in sorted(can))
+            for provision, can in sorted(kind.faults.items())
+            if can
+        ]
+        options = [k for k in kind.options.model_fields]
+        rows.append(
+            (
+                f"`{kind.name}`",
+                ", ".join(f"`{s}://`" for s in kind.schemes),
+                ", ".join(sorted(kind.provisions)),
+                "network link" if kind.network else "in-process",
+                f"`knell[{kind.extra}]`" if kind.extra else "core",
+                _names(options) if options else "none",
+                "; ".join(faults) or "none",
+                sum(1 for m in mutants if m.store == kind.name),
+                summary(type(kind)),
+            )
+        )
+    return table(
+        (
+            "store kind",
+            "URL schemes",
+            "provisioning",
+            "reached over",
+            "install",
+            "`[store]` options",
+            "store faults (by provisioning)",
+            "mutants",
+            "what it is",
+        ),
+        rows,
+    )
+
+
 TABLES: dict[str, Callable[[], str]] = {
+    "stores": stores_table,
     "checks": checks_table,
     "fault-kinds": fault_kinds_table,
     "scenarios": scenarios_table,
@@ -179,13 +224,6 @@ TABLES: dict[str, Callable[[], str]] = {
 
 MARKER = re.compile(r"<!-- generated: ([a-z-]+) -->")
 
-PENDING = frozenset({"stores"})
-"""Markers whose table has no registry to come from yet. ``stores`` (in
-``docs/stores.md``) is where the table of store kinds goes once the store
-registry exists (``src/knell/stores``, one ``StoreKind`` per store): add
-a ``stores_table`` above, list it in ``TABLES`` and drop it from here.
-Until then the marker stays what it is, an HTML comment no page shows."""
-
 
 def fill(markdown: str, where: str) -> str:
     """``markdown`` with every marker replaced by its table; an unknown
@@ -193,8 +231,6 @@ def fill(markdown: str, where: str) -> str:
 
     def replace(match: re.Match[str]) -> str:
         name = match.group(1)
-        if name in PENDING:
-            return match.group(0)
         if name not in TABLES:
             known = ", ".join(sorted(TABLES))
             raise ValueError(f"{where}: no generated table {name!r} (known: {known})")

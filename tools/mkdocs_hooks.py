@@ -7,9 +7,8 @@ written twice:
   contributing page, read from the repository root at build time rather
   than copied into ``docs/`` (where the copy would drift);
 * ``<!-- generated: NAME -->`` markers become the tables of checks, fault
-  kinds, scenarios and mutants, drawn from knell's registries by
-  :mod:`docs_tables` (the store kinds' table joins them when the store
-  registry exists: see ``docs_tables.PENDING``);
+  kinds, store kinds, scenarios and mutants, drawn from knell's registries
+  by :mod:`docs_tables`;
 * a link that leaves ``docs/`` (to ``src/``, ``examples/``, ``tests/``:
   right on GitHub, nowhere on the site) becomes the path in code, so the
   strict build does not fail on it and the reader still sees where to look.

@@ -16,6 +16,7 @@ from knell.buses.mutants import all_mutants
 from knell.checker.registry import CHECKS
 from knell.nemesis.registry import kinds
 from knell.shipped import shipped_dir
+from knell.stores.registry import kinds as store_kinds
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tools"))
@@ -43,8 +44,9 @@ def scenario_names() -> list[str]:
         (docs_tables.fault_kinds_table, lambda: list(kinds())),
         (docs_tables.scenarios_table, scenario_names),
         (docs_tables.mutants_table, lambda: list(all_mutants())),
+        (docs_tables.stores_table, lambda: list(store_kinds())),
     ],
-    ids=["checks", "fault-kinds", "scenarios", "mutants"],
+    ids=["checks", "fault-kinds", "scenarios", "mutants", "stores"],
 )
 def test_every_registered_name_is_one_row(
     render: Callable[[], str], names: Callable[[], list[str]]
@@ -80,11 +82,10 @@ def test_a_plug_in_check_appears_without_touching_the_docs(
 
 
 def test_markers_are_filled_and_unknown_ones_refused() -> None:
-    page = "# Checks\n\n<!-- generated: checks -->\n\n<!-- generated: stores -->\n"
+    page = "# Checks\n\n<!-- generated: checks -->\n"
     filled = docs_tables.fill(page, "checks.md")
     assert "<!-- generated: checks -->" not in filled
     assert first_column(filled) == Counter(check.name for check in CHECKS)
-    assert "<!-- generated: stores -->" in filled  # pending: no store registry yet
     with pytest.raises(ValueError, match=r"checks\.md: no generated table 'chekcs'"):
         docs_tables.fill("<!-- generated: chekcs -->", "checks.md")
 
@@ -97,7 +98,7 @@ def test_the_pages_markers_name_known_tables() -> None:
         for name in docs_tables.MARKER.findall(page.read_text(encoding="utf-8"))
     }
     assert found >= set(docs_tables.TABLES)
-    assert found <= set(docs_tables.TABLES) | docs_tables.PENDING
+    assert found <= set(docs_tables.TABLES)
 
 
 def test_links_that_leave_docs_are_mended_for_the_site() -> None:
