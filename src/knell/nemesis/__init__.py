@@ -7,6 +7,8 @@ on real processes and records what it did; the history's fault windows
 (:mod:`knell.nemesis.windows`) tell the checks when each fault held.
 
 * :mod:`~knell.nemesis.kind`: what a fault kind is (the one interface);
+* :mod:`~knell.nemesis.targets`: what a kind sees of a scenario (its
+  targets, a protocol the scenario satisfies);
 * :mod:`~knell.nemesis.registry`: the kinds by name, and how to add one;
 * :mod:`~knell.nemesis.kill`, :mod:`~knell.nemesis.pause`: process faults;
 * :mod:`~knell.nemesis.windows`: fault windows, read back from a history;
@@ -30,6 +32,7 @@ from knell.nemesis.kind import (
     StoreHandle,
 )
 from knell.nemesis.registry import KINDS, kinds, register_kind
+from knell.nemesis.targets import FaultTargets
 
 __all__ = [
     "KINDS",
@@ -38,6 +41,7 @@ __all__ = [
     "Effect",
     "FaultKind",
     "FaultSpec",
+    "FaultTargets",
     "NemesisContext",
     "Radius",
     "StoreHandle",

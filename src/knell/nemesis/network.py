@@ -29,7 +29,8 @@ from __future__ import annotations
 import math
 import random
 from abc import abstractmethod
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import Field
 
@@ -38,8 +39,9 @@ from knell.nemesis.kind import Action, Busy, FaultKind, FaultSpec, NemesisContex
 
 if TYPE_CHECKING:
     from knell.nemesis.links import Link, LinkSet
+    from knell.nemesis.probe import Exchange, Expectation
+    from knell.nemesis.targets import FaultTargets
     from knell.nemesis.toxiproxy import ToxicSpec
-    from knell.scenario import Scenario
 
 __all__ = ["Direction", "LinkFault", "LinkFaultSpec", "ms"]
 
@@ -79,7 +81,7 @@ class LinkFault(FaultKind):
     effect = "degraded"
     grace = GRACE
 
-    def applicable(self, scenario: Scenario) -> bool:
+    def applicable(self, scenario: FaultTargets) -> bool:
         """A link exists to a network store, and to every bridge."""
         return scenario.store.kind in ("postgres", "redis") or bool(scenario.bridges())
 
@@ -87,7 +89,7 @@ class LinkFault(FaultKind):
         assert isinstance(spec, LinkFaultSpec)
         return spec.duration
 
-    def targets(self, spec: FaultSpec, scenario: Scenario) -> list[str]:
+    def targets(self, spec: FaultSpec, scenario: FaultTargets) -> list[str]:
         # One candidate: the whole selection (a group faults as one target;
         # which of its processes is drawn per fault, in expand).
         return [spec.target]
@@ -95,7 +97,7 @@ class LinkFault(FaultKind):
     def expand(
         self,
         spec: FaultSpec,
-        scenario: Scenario,
+        scenario: FaultTargets,
         rng: random.Random,
         busy: Busy,
         first_fault: int,
@@ -120,7 +122,7 @@ class LinkFault(FaultKind):
             )
         return drawn
 
-    def occupies(self, target: str, scenario: Scenario) -> set[str]:
+    def occupies(self, target: str, scenario: FaultTargets) -> set[str]:
         """The target's processes and what their links lead to: the bridges
         they use, or their own link to the store (``store-link:<name>``,
         which every store fault holds too: a store crash never meets a
@@ -151,6 +153,21 @@ class LinkFault(FaultKind):
 
     toxic_type: str = ""
     """The Toxiproxy toxic this kind applies (empty: none, see refuse)."""
+
+    proof_order: ClassVar[int] = 100
+    """How visible this kind's toxic is beside others on one link: when a
+    fault carries several, the probe proves the one with the lowest order
+    (a held connection hides a delay, see
+    :func:`knell.nemesis.probe.expectation_for`)."""
+
+    def expectation(
+        self, attributes: Mapping[str, int], stream: str, exchange: Exchange, hold_ms: float
+    ) -> Expectation | str:
+        """What a probe through ``exchange`` must show while this kind's
+        toxic (with ``attributes``, on ``stream``) holds, or why such a
+        probe cannot tell (the window is then recorded as unproven).
+        ``hold_ms``: how long a held connection must stay silent."""
+        return f"a probe cannot see {self.name}"
 
     # -- acting --------------------------------------------------------------
 
