@@ -11,6 +11,10 @@ on real processes and records what it did; the history's fault windows
   targets, a protocol the scenario satisfies);
 * :mod:`~knell.nemesis.registry`: the kinds by name, and how to add one;
 * :mod:`~knell.nemesis.kill`, :mod:`~knell.nemesis.pause`: process faults;
+* :mod:`~knell.nemesis.store_fault`: what the store faults share (and the
+  on/off switch of ``store-pause`` and ``store-disconnect``);
+* :mod:`~knell.nemesis.network`: what the link faults share (one module
+  per kind, each saying what proves it);
 * :mod:`~knell.nemesis.windows`: fault windows, read back from a history;
 * :mod:`~knell.nemesis.toxiproxy`: the one client adapter for the Toxiproxy
   HTTP API that network faults go through, :mod:`~knell.nemesis.probe`

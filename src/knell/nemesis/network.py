@@ -14,9 +14,11 @@ connections never get and heals that silently fail, so a network fault
 does not trust its own admin calls:
 
 * before its window counts, a probe connection through the same proxy
-  confirms the toxic took effect (:mod:`knell.nemesis.probe`); the proof is
-  recorded in the history with the apply event, and a toxicity below 1 is
-  recorded as unproven (a probe may be spared);
+  confirms the toxic took effect (:mod:`knell.nemesis.probe` measures;
+  what it must see is the kind's own :meth:`LinkFault.expectation`, so a
+  new link fault is one module); the proof is recorded in the history with
+  the apply event, and a toxicity below 1 is recorded as unproven (a probe
+  may be spared);
 * every admin call has a timeout; a heal that does not take recreates the
   proxy; after a heal the fault waits until the link carries traffic again;
 * a fault that could not be applied, proven or healed is recorded as a
