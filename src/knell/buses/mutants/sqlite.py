@@ -366,10 +366,7 @@ class ConsumingWaiterBus(_Mutant):
         wake = super().wait(handle, timeout)
         if wake is not None:
             with self._lock, self._write() as db:
-                db.execute(
-                    "UPDATE cursors SET acked = MAX(acked, ?) WHERE handle = ? AND channel = ?",
-                    (wake.seq, handle, wake.channel),
-                )
+                self._advance(db, handle, wake.channel, wake.seq)  # the bug: waking consumes
         return wake
 
 
