@@ -55,6 +55,18 @@ def test_every_built_in_link_fault_with_a_toxic_says_what_proves_it() -> None:
         assert type(kind).expectation is not LinkFault.expectation, kind.name
 
 
+@pytest.mark.parametrize(
+    ("toxic", "attributes"),
+    [("timeout", {}), ("timeout", {"timeout": 250}), ("reset_peer", {}), ("latency", {})]
+    + [("slow_close", {"delay": 100})],
+)
+def test_a_fault_that_needs_a_request_is_unproven_through_a_connect_only_probe(
+    toxic: str, attributes: dict[str, int]
+) -> None:
+    got = expectation_for([ToxicSpec(toxic, attributes=attributes)], "connect")
+    assert isinstance(got, str) and "sends nothing" in got
+
+
 def test_a_registered_link_fault_is_proven_by_its_own_expectation() -> None:
     toxics = [ToxicSpec("blackhole"), ToxicSpec("reset_peer", attributes={"timeout": 5})]
     assert expectation_for(toxics, "echo") == Reset(within_ms=1005.0)  # not yet known

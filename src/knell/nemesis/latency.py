@@ -44,7 +44,6 @@ class Latency(LinkFault):
         self, attributes: Mapping[str, int], stream: str, exchange: Exchange, hold_ms: float
     ) -> Expectation | str:
         """The reply comes, no sooner than ``latency`` minus ``jitter``."""
-        cannot = sends_nothing(exchange, "latency")
-        if cannot is not None:
-            return cannot
-        return Delayed(min_ms=max(0, attributes.get("latency", 0) - attributes.get("jitter", 0)))
+        return sends_nothing(exchange, "latency") or Delayed(
+            min_ms=max(0, attributes.get("latency", 0) - attributes.get("jitter", 0))
+        )

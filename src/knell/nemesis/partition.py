@@ -42,8 +42,6 @@ class Partition(LinkFault):
     ) -> Expectation | str:
         """A partition holds: the request goes in and nothing comes back for
         ``hold_ms``; a timeout above 0 closes the connection instead."""
-        cannot = sends_nothing(exchange, "timeout")
-        if cannot is not None:
-            return cannot
         timeout = attributes.get("timeout", 0)
-        return Held(hold_ms) if timeout == 0 else Closed(within_ms=timeout + 1000.0)
+        held = Held(hold_ms) if timeout == 0 else Closed(within_ms=timeout + 1000.0)
+        return sends_nothing(exchange, "timeout") or held

@@ -42,7 +42,6 @@ class ResetPeer(LinkFault):
         self, attributes: Mapping[str, int], stream: str, exchange: Exchange, hold_ms: float
     ) -> Expectation | str:
         """The connection is reset within a second of ``timeout``."""
-        cannot = sends_nothing(exchange, "reset")
-        if cannot is not None:
-            return cannot
-        return Reset(within_ms=attributes.get("timeout", 0) + 1000.0)
+        return sends_nothing(exchange, "reset") or Reset(
+            within_ms=attributes.get("timeout", 0) + 1000.0
+        )

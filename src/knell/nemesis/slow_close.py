@@ -41,7 +41,6 @@ class SlowClose(LinkFault):
         self, attributes: Mapping[str, int], stream: str, exchange: Exchange, hold_ms: float
     ) -> Expectation | str:
         """After the probe half-closes, the close comes back ``delay`` late."""
-        cannot = sends_nothing(exchange, "slow close")
-        if cannot is not None:
-            return cannot
-        return SlowClosed(min_ms=attributes.get("delay", 0))
+        return sends_nothing(exchange, "slow close") or SlowClosed(
+            min_ms=attributes.get("delay", 0)
+        )
