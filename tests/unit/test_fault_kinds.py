@@ -57,8 +57,13 @@ def test_every_built_in_link_fault_with_a_toxic_says_what_proves_it() -> None:
 
 @pytest.mark.parametrize(
     ("toxic", "attributes"),
-    [("timeout", {}), ("timeout", {"timeout": 250}), ("reset_peer", {}), ("latency", {})]
-    + [("slow_close", {"delay": 100})],
+    [
+        ("timeout", {}),
+        ("timeout", {"timeout": 250}),
+        ("reset_peer", {}),
+        ("latency", {}),
+        ("slow_close", {"delay": 100}),
+    ],
 )
 def test_a_fault_that_needs_a_request_is_unproven_through_a_connect_only_probe(
     toxic: str, attributes: dict[str, int]
