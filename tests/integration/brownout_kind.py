@@ -4,7 +4,8 @@ Every process of the target group is suspended together for ``duration``
 and resumed together: what a host-wide stall does to a fleet. It exists to
 prove the seam: one module, one ``register_kind`` call, and the scenario
 loader, the schedule, the runner's final phase and the fault windows all
-know it, with no change to knell."""
+know it, with no change to knell. Like every kind, it sees the scenario
+only as its targets (:class:`knell.nemesis.FaultTargets`)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,15 @@ from typing import Literal
 from pydantic import Field
 
 from knell.durations import Duration
-from knell.nemesis import Action, Band, FaultKind, FaultSpec, NemesisContext, Radius
+from knell.nemesis import (
+    Action,
+    Band,
+    FaultKind,
+    FaultSpec,
+    FaultTargets,
+    NemesisContext,
+    Radius,
+)
 
 
 class BrownoutSpec(FaultSpec):
@@ -30,11 +39,11 @@ class Brownout(FaultKind):
     grace = 0.2
     band = Band("brownout", "#8c564b")
 
-    def targets(self, spec: FaultSpec, scenario: object) -> list[str]:
+    def targets(self, spec: FaultSpec, scenario: FaultTargets) -> list[str]:
         return [spec.target]  # the group as one target
 
-    def known_targets(self, scenario: object) -> set[str]:
-        return {spec.group for spec in scenario.process}  # type: ignore[attr-defined]
+    def known_targets(self, scenario: FaultTargets) -> set[str]:
+        return {process.group for process in scenario.instances().values()}
 
     def hold(self, spec: FaultSpec) -> float:
         assert isinstance(spec, BrownoutSpec)

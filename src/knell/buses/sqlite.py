@@ -276,29 +276,37 @@ class SqliteBus(SqliteQueue, SqliteRoles):
         ).fetchone()
         return None if row is None else int(row[0])
 
+    def _subscribed(self, handle: str, channel: str) -> int:
+        """The handle's durable cursor on ``channel``, read from the store;
+        :class:`NotSubscribed` when it has none."""
+        cursor = self._cursor(handle, channel)
+        if cursor is None:
+            raise NotSubscribed(f"{handle!r} is not subscribed to {channel!r}")
+        return cursor
+
     # -- the contract -------------------------------------------------------
+    #
+    # Each operation is written as a few small steps, each keeping one
+    # promise of the contract (its docstring says which). A step runs with
+    # ``_lock`` held and, where it writes, inside the operation's write
+    # transaction (``db``).
 
     def post(
         self, channel: str, body: str, sender: str, idempotency_key: str | None = None
     ) -> Message:
         with self._lock:
             seq = self._append(channel, body, sender, idempotency_key)
-            if seq is None:
-                # The key was taken by an earlier append, which committed and
-                # can no longer change: return it, append nothing.
-                row = self._db.execute(_ORIGINAL, (channel, idempotency_key)).fetchone()
-                if row is None:  # pragma: no cover - rows are never deleted
-                    raise IndeterminateError(f"idempotency key {idempotency_key!r} vanished")
-                return Message(channel, row[0], row[1], row[2], idempotency_key)
-        bell = self._bell
-        if getattr(bell, "waiting", 1):
-            with bell:
-                bell.notify_all()
+        if seq is None:
+            return self._original(channel, idempotency_key)
+        self._ring()
         return Message(channel, seq, body, sender, idempotency_key)
 
     def _append(self, channel: str, body: str, sender: str, key: str | None) -> int | None:
         """Append in one autocommit statement (one transaction, under the
-        write lock); the new seq, or ``None`` when ``key`` was already used."""
+        write lock, so the seq is ``MAX(seq) + 1`` of a log no one else is
+        writing); the new seq, or ``None`` when ``key`` was already used
+        (nothing is appended: the key is stored with the message and
+        unique per channel)."""
         now = time.time()
         head = self._heads.get(channel)
         try:
@@ -332,6 +340,24 @@ class SqliteBus(SqliteQueue, SqliteRoles):
             head.seq = seq
         return seq
 
+    def _original(self, channel: str, key: str | None) -> Message:
+        """A repeated key: the message its first post appended, returned at
+        once (that post committed and can no longer change, so there is
+        nothing to wait for and nothing to refuse)."""
+        with self._lock:
+            row = self._db.execute(_ORIGINAL, (channel, key)).fetchone()
+        if row is None:  # pragma: no cover - rows are never deleted
+            raise IndeterminateError(f"idempotency key {key!r} vanished")
+        return Message(channel, row[0], row[1], row[2], key)
+
+    def _ring(self) -> None:
+        """Wake this process's waiters at once: a fast path only (posts by
+        other processes are found by the waiters' poll)."""
+        bell = self._bell
+        if getattr(bell, "waiting", 1):
+            with bell:
+                bell.notify_all()
+
     def subscribe(self, handle: str, channel: str, at: JoinAt = "head") -> int:
         if at not in ("head", "start"):
             raise DefiniteError(f"subscribe at must be 'head' or 'start', got {at!r}")
@@ -339,13 +365,25 @@ class SqliteBus(SqliteQueue, SqliteRoles):
             self._kinds.fix(db, channel, "broadcast", "subscribe")
             existing = self._cursor(handle, channel)
             if existing is not None:
-                return existing
-            start = self._head(channel) if at == "head" else 0
+                return self._resubscribed(db, handle, channel, existing, at)
+            start = self._join_at(channel, at)
             db.execute(
                 "INSERT INTO cursors (handle, channel, acked) VALUES (?, ?, ?)",
                 (handle, channel, start),
             )
             return start
+
+    def _join_at(self, channel: str, at: JoinAt) -> int:
+        """Where a new handle's cursor starts: at the head (the history is
+        skipped), or before seq 1 when it asks for ``at="start"``."""
+        return self._head(channel) if at == "head" else 0
+
+    def _resubscribed(
+        self, db: sqlite3.Connection, handle: str, channel: str, existing: int, at: JoinAt
+    ) -> int:
+        """A handle that is already subscribed keeps its cursor as it is:
+        re-subscribing (a successor of a dead session) never moves it."""
+        return existing
 
     def fetch(
         self, handle: str, channel: str, after: int | None = None, limit: int = 100
@@ -355,38 +393,59 @@ class SqliteBus(SqliteQueue, SqliteRoles):
         with self._lock:
             self._kinds.expect(self._db, channel, "broadcast", "fetch")
             if after is None:
-                cursor = self._cursor(handle, channel)
-                if cursor is None:
-                    raise NotSubscribed(f"{handle!r} is not subscribed to {channel!r}")
-                after = cursor
-            rows = self._db.execute(
-                "SELECT seq, body, sender, idem_key FROM messages"
-                " WHERE channel = ? AND seq > ? ORDER BY seq LIMIT ?",
-                (channel, after, limit),
-            ).fetchall()
+                return self._catch_up(handle, channel, limit)
+            return self._page_after(handle, channel, after, limit)
+
+    def _catch_up(self, handle: str, channel: str, limit: int) -> list[Message]:
+        """The first page of a catch-up: the messages just above the durable
+        cursor, from ``cursor + 1``. A peek: the cursor moves only on ack,
+        so a reader that dies before handling them loses nothing."""
+        return self._page(channel, self._subscribed(handle, channel), limit)
+
+    def _page_after(self, handle: str, channel: str, after: int, limit: int) -> list[Message]:
+        """A later page of a catch-up, after the last seq the reader saw:
+        served to the true head, so paging until an empty page reaches it."""
+        return self._page(channel, after, limit)
+
+    def _page(self, channel: str, after: int, limit: int) -> list[Message]:
+        """At most ``limit`` messages above ``after``, in seq order."""
+        rows = self._db.execute(
+            "SELECT seq, body, sender, idem_key FROM messages"
+            " WHERE channel = ? AND seq > ? ORDER BY seq LIMIT ?",
+            (channel, after, limit),
+        ).fetchall()
         return [Message(channel, int(s), b, snd, k) for s, b, snd, k in rows]
 
     def ack(self, handle: str, channel: str, up_to: int) -> int:
         with self._lock, self._write() as db:
             self._kinds.expect(db, channel, "broadcast", "ack")
-            head = self._head(channel)
-            if up_to > head:
-                raise AckBeyondHead(f"ack {up_to} is beyond head {head} of {channel!r}")
-            updated = db.execute(
-                "UPDATE cursors SET acked = MAX(acked, ?) WHERE handle = ? AND channel = ?",
-                (up_to, handle, channel),
-            ).rowcount
-            if updated == 0:
+            self._within_head(channel, up_to)
+            if self._advance(db, handle, channel, up_to) == 0:
                 raise NotSubscribed(f"{handle!r} is not subscribed to {channel!r}")
-            return self._cursor(handle, channel) or 0
+            return self._subscribed(handle, channel)
+
+    def _within_head(self, channel: str, up_to: int) -> None:
+        """Refuse an ack above the channel's head: it would mark messages
+        not yet posted as handled."""
+        head = self._head(channel)
+        if up_to > head:
+            raise AckBeyondHead(f"ack {up_to} is beyond head {head} of {channel!r}")
+
+    def _advance(self, db: sqlite3.Connection, handle: str, channel: str, up_to: int) -> int:
+        """Move the cursor of this handle on this channel (and no other)
+        forward only: ``MAX(acked, up_to)``, computed in SQL inside the
+        write transaction, so a stale or replayed ack from any process,
+        arriving in any order, is a no-op. The rows updated (0: the handle
+        is not subscribed)."""
+        return db.execute(
+            "UPDATE cursors SET acked = MAX(acked, ?) WHERE handle = ? AND channel = ?",
+            (up_to, handle, channel),
+        ).rowcount
 
     def cursor(self, handle: str, channel: str) -> int:
         with self._lock:
             self._kinds.expect(self._db, channel, "broadcast", "cursor")
-            value = self._cursor(handle, channel)
-        if value is None:
-            raise NotSubscribed(f"{handle!r} is not subscribed to {channel!r}")
-        return value
+            return self._subscribed(handle, channel)
 
     def head(self, channel: str) -> int:
         with self._lock:
@@ -395,20 +454,10 @@ class SqliteBus(SqliteQueue, SqliteRoles):
     def wait(self, handle: str, timeout: float) -> Wake | None:
         deadline = time.monotonic() + timeout
         with self._lock:
-            backlog = self._db.execute(
-                "SELECT m.channel, m.seq, m.sender FROM cursors c JOIN messages m"
-                " ON m.channel = c.channel AND m.seq > c.acked"
-                " WHERE c.handle = ? AND m.sender != ? ORDER BY m.channel, m.seq LIMIT 1",
-                (handle, handle),
-            ).fetchone()
+            backlog = self._backlog(handle)
             if backlog is not None:
-                return Wake(backlog[0], int(backlog[1]), backlog[2], "backlog")
-            armed = {
-                ch: self._head(ch)
-                for (ch,) in self._db.execute(
-                    "SELECT channel FROM cursors WHERE handle = ?", (handle,)
-                ).fetchall()
-            }
+                return backlog
+            armed = self._armed(handle)
         while True:
             ring = self._first_post_by_other(handle, armed)
             if ring is not None:
@@ -416,20 +465,57 @@ class SqliteBus(SqliteQueue, SqliteRoles):
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return None
-            with self._bell:
-                self._bell.wait(min(self.poll_interval, remaining))
+            if not self._doze(remaining):
+                return None
+
+    def _backlog(self, handle: str) -> Wake | None:
+        """What rings at once on arming: the first message above one of the
+        handle's durable cursors, posted by someone else (see
+        :meth:`_skipped_sender`)."""
+        row = self._db.execute(
+            "SELECT m.channel, m.seq, m.sender FROM cursors c JOIN messages m"
+            " ON m.channel = c.channel AND m.seq > c.acked"
+            " WHERE c.handle = ? AND m.sender IS NOT ? ORDER BY m.channel, m.seq LIMIT 1",
+            (handle, self._skipped_sender(handle)),
+        ).fetchone()
+        return None if row is None else Wake(row[0], int(row[1]), row[2], "backlog")
+
+    def _armed(self, handle: str) -> dict[str, int]:
+        """The head of every channel the handle is subscribed to, as it is
+        when the doorbell is armed: a post above it rings."""
+        return {
+            ch: self._head(ch)
+            for (ch,) in self._db.execute(
+                "SELECT channel FROM cursors WHERE handle = ?", (handle,)
+            ).fetchall()
+        }
+
+    def _skipped_sender(self, handle: str) -> str | None:
+        """Whose posts never ring for ``handle``: its own, neither as backlog
+        nor while armed (an agent is not woken by its own reply)."""
+        return handle
 
     def _first_post_by_other(self, handle: str, armed: dict[str, int]) -> Wake | None:
+        skipped = self._skipped_sender(handle)
         with self._lock:
             for channel, head in armed.items():
                 row = self._db.execute(
                     "SELECT seq, sender FROM messages WHERE channel = ? AND seq > ?"
-                    " AND sender != ? ORDER BY seq LIMIT 1",
-                    (channel, head, handle),
+                    " AND sender IS NOT ? ORDER BY seq LIMIT 1",
+                    (channel, head, skipped),
                 ).fetchone()
                 if row is not None:
                     return Wake(channel, int(row[0]), row[1], "post")
         return None
+
+    def _doze(self, remaining: float) -> bool:
+        """Sleep until a post in this process rings the bell or
+        ``poll_interval`` passes, whichever comes first: posts by other
+        processes ring no bell, so the poll bounds every sleep. True: look
+        at the store again."""
+        with self._bell:
+            self._bell.wait(min(self.poll_interval, remaining))
+        return True
 
     def close(self) -> None:
         with self._lock:

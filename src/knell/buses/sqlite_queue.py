@@ -144,25 +144,36 @@ class SqliteQueue:
             seq, again = self._oldest(db, args)
             if seq is None:
                 return None
-            expires = now + lease_s
-            lease = {**args, "seq": seq, "consumer": consumer, "expires": expires}
-            if again:
-                won = db.execute(
-                    "UPDATE claims SET state = 'leased', consumer = :consumer,"
-                    " expires_at = :expires, deliveries = deliveries + 1, updated_at = :now"
-                    f" WHERE channel = :channel AND seq = :seq AND {CLAIMABLE}",
-                    lease,
-                ).rowcount
-            else:
-                won = db.execute(
-                    "INSERT INTO claims (channel, seq, state, consumer, expires_at, deliveries,"
-                    " updated_at) VALUES (:channel, :seq, 'leased', :consumer, :expires, 1, :now)"
-                    " ON CONFLICT (channel, seq) DO NOTHING",
-                    lease,
-                ).rowcount
-            if won != 1:  # pragma: no cover - impossible under the write lock
+            lease = {**args, "seq": seq, "consumer": consumer, "expires": now + lease_s}
+            if self._lease(db, lease, again) != 1:  # pragma: no cover - impossible under the lock
                 raise DefiniteError(f"claim of {channel}/{seq} lost its guard")
             return self._claimed(db, channel, seq, consumer)
+
+    def _lease(self, db: sqlite3.Connection, lease: dict[str, Any], again: bool) -> int:
+        """Write the lease on the seq :meth:`_oldest` chose, in the same
+        write transaction, guarded: the UPDATE matches only a row claimable
+        *now* and the INSERT only a message never claimed, so exactly one
+        claimer can win it (the rows written: 1 is a win). Each hand-out
+        counts one more delivery (:meth:`_redelivered`)."""
+        if again:
+            return db.execute(
+                "UPDATE claims SET state = 'leased', consumer = :consumer,"
+                f" expires_at = :expires, deliveries = {self._redelivered()},"
+                f" updated_at = :now WHERE channel = :channel AND seq = :seq AND {CLAIMABLE}",
+                lease,
+            ).rowcount
+        return db.execute(
+            "INSERT INTO claims (channel, seq, state, consumer, expires_at, deliveries,"
+            " updated_at) VALUES (:channel, :seq, 'leased', :consumer, :expires, 1, :now)"
+            " ON CONFLICT (channel, seq) DO NOTHING",
+            lease,
+        ).rowcount
+
+    def _redelivered(self) -> str:
+        """SQL: a message's delivery count when it is handed out again. It
+        only ever grows (a lapse or a release keeps it), so a message no
+        worker can finish reaches ``max_deliveries`` and dies."""
+        return "deliveries + 1"
 
     def _sweep(self, db: sqlite3.Connection, args: dict[str, Any]) -> None:
         """Flip lapsed leases with no deliveries left to dead (durably, at
@@ -186,7 +197,7 @@ class SqliteQueue:
         """The oldest claimable seq, and whether it has a claims row already
         (released or lapsed) or was never claimed."""
         again = db.execute(_READY, args).fetchone()[0]
-        lapsed = db.execute(_LAPSED, args).fetchone()[0]
+        lapsed = self._lapsed(db, args)
         if lapsed is not None and (again is None or lapsed < again):
             again = lapsed
         fresh = db.execute(_FRESH, args).fetchone()[0]
@@ -195,6 +206,13 @@ class SqliteQueue:
         if fresh is None or (again is not None and again < fresh):
             return int(again), True
         return int(fresh), False
+
+    def _lapsed(self, db: sqlite3.Connection, args: dict[str, Any]) -> int | None:
+        """The oldest message whose lease lapsed (``expires_at`` passed) with
+        deliveries left: a holder that died or froze gives its message
+        back by itself, judged at every claim."""
+        lapsed = db.execute(_LAPSED, args).fetchone()[0]
+        return None if lapsed is None else int(lapsed)
 
     def _claimed(self, db: sqlite3.Connection, channel: str, seq: int, consumer: str) -> Claim:
         row = db.execute(
@@ -235,12 +253,19 @@ class SqliteQueue:
             **extra,
         }
         updated = db.execute(
-            f"UPDATE claims SET {set_clause} WHERE channel = :channel AND seq = :seq AND {_LIVE}",
+            f"UPDATE claims SET {set_clause} WHERE channel = :channel AND seq = :seq"
+            f" AND {self._held_by_caller(op)}",
             args,
         ).rowcount
         if updated != 1:
             raise LeaseLost(f"{op} {message}: {consumer!r} holds no live lease on it")
         return db, channel, seq
+
+    def _held_by_caller(self, op: str) -> str:
+        """SQL: the lease ``op`` (renew, done, release) acts on is held by
+        the caller (``:consumer``) right now: a holder whose lease lapsed
+        may have been replaced, and must not touch the new holder's work."""
+        return _LIVE
 
     def renew(self, id: str, consumer: str, lease_s: float) -> Claim:
         check_lease(lease_s)
@@ -256,7 +281,13 @@ class SqliteQueue:
 
     def done(self, id: str, consumer: str) -> None:
         with self._lock, self._write():
-            self._holder_update("done", id, consumer, "state = 'done', updated_at = :now", {})
+            state = self._done_state()
+            self._holder_update("done", id, consumer, f"state = {state}, updated_at = :now", {})
+
+    def _done_state(self) -> str:
+        """SQL: the state ``done`` leaves a message in: terminal, matched
+        by no claim ever again."""
+        return "'done'"
 
     def release(self, id: str, consumer: str) -> None:
         with self._lock, self._write():
@@ -264,10 +295,15 @@ class SqliteQueue:
                 "release",
                 id,
                 consumer,
-                "state = CASE WHEN deliveries >= :max THEN 'dead' ELSE 'ready' END,"
-                " expires_at = :now, updated_at = :now",
+                f"state = {self._released_state()}, expires_at = :now, updated_at = :now",
                 {},
             )
+
+    def _released_state(self) -> str:
+        """SQL: the state a released message goes to: claimable again with
+        deliveries left; out of them, dead (kept and listed, never
+        dropped)."""
+        return "CASE WHEN deliveries >= :max THEN 'dead' ELSE 'ready' END"
 
     # -- dead letters ---------------------------------------------------------
 

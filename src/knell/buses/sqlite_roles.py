@@ -133,35 +133,46 @@ class SqliteRoles:
                 raise NotHolder(f"run {run!r} holds no role")
             out: list[Delivery] = []
             for role in roles:
-                rows = db.execute(
-                    "SELECT seq, body, sender FROM messages WHERE channel = ?1 AND seq >"
-                    " (SELECT COALESCE(MAX(seq), 0) FROM deliveries WHERE channel = ?1)"
-                    " ORDER BY seq LIMIT ?2",
-                    (role, limit - len(out)),
-                ).fetchall()
-                db.executemany(
-                    "INSERT INTO deliveries (channel, seq, run, delivered_at) VALUES (?, ?, ?, ?)",
-                    [(role, seq, run, now) for seq, _, _ in rows],
-                )
-                out += [
-                    Delivery(message_id(role, int(s)), role, int(s), b, snd, run)
-                    for s, b, snd in rows
-                ]
+                out += self._deliver(db, role, run, now, limit - len(out))
                 if len(out) >= limit:
                     break
             return out
+
+    def _deliver(
+        self, db: sqlite3.Connection, role: str, run: str, now: float, limit: int
+    ) -> list[Delivery]:
+        """Hand ``run`` the oldest undelivered messages of ``role``, at most
+        ``limit``, writing one delivery row each (keyed by the message, so
+        none is delivered twice, to this run or any later one). A delivery
+        is unread until its recipient reads it."""
+        rows = db.execute(
+            "SELECT seq, body, sender FROM messages WHERE channel = ?1 AND seq >"
+            " (SELECT COALESCE(MAX(seq), 0) FROM deliveries WHERE channel = ?1)"
+            " ORDER BY seq LIMIT ?2",
+            (role, limit),
+        ).fetchall()
+        db.executemany(
+            "INSERT INTO deliveries (channel, seq, run, delivered_at) VALUES (?, ?, ?, ?)",
+            [(role, seq, run, now) for seq, _, _ in rows],
+        )
+        return [Delivery(message_id(role, int(s)), role, int(s), b, snd, run) for s, b, snd in rows]
 
     def read(self, id: str, run: str) -> None:
         role, seq = split_id(id)
         with self._lock, self._write() as db:
             self._kinds.expect(db, role, "role", "read")
-            updated = db.execute(
-                "UPDATE deliveries SET read_at = COALESCE(read_at, ?)"
-                " WHERE channel = ? AND seq = ? AND run = ?",
-                (time.time(), role, seq, run),
-            ).rowcount
-            if updated != 1:
+            if self._mark_read(db, role, seq, run) != 1:
                 raise NotDeliveredTo(f"{id} was not delivered to run {run!r}")
+
+    def _mark_read(self, db: sqlite3.Connection, role: str, seq: int, run: str) -> int:
+        """Mark a delivery read, only by the run it was delivered to (a new
+        holder cannot make a departed run's message vanish from the
+        stranded list); the rows updated."""
+        return db.execute(
+            "UPDATE deliveries SET read_at = COALESCE(read_at, ?)"
+            " WHERE channel = ? AND seq = ? AND run = ?",
+            (time.time(), role, seq, run),
+        ).rowcount
 
     def stranded(self, role: str) -> list[Stranded]:
         with self._lock:

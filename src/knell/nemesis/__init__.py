@@ -7,8 +7,14 @@ on real processes and records what it did; the history's fault windows
 (:mod:`knell.checker.windows`) tell the checks when each fault held.
 
 * :mod:`~knell.nemesis.kind`: what a fault kind is (the one interface);
+* :mod:`~knell.nemesis.targets`: what a kind sees of a scenario (its
+  targets, a protocol the scenario satisfies);
 * :mod:`~knell.nemesis.registry`: the kinds by name, and how to add one;
 * :mod:`~knell.nemesis.kill`, :mod:`~knell.nemesis.pause`: process faults;
+* :mod:`~knell.nemesis.store_fault`: what the store faults share (and the
+  on/off switch of ``store-pause`` and ``store-disconnect``);
+* :mod:`~knell.nemesis.network`: what the link faults share (one module
+  per kind, each saying what proves it);
 * :mod:`~knell.nemesis.toxiproxy`: the one client adapter for the Toxiproxy
   HTTP API that network faults go through, :mod:`~knell.nemesis.probe`
   (proof on a real connection that a fault took effect). The server they
@@ -30,6 +36,7 @@ from knell.nemesis.kind import (
     StoreHandle,
 )
 from knell.nemesis.registry import KINDS, kinds, register_kind
+from knell.nemesis.targets import FaultTargets
 
 __all__ = [
     "KINDS",
@@ -38,6 +45,7 @@ __all__ = [
     "Effect",
     "FaultKind",
     "FaultSpec",
+    "FaultTargets",
     "NemesisContext",
     "Radius",
     "StoreHandle",

@@ -39,7 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from knell.durations import Duration
 
 if TYPE_CHECKING:
-    from knell.scenario import Scenario
+    from knell.nemesis.targets import FaultTargets
     from knell.supervisor import Supervisor
 
 __all__ = [
@@ -167,7 +167,8 @@ class StoreHandle(Protocol):
 class NemesisContext:
     """What the runner lends a fault kind to act on a run."""
 
-    scenario: Scenario
+    scenario: FaultTargets
+    """The run's scenario, as far as fault kinds may see it (its targets)."""
     supervisor: Supervisor
     record: Callable[..., None]
     """``record(f, target, action=..., **value)``: write a nemesis event (the
@@ -218,21 +219,22 @@ class FaultKind(ABC):
 
     # -- planning ------------------------------------------------------------
 
-    def targets(self, spec: FaultSpec, scenario: Scenario) -> list[str]:
+    def targets(self, spec: FaultSpec, scenario: FaultTargets) -> list[str]:
         """The candidates ``spec.target`` covers (default: process instances)."""
         return scenario.targets(spec.target)
 
-    def applicable(self, scenario: Scenario) -> bool:
+    def applicable(self, scenario: FaultTargets) -> bool:
         """Whether a fault of this kind can happen in ``scenario`` at all (a
         network fault needs a link, a store fault a store that can suffer
         it): strategies that invent fault plans ask this."""
         return True
 
-    def known_targets(self, scenario: Scenario) -> set[str]:
+    def known_targets(self, scenario: FaultTargets) -> set[str]:
         """Every name a spec of this kind may target, for validation."""
-        groups = {spec.group for spec in scenario.process}
-        roles = {spec.role for spec in scenario.process}
-        return set(scenario.instances()) | groups | roles
+        instances = scenario.instances()
+        groups = {spec.group for spec in instances.values()}
+        roles = {spec.role for spec in instances.values()}
+        return set(instances) | groups | roles
 
     @abstractmethod
     def hold(self, spec: FaultSpec) -> float:
@@ -242,7 +244,7 @@ class FaultKind(ABC):
         """What an action must carry to be replayed (default nothing)."""
         return {}
 
-    def occupies(self, target: str, scenario: Scenario) -> set[str]:
+    def occupies(self, target: str, scenario: FaultTargets) -> set[str]:
         """What a fault on ``target`` holds while it lasts: the names no other
         fault may hit at the same time (default: the target itself). A fault
         on a link also holds what the link leads to, so a bridge is not
@@ -252,7 +254,7 @@ class FaultKind(ABC):
     def expand(
         self,
         spec: FaultSpec,
-        scenario: Scenario,
+        scenario: FaultTargets,
         rng: random.Random,
         busy: Busy,
         first_fault: int,

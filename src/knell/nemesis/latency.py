@@ -8,6 +8,7 @@ congested network or an overloaded proxy brings.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Literal
 
 from pydantic import Field
@@ -15,6 +16,7 @@ from pydantic import Field
 from knell.durations import Duration
 from knell.nemesis.kind import Band
 from knell.nemesis.network import LinkFault, LinkFaultSpec, ms
+from knell.nemesis.probe import Delayed, Exchange, Expectation, sends_nothing
 
 __all__ = ["Latency", "LatencySpec"]
 
@@ -32,7 +34,16 @@ class Latency(LinkFault):
     heal_f = "latency-end"
     band = Band("latency", "#ff7f0e")
     toxic_type = "latency"
+    proof_order = 40
 
     def attributes(self, spec: LinkFaultSpec) -> dict[str, int]:
         assert isinstance(spec, LatencySpec)
         return {"latency": ms(spec.latency), "jitter": ms(spec.jitter)}
+
+    def expectation(
+        self, attributes: Mapping[str, int], stream: str, exchange: Exchange, hold_ms: float
+    ) -> Expectation | str:
+        """The reply comes, no sooner than ``latency`` minus ``jitter``."""
+        return sends_nothing(exchange, "latency") or Delayed(
+            min_ms=max(0, attributes.get("latency", 0) - attributes.get("jitter", 0))
+        )

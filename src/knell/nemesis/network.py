@@ -14,9 +14,11 @@ connections never get and heals that silently fail, so a network fault
 does not trust its own admin calls:
 
 * before its window counts, a probe connection through the same proxy
-  confirms the toxic took effect (:mod:`knell.nemesis.probe`); the proof is
-  recorded in the history with the apply event, and a toxicity below 1 is
-  recorded as unproven (a probe may be spared);
+  confirms the toxic took effect (:mod:`knell.nemesis.probe` measures;
+  what it must see is the kind's own :meth:`LinkFault.expectation`, so a
+  new link fault is one module); the proof is recorded in the history with
+  the apply event, and a toxicity below 1 is recorded as unproven (a probe
+  may be spared);
 * every admin call has a timeout; a heal that does not take recreates the
   proxy; after a heal the fault waits until the link carries traffic again;
 * a fault that could not be applied, proven or healed is recorded as a
@@ -29,7 +31,8 @@ from __future__ import annotations
 import math
 import random
 from abc import abstractmethod
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import Field
 
@@ -38,8 +41,9 @@ from knell.nemesis.kind import Action, Busy, FaultKind, FaultSpec, NemesisContex
 
 if TYPE_CHECKING:
     from knell.nemesis.links import Link, LinkSet
+    from knell.nemesis.probe import Exchange, Expectation
+    from knell.nemesis.targets import FaultTargets
     from knell.nemesis.toxiproxy import ToxicSpec
-    from knell.scenario import Scenario
 
 __all__ = ["Direction", "LinkFault", "LinkFaultSpec", "ms"]
 
@@ -79,7 +83,7 @@ class LinkFault(FaultKind):
     effect = "degraded"
     grace = GRACE
 
-    def applicable(self, scenario: Scenario) -> bool:
+    def applicable(self, scenario: FaultTargets) -> bool:
         """A link exists to a network store, and to every bridge."""
         from knell.stores import registry
 
@@ -90,7 +94,7 @@ class LinkFault(FaultKind):
         assert isinstance(spec, LinkFaultSpec)
         return spec.duration
 
-    def targets(self, spec: FaultSpec, scenario: Scenario) -> list[str]:
+    def targets(self, spec: FaultSpec, scenario: FaultTargets) -> list[str]:
         # One candidate: the whole selection (a group faults as one target;
         # which of its processes is drawn per fault, in expand).
         return [spec.target]
@@ -98,7 +102,7 @@ class LinkFault(FaultKind):
     def expand(
         self,
         spec: FaultSpec,
-        scenario: Scenario,
+        scenario: FaultTargets,
         rng: random.Random,
         busy: Busy,
         first_fault: int,
@@ -123,7 +127,7 @@ class LinkFault(FaultKind):
             )
         return drawn
 
-    def occupies(self, target: str, scenario: Scenario) -> set[str]:
+    def occupies(self, target: str, scenario: FaultTargets) -> set[str]:
         """The target's processes and what their links lead to: the bridges
         they use, or their own link to the store (``store-link:<name>``,
         which every store fault holds too: a store crash never meets a
@@ -154,6 +158,21 @@ class LinkFault(FaultKind):
 
     toxic_type: str = ""
     """The Toxiproxy toxic this kind applies (empty: none, see refuse)."""
+
+    proof_order: ClassVar[int] = 100
+    """How visible this kind's toxic is beside others on one link: when a
+    fault carries several, the probe proves the one with the lowest order
+    (a held connection hides a delay, see
+    :func:`knell.nemesis.probe.expectation_for`)."""
+
+    def expectation(
+        self, attributes: Mapping[str, int], stream: str, exchange: Exchange, hold_ms: float
+    ) -> Expectation | str:
+        """What a probe through ``exchange`` must show while this kind's
+        toxic (with ``attributes``, on ``stream``) holds, or why such a
+        probe cannot tell (the window is then recorded as unproven).
+        ``hold_ms``: how long a held connection must stay silent."""
+        return f"a probe cannot see {self.name}"
 
     # -- acting --------------------------------------------------------------
 

@@ -33,6 +33,9 @@ Faults that only show on bulk data (``bandwidth``, ``slicer``, a
 ``limit_data`` above the exchange's size) are measured only through an
 ``echo`` exchange; with a database exchange :func:`expectation_for` says so
 and the window is recorded as *unproven*, never as proven by assumption.
+What proves a toxic is known by the fault kind that applies it (its
+``expectation``, see :class:`ProvesToxic`): this module measures, the
+kinds say what the measure must show.
 
 Each probe returns :class:`Evidence` (what was measured, in milliseconds and
 bytes), each fault an :class:`Expectation` (what the evidence must show),
@@ -49,9 +52,9 @@ import errno
 import selectors
 import socket
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 __all__ = [
     "EXCHANGES",
@@ -65,6 +68,7 @@ __all__ = [
     "LimitedTo",
     "LinkDown",
     "Proof",
+    "ProvesToxic",
     "Refused",
     "Reset",
     "Sliced",
@@ -73,6 +77,7 @@ __all__ = [
     "expectation_for",
     "probe",
     "prove",
+    "sends_nothing",
     "wait_carries_traffic",
 ]
 
@@ -505,6 +510,43 @@ class ToxicView:
     attributes: dict[str, int] = field(default_factory=dict)
 
 
+class ProvesToxic(Protocol):
+    """What a link fault kind declares about the toxic it applies: which
+    toxic it is, how visible it is beside others, and what a probe must
+    see for it (see :class:`knell.nemesis.network.LinkFault`)."""
+
+    @property
+    def toxic_type(self) -> str: ...
+
+    @property
+    def proof_order(self) -> int: ...
+
+    def expectation(
+        self, attributes: Mapping[str, int], stream: str, exchange: Exchange, hold_ms: float
+    ) -> Expectation | str: ...
+
+
+def sends_nothing(exchange: Exchange, what: str) -> str | None:
+    """Why ``exchange`` cannot show ``what`` (it sends no request, so no
+    reply can be late, cut or held), or None when it can."""
+    if exchange.request:
+        return None
+    return f"the '{exchange.name}' exchange sends nothing, so it cannot show a {what}"
+
+
+def _toxic_kinds() -> dict[str, ProvesToxic]:
+    """Toxic type -> the registered link fault kind that applies it: each
+    kind keeps the knowledge of how its toxic is proven."""
+    from knell.nemesis.network import LinkFault  # the kinds sit above the probe
+    from knell.nemesis.registry import kinds
+
+    found: dict[str, ProvesToxic] = {}
+    for kind in kinds().values():
+        if isinstance(kind, LinkFault) and kind.toxic_type:
+            found.setdefault(kind.toxic_type, kind)
+    return found
+
+
 def expectation_for(
     toxics: Sequence[Any],
     exchange: Exchange | str,
@@ -515,59 +557,24 @@ def expectation_for(
     """The expectation that proves this fault through ``exchange``, or the
     reason it cannot be proven that way. ``toxics`` are the toxics of the
     fault (objects with ``type``, ``stream``, ``attributes``); ``disabled``
-    is the refuse fault. With several toxics the most visible one decides
-    (refusal, then timeout, reset, limit, latency, bandwidth, slicer, slow
-    close)."""
+    is the refuse fault. The fault kind that applies a toxic says what
+    proves it (:class:`ProvesToxic`); with several toxics the most visible
+    one decides (refusal, then the kind with the lowest ``proof_order``:
+    timeout, reset, limit, latency, bandwidth, slicer, slow close)."""
     ex = EXCHANGES[exchange] if isinstance(exchange, str) else exchange
     if disabled:
         return Refused()
     by_type: dict[str, Any] = {}
     for toxic in toxics:
         by_type.setdefault(toxic.type, toxic)
-    needs_request = "the 'connect' exchange sends nothing, so it cannot show a {}"
-    attrs = {name: dict(getattr(t, "attributes", {}) or {}) for name, t in by_type.items()}
-    if "timeout" in by_type:
-        if not ex.request:
-            return needs_request.format("timeout")
-        ms = attrs["timeout"].get("timeout", 0)
-        return Held(hold_ms) if ms == 0 else Closed(within_ms=ms + 1000.0)
-    if "reset_peer" in by_type:
-        if not ex.request:
-            return needs_request.format("reset")
-        return Reset(within_ms=attrs["reset_peer"].get("timeout", 0) + 1000.0)
-    if "limit_data" in by_type:
-        limit = attrs["limit_data"].get("bytes", 0)
-        stream = by_type["limit_data"].stream
-        if ex.echo:
-            return LimitedTo(within_ms=2000.0, max_bytes=limit, echo_size=limit + 4096)
-        size = len(ex.request) if stream == "upstream" else ex.reply_size(ex.request)
-        if ex.request and limit < max(size, 1):
-            return Closed(within_ms=2000.0, max_bytes=limit)
-        return f"limit_data of {limit} bytes is above what the '{ex.name}' exchange carries"
-    if "latency" in by_type:
-        if not ex.request:
-            return needs_request.format("latency")
-        lat = attrs["latency"]
-        return Delayed(min_ms=max(0, lat.get("latency", 0) - lat.get("jitter", 0)))
-    if "bandwidth" in by_type:
-        rate = attrs["bandwidth"].get("rate", 0)
-        if not ex.echo:
-            return f"bandwidth is measured only through an echo exchange, not '{ex.name}'"
-        if rate <= 0:
-            return "bandwidth rate <= 0 does not limit"
-        return Throttled(rate_kbs=rate, size=max(4096, rate * 300))
-    if "slicer" in by_type:
-        sl = attrs["slicer"]
-        if not ex.echo:
-            return f"slicer is measured only through an echo exchange, not '{ex.name}'"
-        if sl.get("delay", 0) < 1000:
-            return "slicer without >= 1 ms between slices can coalesce on loopback"
-        return Sliced(size=max(4 * sl.get("average_size", 1), 64))
-    if "slow_close" in by_type:
-        if not ex.request:
-            return needs_request.format("slow close")
-        return SlowClosed(min_ms=attrs["slow_close"].get("delay", 0))
-    return "no toxic of this fault changes what a probe sees"
+    known = _toxic_kinds()
+    present = sorted((known[t] for t in by_type if t in known), key=lambda k: k.proof_order)
+    if not present:
+        return "no toxic of this fault changes what a probe sees"
+    kind = present[0]
+    toxic = by_type[kind.toxic_type]
+    attributes = dict(getattr(toxic, "attributes", {}) or {})
+    return kind.expectation(attributes, toxic.stream, ex, hold_ms)
 
 
 @dataclass(frozen=True)

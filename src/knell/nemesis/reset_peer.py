@@ -7,6 +7,7 @@ reset. Its outcome is unknown (``info``), never "not applied".
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Literal
 
 from pydantic import Field
@@ -14,6 +15,7 @@ from pydantic import Field
 from knell.durations import Duration
 from knell.nemesis.kind import Band
 from knell.nemesis.network import LinkFault, LinkFaultSpec, ms
+from knell.nemesis.probe import Exchange, Expectation, Reset, sends_nothing
 
 __all__ = ["ResetPeer", "ResetPeerSpec"]
 
@@ -30,7 +32,16 @@ class ResetPeer(LinkFault):
     heal_f = "reset-peer-end"
     band = Band("reset-peer", "#e377c2")
     toxic_type = "reset_peer"
+    proof_order = 20
 
     def attributes(self, spec: LinkFaultSpec) -> dict[str, int]:
         assert isinstance(spec, ResetPeerSpec)
         return {"timeout": ms(spec.timeout)}
+
+    def expectation(
+        self, attributes: Mapping[str, int], stream: str, exchange: Exchange, hold_ms: float
+    ) -> Expectation | str:
+        """The connection is reset within a second of ``timeout``."""
+        return sends_nothing(exchange, "reset") or Reset(
+            within_ms=attributes.get("timeout", 0) + 1000.0
+        )

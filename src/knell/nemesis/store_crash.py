@@ -17,92 +17,21 @@ everything, and knell says so).
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import Literal
 
 from pydantic import Field
 
 from knell.durations import Duration
-from knell.nemesis.kind import (
-    Action,
-    Band,
-    Effect,
-    FaultKind,
-    FaultSpec,
-    NemesisContext,
-    Radius,
-)
+from knell.nemesis.kind import Action, Band, FaultSpec, NemesisContext
+from knell.nemesis.store_fault import READY_TIMEOUT, StoreFault
 
-if TYPE_CHECKING:
-    from knell.scenario import Scenario
-
-__all__ = ["READY_TIMEOUT", "StoreCrash", "StoreCrashSpec", "StoreFault"]
-
-READY_TIMEOUT = 60.0
-"""Seconds a restarted store has to accept connections again."""
+__all__ = ["StoreCrash", "StoreCrashSpec"]
 
 
 class StoreCrashSpec(FaultSpec):
     fault: Literal["store-crash"]
     target: str = "store"
     restart_after: Duration = Field(default=1.0, description="down this long, then restarted")
-
-
-class StoreFault(FaultKind):
-    """What the store faults share: their target is the run's store, and
-    every process reaches it."""
-
-    effect: ClassVar[Effect] = "degraded"
-    grace: ClassVar[float] = 2.0
-    needs: ClassVar[str] = "crash"
-    """The store capability (see ``Store.faults``) this fault uses: a
-    scenario asking for it on a store without it is refused before the run
-    starts."""
-
-    def applicable(self, scenario: Scenario) -> bool:
-        """The scenario's store can suffer this fault (see
-        :func:`knell.stores.capabilities`)."""
-        from knell.stores import capabilities
-
-        return self.needs in capabilities(scenario.store)
-
-    def targets(self, spec: FaultSpec, scenario: Scenario) -> list[str]:
-        return ["store"]
-
-    def known_targets(self, scenario: Scenario) -> set[str]:
-        return {"store"}
-
-    def occupies(self, target: str, scenario: Scenario) -> set[str]:
-        """The store, and every process's link to it (see
-        :meth:`knell.nemesis.network.LinkFault.occupies`)."""
-        return {"store", *(f"store-link:{name}" for name in scenario.instances())}
-
-    def _store(self, ctx: NemesisContext) -> Any:
-        return ctx.stores["store"]
-
-    def radius(self, action: Action, ctx: NemesisContext) -> Radius:
-        return Radius(processes=frozenset(ctx.scenario.instances()), stores=frozenset({"store"}))
-
-    def _ready(self, ctx: NemesisContext, action: Action | None, started: float) -> bool:
-        """Wait until the store accepts connections again, and record it."""
-        try:
-            self._store(ctx).wait_ready(READY_TIMEOUT)
-        except Exception as exc:
-            self._failed(ctx, action, "waiting for the store", exc)
-            return False
-        ctx.record(
-            "store-ready", "store", action=action, seconds=round(time.monotonic() - started, 3)
-        )
-        return True
-
-    def _failed(
-        self, ctx: NemesisContext, action: Action | None, what: str, exc: Exception
-    ) -> None:
-        ctx.record(
-            "fault-failed",
-            "store",
-            action=action,
-            error=f"{what} failed: {type(exc).__name__}: {exc}",
-        )
 
 
 class StoreCrash(StoreFault):

@@ -12,62 +12,40 @@ again. Only a containerized store can suffer it (``provider =
 
 from __future__ import annotations
 
-import time
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
 from knell.durations import Duration
-from knell.nemesis.kind import Action, Band, FaultSpec, NemesisContext
-from knell.nemesis.store_crash import StoreFault
+from knell.nemesis.kind import Action, Band, NemesisContext
+from knell.nemesis.store_fault import StoreToggle, StoreToggleSpec
 
 __all__ = ["StoreDisconnect", "StoreDisconnectSpec"]
 
 
-class StoreDisconnectSpec(FaultSpec):
+class StoreDisconnectSpec(StoreToggleSpec):
     fault: Literal["store-disconnect"]
-    target: str = "store"
     duration: Duration = Field(default=1.0, gt=0, description="off the network this long")
 
 
-class StoreDisconnect(StoreFault):
+class StoreDisconnect(StoreToggle):
     name = "store-disconnect"
     spec = StoreDisconnectSpec
     apply_f = "store-disconnect"
     heal_f = "store-ready"
     needs = "disconnect"
-    effect = "frozen"
     band = Band("store disconnected", "#5f5f9f")
+    off = "store-disconnected"
+    switching_off = "disconnecting the store"
+    switching_on = "reconnecting the store"
 
-    def hold(self, spec: FaultSpec) -> float:
-        assert isinstance(spec, StoreDisconnectSpec)
-        return spec.duration
+    def switch_off(self, store: Any) -> None:
+        store.disconnect()
 
-    def apply(self, action: Action, ctx: NemesisContext) -> bool:
-        try:
-            self._store(ctx).disconnect()
-        except Exception as exc:
-            self._failed(ctx, action, "disconnecting the store", exc)
-            return False
-        ctx.expected_down.add("store-disconnected")
-        ctx.record("store-disconnect", "store", action=action)
-        return True
+    def switch_on(self, store: Any) -> None:
+        store.reconnect()
 
-    def heal(self, action: Action, ctx: NemesisContext) -> bool:
-        if "store-disconnected" not in ctx.expected_down:
-            return False
-        return self._reconnect(ctx, action)
-
-    def _reconnect(self, ctx: NemesisContext, action: Action | None) -> bool:
-        started = time.monotonic()
-        try:
-            self._store(ctx).reconnect()
-        except Exception as exc:
-            self._failed(ctx, action, "reconnecting the store", exc)
-            return False
-        ctx.expected_down.discard("store-disconnected")
+    def back_on(self, ctx: NemesisContext, action: Action | None, started: float) -> bool:
+        """Back on the network is healed only once the store accepts
+        connections through the links again."""
         return self._ready(ctx, action, started)
-
-    def heal_all(self, ctx: NemesisContext) -> None:
-        if "store-disconnected" in ctx.expected_down:
-            self._reconnect(ctx, None)

@@ -8,61 +8,35 @@ their timeouts, and what was in flight may or may not have been applied.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
 from knell.durations import Duration
-from knell.nemesis.kind import Action, Band, FaultSpec, NemesisContext
-from knell.nemesis.store_crash import StoreFault
+from knell.nemesis.kind import Band
+from knell.nemesis.store_fault import StoreToggle, StoreToggleSpec
 
 __all__ = ["StorePause", "StorePauseSpec"]
 
 
-class StorePauseSpec(FaultSpec):
+class StorePauseSpec(StoreToggleSpec):
     fault: Literal["store-pause"]
-    target: str = "store"
     duration: Duration = Field(default=1.0, gt=0, description="frozen this long")
 
 
-class StorePause(StoreFault):
+class StorePause(StoreToggle):
     name = "store-pause"
     spec = StorePauseSpec
     apply_f = "store-pause"
     heal_f = "store-resume"
-    effect = "frozen"
     needs = "pause"
     band = Band("store pause", "#7f7f7f")
+    off = "store-paused"
+    switching_off = "pausing the store"
+    switching_on = "resuming the store"
 
-    def hold(self, spec: FaultSpec) -> float:
-        assert isinstance(spec, StorePauseSpec)
-        return spec.duration
+    def switch_off(self, store: Any) -> None:
+        store.pause()
 
-    def apply(self, action: Action, ctx: NemesisContext) -> bool:
-        try:
-            self._store(ctx).pause()
-        except Exception as exc:
-            self._failed(ctx, action, "pausing the store", exc)
-            return False
-        ctx.expected_down.add("store-paused")
-        ctx.record("store-pause", "store", action=action)
-        return True
-
-    def heal(self, action: Action, ctx: NemesisContext) -> bool:
-        if "store-paused" not in ctx.expected_down:
-            return False
-        return self._resume(ctx, action)
-
-    def _resume(self, ctx: NemesisContext, action: Action | None) -> bool:
-        try:
-            self._store(ctx).resume()
-        except Exception as exc:
-            self._failed(ctx, action, "resuming the store", exc)
-            return False
-        ctx.expected_down.discard("store-paused")
-        ctx.record("store-resume", "store", action=action)
-        return True
-
-    def heal_all(self, ctx: NemesisContext) -> None:
-        if "store-paused" in ctx.expected_down:
-            self._resume(ctx, None)
+    def switch_on(self, store: Any) -> None:
+        store.resume()

@@ -16,7 +16,7 @@ import time
 from typing import Literal
 
 from knell.nemesis.kind import Action, Band, FaultSpec, NemesisContext
-from knell.nemesis.store_crash import StoreFault
+from knell.nemesis.store_fault import StoreFault
 
 __all__ = ["StoreRestart", "StoreRestartSpec"]
 

@@ -1,10 +1,11 @@
 """Queue mutants: the reference SQLite queue with one seeded bug each.
 
-Each is a subclass of the reference SQLite bus that overrides whole public
-queue methods (``claim``, ``done``, ``release``, ``dead``), written against
-the reference's transaction and queue helpers (``_write``, ``_queue``,
-``_sweep``, ``_oldest``, ``_claimed``, ``_holder_update``), so the
-reference may change without the mutants drifting. The failure
+Each is a subclass of the reference SQLite bus that overrides the steps of
+the reference queue (:mod:`knell.buses.sqlite_queue`) keeping the promise
+it breaks: ``_lease`` (the guarded lease write), ``_lapsed`` and ``_sweep``
+(lapse judged at every claim), ``_redelivered`` (deliveries only grow),
+``_released_state`` and ``_done_state`` (where release and done leave a
+message), ``_held_by_caller`` (only the live holder acts). The failure
 modes are raven's: what its queue design (atomic claim, lease auto-requeue
 with the attempt count kept, dead-letter) exists to prevent.
 """
@@ -15,8 +16,7 @@ import sqlite3
 import time
 from typing import Any
 
-from knell.buses.contract import Claim, DeadLetter, LeaseLost
-from knell.buses.leases import split_id
+from knell.buses.contract import Claim, DeadLetter
 from knell.buses.mutants.registry import mutant
 from knell.buses.mutants.sqlite import _Mutant
 
@@ -34,73 +34,6 @@ RACE_WINDOW = 0.002
 lease, in the unguarded claim: the width of a real client's round trip."""
 
 
-def _lease(db: sqlite3.Connection, args: dict[str, Any], again: bool, deliveries: str) -> None:
-    """Write the lease *unguarded*: whatever the row's state now."""
-    if again:
-        db.execute(
-            "UPDATE claims SET state = 'leased', consumer = :consumer, expires_at = :expires,"
-            f" deliveries = {deliveries}, updated_at = :now"
-            " WHERE channel = :channel AND seq = :seq",
-            args,
-        )
-    else:
-        db.execute(
-            "INSERT INTO claims (channel, seq, state, consumer, expires_at, deliveries,"
-            " updated_at) VALUES (:channel, :seq, 'leased', :consumer, :expires, 1, :now)"
-            " ON CONFLICT (channel, seq) DO UPDATE SET state = 'leased',"
-            f" consumer = :consumer, expires_at = :expires, deliveries = {deliveries},"
-            " updated_at = :now",
-            args,
-        )
-
-
-class _QueueMutant(_Mutant):
-    """A claim written out step by step, so each mutant changes one step."""
-
-    def _claim_with(
-        self,
-        channel: str,
-        consumer: str,
-        lease_s: float,
-        *,
-        lapsed: bool = True,
-        sweep: bool = True,
-        deliveries: str = "deliveries + 1",
-    ) -> Claim | None:
-        with self._lock, self._write() as db:
-            most = self._queue(db, channel, "claim")
-            now = time.time()
-            args: dict[str, Any] = {"channel": channel, "now": now, "max": most}
-            if sweep:
-                self._sweep(db, args)
-            if lapsed:
-                seq, again = self._oldest(db, args)
-            else:
-                seq, again = _oldest_ready_or_fresh(db, args)
-            if seq is None:
-                return None
-            args.update(seq=seq, consumer=consumer, expires=now + lease_s)
-            _lease(db, args, again, deliveries)
-            return self._claimed(db, channel, seq, consumer)
-
-
-def _oldest_ready_or_fresh(db: sqlite3.Connection, args: dict[str, Any]) -> tuple[int | None, bool]:
-    """The oldest released or never-claimed message: lapsed leases never count."""
-    ready = db.execute(
-        "SELECT MIN(seq) FROM claims WHERE channel = :channel AND state = 'ready'", args
-    ).fetchone()[0]
-    fresh = db.execute(
-        "SELECT MIN(seq) FROM messages WHERE channel = :channel AND seq >"
-        " (SELECT COALESCE(MAX(seq), 0) FROM claims WHERE channel = :channel)",
-        args,
-    ).fetchone()[0]
-    if ready is None and fresh is None:
-        return None, False
-    if fresh is None or (ready is not None and ready < fresh):
-        return int(ready), True
-    return int(fresh), False
-
-
 @mutant(
     "claim-without-guard",
     failure_mode="Claim without an atomic guard: two consumers win one message",
@@ -109,7 +42,7 @@ def _oldest_ready_or_fresh(db: sqlite3.Connection, args: dict[str, Any]) -> tupl
     rule="Read the oldest claimable message and lease it in one write transaction, "
     "with a guarded UPDATE (rowcount 1 wins)",
 )
-class ClaimWithoutGuardBus(_QueueMutant):
+class ClaimWithoutGuardBus(_Mutant):
     """Failure mode: a claim without an atomic guard (two winners).
 
     ``claim`` reads the oldest claimable message with a plain read, and
@@ -123,15 +56,32 @@ class ClaimWithoutGuardBus(_QueueMutant):
             with self._write() as db:  # kind and max (cached after the first claim)
                 most = self._queue(db, channel, "claim")
             args: dict[str, Any] = {"channel": channel, "now": time.time(), "max": most}
-            seq, again = self._oldest(self._db, args)  # unlocked: anyone may claim it meanwhile
+            seq, again = self._oldest(self._db, args)  # the bug: anyone may claim it meanwhile
         if seq is None:
             return None
         time.sleep(RACE_WINDOW)
         with self._lock, self._write() as db:
             now = time.time()
             args.update(seq=seq, consumer=consumer, now=now, expires=now + lease_s)
-            _lease(db, args, again, "deliveries + 1")
+            self._lease(db, args, again)
             return self._claimed(db, channel, seq, consumer)
+
+    def _lease(self, db: sqlite3.Connection, lease: dict[str, Any], again: bool) -> int:
+        """The lease written unguarded: whatever the row's state now."""
+        if again:
+            return db.execute(
+                "UPDATE claims SET state = 'leased', consumer = :consumer, expires_at = :expires,"
+                " deliveries = deliveries + 1, updated_at = :now"
+                " WHERE channel = :channel AND seq = :seq",
+                lease,
+            ).rowcount
+        return db.execute(
+            "INSERT INTO claims (channel, seq, state, consumer, expires_at, deliveries,"
+            " updated_at) VALUES (:channel, :seq, 'leased', :consumer, :expires, 1, :now)"
+            " ON CONFLICT (channel, seq) DO UPDATE SET state = 'leased', consumer = :consumer,"
+            " expires_at = :expires, deliveries = deliveries + 1, updated_at = :now",
+            lease,
+        ).rowcount
 
 
 @mutant(
@@ -142,7 +92,7 @@ class ClaimWithoutGuardBus(_QueueMutant):
     rule="A lapsed lease makes the message claimable again (with deliveries left) "
     "or dead, judged at every claim",
 )
-class LeaseNeverExpiresBus(_QueueMutant):
+class LeaseNeverExpiresBus(_Mutant):
     """Failure mode: a lease that never expires (stuck forever).
 
     ``claim`` takes only never-claimed and released messages: a lease whose
@@ -151,8 +101,11 @@ class LeaseNeverExpiresBus(_QueueMutant):
     stuck forever"). Proven by ``lease-expiry`` (``queue-no-loss`` follows).
     """
 
-    def claim(self, channel: str, consumer: str, lease_s: float) -> Claim | None:
-        return self._claim_with(channel, consumer, lease_s, lapsed=False, sweep=False)
+    def _lapsed(self, db: sqlite3.Connection, args: dict[str, Any]) -> int | None:
+        return None  # the bug: a lapsed lease is never taken back
+
+    def _sweep(self, db: sqlite3.Connection, args: dict[str, Any]) -> None:
+        pass  # nor ever judged dead
 
 
 @mutant(
@@ -163,7 +116,7 @@ class LeaseNeverExpiresBus(_QueueMutant):
     rule="deliveries only ever grows; a lapse or release keeps it, and at "
     "max_deliveries the message is dead",
 )
-class AttemptsResetOnRequeueBus(_QueueMutant):
+class AttemptsResetOnRequeueBus(_Mutant):
     """Failure mode: the attempt count resets on requeue (never dead).
 
     A message that comes back (lease lapsed, or released) starts counting
@@ -172,14 +125,11 @@ class AttemptsResetOnRequeueBus(_QueueMutant):
     ``dead-letter`` (``over-delivered``).
     """
 
-    def claim(self, channel: str, consumer: str, lease_s: float) -> Claim | None:
-        return self._claim_with(channel, consumer, lease_s, deliveries="1")
+    def _redelivered(self) -> str:
+        return "1"  # the bug: a message that comes back counts from one again
 
-    def release(self, id: str, consumer: str) -> None:
-        with self._lock, self._write():
-            self._holder_update(
-                "release", id, consumer, "state = 'ready', expires_at = :now, updated_at = :now", {}
-            )
+    def _released_state(self) -> str:
+        return "'ready'"  # and a release never makes it dead
 
 
 @mutant(
@@ -189,7 +139,7 @@ class AttemptsResetOnRequeueBus(_QueueMutant):
     scenarios=("queue-lapsing-leases",),
     rule="A message out of deliveries is kept as dead and listed, never deleted",
 )
-class DeadLetterDroppedBus(_QueueMutant):
+class DeadLetterDroppedBus(_Mutant):
     """Failure mode: the dead-letter step drops the message (loss).
 
     When a message runs out of deliveries the bus deletes it from the
@@ -197,26 +147,15 @@ class DeadLetterDroppedBus(_QueueMutant):
     nor listed. Proven by ``queue-no-loss``.
     """
 
-    def claim(self, channel: str, consumer: str, lease_s: float) -> Claim | None:
-        with self._lock, self._write() as db:
-            most = self._queue(db, channel, "claim")
-            db.execute(
-                "UPDATE claims SET state = 'dropped' WHERE channel = ? AND state = 'leased'"
-                " AND expires_at <= ? AND deliveries >= ?",
-                (channel, time.time(), most),
-            )
-        return self._claim_with(channel, consumer, lease_s, sweep=False)
+    def _sweep(self, db: sqlite3.Connection, args: dict[str, Any]) -> None:
+        db.execute(
+            "UPDATE claims SET state = 'dropped' WHERE channel = :channel AND state = 'leased'"
+            " AND expires_at <= :now AND deliveries >= :max",  # the bug: dropped, not dead
+            args,
+        )
 
-    def release(self, id: str, consumer: str) -> None:
-        with self._lock, self._write():
-            self._holder_update(
-                "release",
-                id,
-                consumer,
-                "state = CASE WHEN deliveries >= :max THEN 'dropped' ELSE 'ready' END,"
-                " expires_at = :now, updated_at = :now",
-                {},
-            )
+    def _released_state(self) -> str:
+        return "CASE WHEN deliveries >= :max THEN 'dropped' ELSE 'ready' END"  # the bug
 
     def dead(self, channel: str, after: int = 0, limit: int = 100) -> list[DeadLetter]:
         return []  # nothing is ever kept
@@ -230,7 +169,7 @@ class DeadLetterDroppedBus(_QueueMutant):
     rule="done, renew and release match only a live lease of the caller "
     "(consumer and expires_at in the guard)",
 )
-class DoneFromLapsedHolderBus(_QueueMutant):
+class DoneFromLapsedHolderBus(_Mutant):
     """Failure mode: ``done`` is accepted from a holder whose lease lapsed.
 
     ``done`` checks only that the message is leased, not by whom or until
@@ -239,17 +178,10 @@ class DoneFromLapsedHolderBus(_QueueMutant):
     ``lease-holder`` (``stale-holder-accepted``).
     """
 
-    def done(self, id: str, consumer: str) -> None:
-        channel, seq = split_id(id)
-        with self._lock, self._write() as db:
-            self._kinds.expect(db, channel, "queue", "done")
-            updated = db.execute(
-                "UPDATE claims SET state = 'done', updated_at = ?"
-                " WHERE channel = ? AND seq = ? AND state = 'leased'",
-                (time.time(), channel, seq),
-            ).rowcount
-            if updated != 1:
-                raise LeaseLost(f"done {id}: not leased")
+    def _held_by_caller(self, op: str) -> str:
+        if op == "done":
+            return "state = 'leased'"  # the bug: leased, by anyone, until whenever
+        return super()._held_by_caller(op)
 
 
 @mutant(
@@ -259,7 +191,7 @@ class DoneFromLapsedHolderBus(_QueueMutant):
     scenarios=("queue-kill-claimers",),
     rule="done is a terminal state no claim ever matches",
 )
-class DoneNotTerminalBus(_QueueMutant):
+class DoneNotTerminalBus(_Mutant):
     """Failure mode: ``done`` does not end the message.
 
     ``done`` only lets go of the lease (the message goes back to the queue,
@@ -267,8 +199,5 @@ class DoneNotTerminalBus(_QueueMutant):
     Proven by ``done-terminal``.
     """
 
-    def done(self, id: str, consumer: str) -> None:
-        with self._lock, self._write():
-            self._holder_update(
-                "done", id, consumer, "state = 'ready', expires_at = :now, updated_at = :now", {}
-            )
+    def _done_state(self) -> str:
+        return "'ready'"  # the bug: done lets go of the lease, as a release would

@@ -1,18 +1,21 @@
 """At-most-once mutants: the reference SQLite role inbox with one seeded bug each.
 
-Each overrides whole public role methods (``receive``, ``read``,
-``stranded``, ``release_role``) of the reference SQLite bus, using its
-transaction helpers and the roles module's SQL. The failure modes are the
+Each overrides the step of the reference role inbox
+(:mod:`knell.buses.sqlite_roles`) keeping the promise it breaks
+(``_deliver``: one delivery row per message, unread until read;
+``_mark_read``: only by its recipient), or wraps a public method
+(``stranded``, ``release_role``) when the bug is in what surrounds it. The failure modes are the
 seed design's: what "keep at-most-once delivery and make a stranded
 message visible" rules out.
 """
 
 from __future__ import annotations
 
+import sqlite3
 import time
 
-from knell.buses.contract import Delivery, NotDeliveredTo, NotHolder, Stranded
-from knell.buses.leases import message_id, split_id
+from knell.buses.contract import Delivery, Stranded
+from knell.buses.leases import message_id
 from knell.buses.mutants.registry import mutant
 from knell.buses.mutants.sqlite import _Mutant
 
@@ -44,31 +47,23 @@ class RedeliverToNewHolderBus(_Mutant):
     since the departed run may have acted on them. Proven by ``at-most-once``.
     """
 
-    def receive(self, run: str, limit: int = 50) -> list[Delivery]:
-        with self._lock, self._write() as db:
-            now = time.time()
-            roles = [
-                str(r)
-                for (r,) in db.execute(
-                    "SELECT role FROM role_holds WHERE run = ? AND expires_at > ?", (run, now)
-                ).fetchall()
-            ]
-            if not roles:
-                raise NotHolder(f"run {run!r} holds no role")
-            out: list[Delivery] = []
-            for role in roles:
-                rows = db.execute(
-                    "SELECT d.seq, m.body, m.sender FROM deliveries d JOIN messages m"
-                    " ON m.channel = d.channel AND m.seq = d.seq WHERE d.channel = ?"
-                    " AND d.read_at IS NULL AND d.run != ? ORDER BY d.seq LIMIT ?",
-                    (role, run, limit),
-                ).fetchall()
-                db.executemany(
-                    "UPDATE deliveries SET run = ?, delivered_at = ? WHERE channel = ? AND seq = ?",
-                    [(run, now, role, seq) for seq, _, _ in rows],
-                )
-                out += [Delivery(message_id(role, s), role, s, b, snd, run) for s, b, snd in rows]
-        return out + super().receive(run, limit - len(out)) if len(out) < limit else out
+    def _deliver(
+        self, db: sqlite3.Connection, role: str, run: str, now: float, limit: int
+    ) -> list[Delivery]:
+        rows = db.execute(
+            "SELECT d.seq, m.body, m.sender FROM deliveries d JOIN messages m"
+            " ON m.channel = d.channel AND m.seq = d.seq WHERE d.channel = ?"
+            " AND d.read_at IS NULL AND d.run != ? ORDER BY d.seq LIMIT ?",
+            (role, run, limit),
+        ).fetchall()
+        db.executemany(  # the bug: a departed run's deliveries move to the caller
+            "UPDATE deliveries SET run = ?, delivered_at = ? WHERE channel = ? AND seq = ?",
+            [(run, now, role, seq) for seq, _, _ in rows],
+        )
+        moved = [Delivery(message_id(role, s), role, s, b, snd, run) for s, b, snd in rows]
+        if len(moved) >= limit:
+            return moved
+        return moved + super()._deliver(db, role, run, now, limit - len(moved))
 
 
 @mutant(
@@ -144,16 +139,12 @@ class ReadByAnyRunBus(_Mutant):
     ``read-refusal`` (the holders' probe).
     """
 
-    def read(self, id: str, run: str) -> None:
-        role, seq = split_id(id)
-        with self._lock, self._write() as db:
-            updated = db.execute(
-                "UPDATE deliveries SET read_at = COALESCE(read_at, ?)"
-                " WHERE channel = ? AND seq = ?",
-                (time.time(), role, seq),
-            ).rowcount
-            if updated != 1:
-                raise NotDeliveredTo(f"{id} was not delivered")
+    def _mark_read(self, db: sqlite3.Connection, role: str, seq: int, run: str) -> int:
+        return db.execute(
+            "UPDATE deliveries SET read_at = COALESCE(read_at, ?)"
+            " WHERE channel = ? AND seq = ?",  # the bug: delivered, to any run
+            (time.time(), role, seq),
+        ).rowcount
 
 
 @mutant(
@@ -173,11 +164,12 @@ class ReceiveMarksReadBus(_Mutant):
     ``nothing-vanishes``.
     """
 
-    def receive(self, run: str, limit: int = 50) -> list[Delivery]:
-        got = super().receive(run, limit)
-        with self._lock, self._write() as db:
-            db.executemany(
-                "UPDATE deliveries SET read_at = ? WHERE channel = ? AND seq = ?",
-                [(time.time(), d.role, d.seq) for d in got],
-            )
+    def _deliver(
+        self, db: sqlite3.Connection, role: str, run: str, now: float, limit: int
+    ) -> list[Delivery]:
+        got = super()._deliver(db, role, run, now, limit)
+        db.executemany(  # the bug: delivered = read
+            "UPDATE deliveries SET read_at = ? WHERE channel = ? AND seq = ?",
+            [(now, d.role, d.seq) for d in got],
+        )
         return got

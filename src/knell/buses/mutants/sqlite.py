@@ -1,13 +1,17 @@
 """SQLite mutants: the reference SQLite bus with one seeded bug each.
 
 Each mutant is a small subclass of :class:`~knell.buses.sqlite.SqliteBus`
-that overrides whole public methods (``post``, ``subscribe``, ``fetch``,
-``ack``, ``wait``) and otherwise relies only on the reference bus's
-transaction helpers (``_write``, ``_head``, ``_cursor``, ``_lock``,
-``_db``, ``_bell``, ``poll_interval``, ``path``), so the reference may be
-optimised without the mutants drifting. The failure modes are the
-doorbell design's taxonomy: the naive designs an agent-session bus must
-not have. Each is declared once, with :func:`~.registry.mutant`.
+that overrides the one step of the reference that keeps the promise it
+breaks (the reference writes each operation as a few small steps, each
+saying what it guarantees: ``_advance`` moves a cursor forward only,
+``_join_at`` places a new handle, ``_doze`` bounds the doorbell's sleep by
+the poll...), or wraps a public method when the bug is around the whole
+operation (an error after the commit, a cached answer). Everything else is
+the reference's, so the reference may be optimised without the mutants
+drifting, and each mutant differs from it in exactly the lines that carry
+its bug. The failure modes are the doorbell design's taxonomy: the naive
+designs an agent-session bus must not have. Each is declared once, with
+:func:`~.registry.mutant`.
 """
 
 from __future__ import annotations
@@ -18,9 +22,9 @@ from pathlib import Path
 from typing import TypeVar
 from urllib.parse import parse_qs, urlsplit
 
-from knell.buses.contract import AckBeyondHead, DefiniteError, JoinAt, Message, Wake
+from knell.buses.contract import DefiniteError, JoinAt, Message, Wake
 from knell.buses.mutants.registry import mutant
-from knell.buses.sqlite import SqliteBus, open_sqlite
+from knell.buses.sqlite import _ORIGINAL, SqliteBus, open_sqlite
 from knell.buses.sqlite_open import OPEN_TIMEOUT
 
 __all__ = [
@@ -75,20 +79,12 @@ class _Mutant(SqliteBus):
         return _open(cls, url)
 
 
-def _messages(bus: SqliteBus, channel: str, after: int, limit: int) -> list[Message]:
-    rows = bus._db.execute(
-        "SELECT seq, body, sender, idem_key FROM messages"
-        " WHERE channel = ? AND seq > ? ORDER BY seq LIMIT ?",
-        (channel, after, limit),
-    ).fetchall()
-    return [Message(channel, int(s), b, snd, k) for s, b, snd, k in rows]
-
-
-def _durable_cursor(bus: SqliteBus, handle: str, channel: str) -> int:
-    cursor = bus._cursor(handle, channel)
-    if cursor is None:
-        raise DefiniteError(f"{handle!r} is not subscribed to {channel!r}")
-    return cursor
+def _set_cursor(db: sqlite3.Connection, handle: str, channel: str, value: int) -> int:
+    """Write ``value`` as the cursor, whatever it was (no forward-only
+    clamp); the rows updated."""
+    return db.execute(
+        "UPDATE cursors SET acked = ? WHERE handle = ? AND channel = ?", (value, handle, channel)
+    ).rowcount
 
 
 # -- cursors -----------------------------------------------------------------
@@ -111,18 +107,8 @@ class StaleAckRegressesBus(_Mutant):
     with a later jump ahead it can skip. Proven by ``no-cursor-regression``.
     """
 
-    def ack(self, handle: str, channel: str, up_to: int) -> int:
-        with self._lock, self._write() as db:
-            head = self._head(channel)
-            if up_to > head:
-                raise AckBeyondHead(f"ack {up_to} is beyond head {head} of {channel!r}")
-            updated = db.execute(
-                "UPDATE cursors SET acked = ? WHERE handle = ? AND channel = ?",
-                (up_to, handle, channel),
-            ).rowcount
-            if updated == 0:
-                raise DefiniteError(f"{handle!r} is not subscribed to {channel!r}")
-            return up_to
+    def _advance(self, db: sqlite3.Connection, handle: str, channel: str, up_to: int) -> int:
+        return _set_cursor(db, handle, channel, up_to)  # the bug: no MAX(acked, up_to)
 
 
 @mutant(
@@ -142,15 +128,8 @@ class AckBeyondHeadAcceptedBus(_Mutant):
     as the consequence.
     """
 
-    def ack(self, handle: str, channel: str, up_to: int) -> int:
-        with self._lock, self._write() as db:
-            updated = db.execute(
-                "UPDATE cursors SET acked = MAX(acked, ?) WHERE handle = ? AND channel = ?",
-                (up_to, handle, channel),
-            ).rowcount
-            if updated == 0:
-                raise DefiniteError(f"{handle!r} is not subscribed to {channel!r}")
-            return self._cursor(handle, channel) or 0
+    def _within_head(self, channel: str, up_to: int) -> None:
+        pass  # the bug: the head is never compared
 
 
 @mutant(
@@ -168,18 +147,8 @@ class FloodOnJoinBus(_Mutant):
     still keeps an existing cursor). Proven by ``no-flood-on-join``.
     """
 
-    def subscribe(self, handle: str, channel: str, at: JoinAt = "head") -> int:
-        if at not in ("head", "start"):
-            raise DefiniteError(f"subscribe at must be 'head' or 'start', got {at!r}")
-        with self._lock, self._write() as db:
-            existing = self._cursor(handle, channel)
-            if existing is not None:
-                return existing
-            db.execute(
-                "INSERT INTO cursors (handle, channel, acked) VALUES (?, ?, 0)",
-                (handle, channel),
-            )
-            return 0
+    def _join_at(self, channel: str, at: JoinAt) -> int:
+        return 0  # the bug: whatever ``at`` says
 
 
 @mutant(
@@ -199,17 +168,12 @@ class ResubscribeResetsCursorBus(_Mutant):
     ``no-loss``.
     """
 
-    def subscribe(self, handle: str, channel: str, at: JoinAt = "head") -> int:
-        if at not in ("head", "start"):
-            raise DefiniteError(f"subscribe at must be 'head' or 'start', got {at!r}")
-        with self._lock, self._write() as db:
-            start = self._head(channel) if at == "head" else 0
-            db.execute(
-                "INSERT INTO cursors (handle, channel, acked) VALUES (?, ?, ?)"
-                " ON CONFLICT (handle, channel) DO UPDATE SET acked = excluded.acked",
-                (handle, channel, start),
-            )
-            return start
+    def _resubscribed(
+        self, db: sqlite3.Connection, handle: str, channel: str, existing: int, at: JoinAt
+    ) -> int:
+        start = self._join_at(channel, at)
+        _set_cursor(db, handle, channel, start)  # the bug: the cursor moves to the join point
+        return start
 
 
 # -- posting -----------------------------------------------------------------
@@ -231,19 +195,8 @@ class NoIdempotencyBus(_Mutant):
     ``idempotency`` (and ``no-duplicate-seq`` sees the id at two seqs).
     """
 
-    def post(
-        self, channel: str, body: str, sender: str, idempotency_key: str | None = None
-    ) -> Message:
-        with self._lock, self._write() as db:
-            seq = self._head(channel) + 1
-            db.execute(
-                "INSERT INTO messages (channel, seq, body, sender, idem_key, posted_at)"
-                " VALUES (?, ?, ?, ?, NULL, ?)",
-                (channel, seq, body, sender, time.time()),
-            )
-        with self._bell:
-            self._bell.notify_all()
-        return Message(channel, seq, body, sender, idempotency_key)
+    def _append(self, channel: str, body: str, sender: str, key: str | None) -> int | None:
+        return super()._append(channel, body, sender, None)  # the bug: the key is dropped
 
 
 _LOOSE_SCHEMA = """
@@ -284,27 +237,17 @@ class SeqOutsideLockBus(_Mutant):
     def from_url(cls, url: str) -> SqliteBus:
         return _open(cls, url, path=_loose_store(url))
 
-    def post(
-        self, channel: str, body: str, sender: str, idempotency_key: str | None = None
-    ) -> Message:
-        with self._lock:
-            seq = self._head(channel) + 1  # the bug: read outside the write transaction
-            with self._write() as db:
-                if idempotency_key is not None:
-                    row = db.execute(
-                        "SELECT seq, body, sender FROM messages WHERE channel = ? AND idem_key = ?",
-                        (channel, idempotency_key),
-                    ).fetchone()
-                    if row is not None:
-                        return Message(channel, int(row[0]), row[1], row[2], idempotency_key)
-                db.execute(
-                    "INSERT INTO messages (channel, seq, body, sender, idem_key, posted_at)"
-                    " VALUES (?, ?, ?, ?, ?, ?)",
-                    (channel, seq, body, sender, idempotency_key, time.time()),
-                )
-        with self._bell:
-            self._bell.notify_all()
-        return Message(channel, seq, body, sender, idempotency_key)
+    def _append(self, channel: str, body: str, sender: str, key: str | None) -> int | None:
+        seq = self._head(channel) + 1  # the bug: read outside the write transaction
+        with self._write() as db:
+            if key is not None and db.execute(_ORIGINAL, (channel, key)).fetchone():
+                return None
+            db.execute(
+                "INSERT INTO messages (channel, seq, body, sender, idem_key, posted_at)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (channel, seq, body, sender, key, time.time()),
+            )
+        return seq
 
 
 def _loose_store(url: str) -> str:
@@ -348,16 +291,9 @@ class BatchEndAsHeadBus(_Mutant):
     (the final drain), never comes. Proven by ``no-loss``.
     """
 
-    def fetch(
-        self, handle: str, channel: str, after: int | None = None, limit: int = 100
-    ) -> list[Message]:
-        if limit <= 0:
-            raise DefiniteError(f"fetch limit must be > 0, got {limit}")
-        with self._lock:
-            if after is not None:
-                _durable_cursor(self, handle, channel)
-                return []
-            return _messages(self, channel, _durable_cursor(self, handle, channel), limit)
+    def _page_after(self, handle: str, channel: str, after: int, limit: int) -> list[Message]:
+        self._subscribed(handle, channel)
+        return []  # the bug: the end of the first page is taken for the head
 
 
 @mutant(
@@ -376,15 +312,8 @@ class OffByOneReadBus(_Mutant):
     handle. Proven by ``no-loss``.
     """
 
-    def fetch(
-        self, handle: str, channel: str, after: int | None = None, limit: int = 100
-    ) -> list[Message]:
-        if limit <= 0:
-            raise DefiniteError(f"fetch limit must be > 0, got {limit}")
-        with self._lock:
-            if after is None:
-                after = _durable_cursor(self, handle, channel) + 1  # the bug
-            return _messages(self, channel, after, limit)
+    def _catch_up(self, handle: str, channel: str, limit: int) -> list[Message]:
+        return self._page(channel, self._subscribed(handle, channel) + 1, limit)  # the bug
 
 
 @mutant(
@@ -405,22 +334,11 @@ class FetchConsumesBus(_Mutant):
     it.) Proven by ``no-loss`` under consumer kills.
     """
 
-    def fetch(
-        self, handle: str, channel: str, after: int | None = None, limit: int = 100
-    ) -> list[Message]:
-        if limit <= 0:
-            raise DefiniteError(f"fetch limit must be > 0, got {limit}")
-        if after is not None:
-            with self._lock:
-                _durable_cursor(self, handle, channel)
-                return _messages(self, channel, after, limit)
-        with self._lock, self._write() as db:
-            messages = _messages(self, channel, _durable_cursor(self, handle, channel), limit)
-            if messages:
-                db.execute(
-                    "UPDATE cursors SET acked = MAX(acked, ?) WHERE handle = ? AND channel = ?",
-                    (messages[-1].seq, handle, channel),
-                )
+    def _catch_up(self, handle: str, channel: str, limit: int) -> list[Message]:
+        with self._write() as db:
+            messages = super()._catch_up(handle, channel, limit)
+            if messages:  # the bug: the read moves the cursor
+                self._advance(db, handle, channel, messages[-1].seq)
             return messages
 
 
@@ -448,10 +366,7 @@ class ConsumingWaiterBus(_Mutant):
         wake = super().wait(handle, timeout)
         if wake is not None:
             with self._lock, self._write() as db:
-                db.execute(
-                    "UPDATE cursors SET acked = MAX(acked, ?) WHERE handle = ? AND channel = ?",
-                    (wake.seq, handle, wake.channel),
-                )
+                self._advance(db, handle, wake.channel, wake.seq)  # the bug: waking consumes
         return wake
 
 
@@ -471,33 +386,8 @@ class OwnPostRingBus(_Mutant):
     reply. Proven by ``wake`` (``own-post-ring``).
     """
 
-    def wait(self, handle: str, timeout: float) -> Wake | None:
-        deadline = time.monotonic() + timeout
-        with self._lock:
-            backlog = self._db.execute(
-                "SELECT m.channel, m.seq, m.sender FROM cursors c JOIN messages m"
-                " ON m.channel = c.channel AND m.seq > c.acked"
-                " WHERE c.handle = ? ORDER BY m.channel, m.seq LIMIT 1",
-                (handle,),
-            ).fetchone()
-            if backlog is not None:
-                return Wake(backlog[0], int(backlog[1]), backlog[2], "backlog")
-            armed = _armed_heads(self, handle)
-        while True:
-            with self._lock:
-                for channel, head in armed.items():
-                    row = self._db.execute(
-                        "SELECT seq, sender FROM messages WHERE channel = ? AND seq > ?"
-                        " ORDER BY seq LIMIT 1",
-                        (channel, head),
-                    ).fetchone()
-                    if row is not None:
-                        return Wake(channel, int(row[0]), row[1], "post")
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return None
-            with self._bell:
-                self._bell.wait(min(self.poll_interval, remaining))
+    def _skipped_sender(self, handle: str) -> str | None:
+        return None  # the bug: own posts ring too
 
 
 @mutant(
@@ -517,44 +407,9 @@ class NoCrossProcessPollBus(_Mutant):
     perfect.) Proven by ``wake`` (``missed-post``).
     """
 
-    def wait(self, handle: str, timeout: float) -> Wake | None:
-        deadline = time.monotonic() + timeout
-        with self._lock:
-            backlog = self._db.execute(
-                "SELECT m.channel, m.seq, m.sender FROM cursors c JOIN messages m"
-                " ON m.channel = c.channel AND m.seq > c.acked"
-                " WHERE c.handle = ? AND m.sender != ? ORDER BY m.channel, m.seq LIMIT 1",
-                (handle, handle),
-            ).fetchone()
-            if backlog is not None:
-                return Wake(backlog[0], int(backlog[1]), backlog[2], "backlog")
-            armed = _armed_heads(self, handle)
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return None
-            with self._bell:
-                notified = self._bell.wait(remaining)  # the bug: no poll_interval bound
-            if not notified:
-                return None
-            with self._lock:
-                for channel, head in armed.items():
-                    row = self._db.execute(
-                        "SELECT seq, sender FROM messages WHERE channel = ? AND seq > ?"
-                        " AND sender != ? ORDER BY seq LIMIT 1",
-                        (channel, head, handle),
-                    ).fetchone()
-                    if row is not None:
-                        return Wake(channel, int(row[0]), row[1], "post")
-
-
-def _armed_heads(bus: SqliteBus, handle: str) -> dict[str, int]:
-    return {
-        ch: bus._head(ch)
-        for (ch,) in bus._db.execute(
-            "SELECT channel FROM cursors WHERE handle = ?", (handle,)
-        ).fetchall()
-    }
+    def _doze(self, remaining: float) -> bool:
+        with self._bell:
+            return self._bell.wait(remaining)  # the bug: no poll_interval bound
 
 
 # -- what an error, a hang or a spurious wake-up hides ----------------------------
@@ -577,18 +432,9 @@ class RetryBlocksBus(_Mutant):
     outstanding when the run stops and its producer must be killed).
     """
 
-    def post(
-        self, channel: str, body: str, sender: str, idempotency_key: str | None = None
-    ) -> Message:
-        if idempotency_key is not None:
-            with self._lock:
-                landed = self._db.execute(
-                    "SELECT 1 FROM messages WHERE channel = ? AND idem_key = ?",
-                    (channel, idempotency_key),
-                ).fetchone()
-            while landed is not None:  # the bug: waits for a state that never comes
-                time.sleep(0.05)
-        return super().post(channel, body, sender, idempotency_key)
+    def _original(self, channel: str, key: str | None) -> Message:
+        while True:  # the bug: waits for a state a committed post never reaches
+            time.sleep(0.05)
 
 
 @mutant(
@@ -662,18 +508,8 @@ class DuplicateKeyErrorBus(_Mutant):
     ``post-outcome`` (``retry-refused``).
     """
 
-    def post(
-        self, channel: str, body: str, sender: str, idempotency_key: str | None = None
-    ) -> Message:
-        if idempotency_key is not None:
-            with self._lock:
-                row = self._db.execute(
-                    "SELECT 1 FROM messages WHERE channel = ? AND idem_key = ?",
-                    (channel, idempotency_key),
-                ).fetchone()
-            if row is not None:
-                raise DefiniteError("UNIQUE constraint failed: messages.channel, messages.idem_key")
-        return super().post(channel, body, sender, idempotency_key)
+    def _original(self, channel: str, key: str | None) -> Message:
+        raise DefiniteError("UNIQUE constraint failed: messages.channel, messages.idem_key")
 
 
 @mutant(
@@ -693,17 +529,14 @@ class RingIgnoresCursorBus(_Mutant):
     ``wake`` (``spurious-ring``).
     """
 
-    def wait(self, handle: str, timeout: float) -> Wake | None:
-        with self._lock:
-            row = self._db.execute(
-                "SELECT m.channel, m.seq, m.sender FROM cursors c JOIN messages m"
-                " ON m.channel = c.channel AND m.seq > 0"  # the bug: not c.acked
-                " WHERE c.handle = ? AND m.sender != ? ORDER BY m.channel, m.seq LIMIT 1",
-                (handle, handle),
-            ).fetchone()
-        if row is not None:
-            return Wake(row[0], int(row[1]), row[2], "backlog")
-        return super().wait(handle, timeout)
+    def _backlog(self, handle: str) -> Wake | None:
+        row = self._db.execute(
+            "SELECT m.channel, m.seq, m.sender FROM cursors c JOIN messages m"
+            " ON m.channel = c.channel AND m.seq > 0"  # the bug: not c.acked
+            " WHERE c.handle = ? AND m.sender != ? ORDER BY m.channel, m.seq LIMIT 1",
+            (handle, handle),
+        ).fetchone()
+        return None if row is None else Wake(row[0], int(row[1]), row[2], "backlog")
 
 
 # -- promises only some scenarios exercise ----------------------------------------
@@ -726,18 +559,11 @@ class CrossChannelCursorBus(_Mutant):
     ``no-loss``.
     """
 
-    def ack(self, handle: str, channel: str, up_to: int) -> int:
-        with self._lock, self._write() as db:
-            head = self._head(channel)
-            if up_to > head:
-                raise AckBeyondHead(f"ack {up_to} is beyond head {head} of {channel!r}")
-            updated = db.execute(
-                "UPDATE cursors SET acked = MAX(acked, ?) WHERE handle = ?",  # the bug
-                (up_to, handle),
-            ).rowcount
-            if updated == 0:
-                raise DefiniteError(f"{handle!r} is not subscribed to {channel!r}")
-            return _durable_cursor(self, handle, channel)
+    def _advance(self, db: sqlite3.Connection, handle: str, channel: str, up_to: int) -> int:
+        return db.execute(
+            "UPDATE cursors SET acked = MAX(acked, ?) WHERE handle = ?",  # the bug: every channel
+            (up_to, handle),
+        ).rowcount
 
 
 @mutant(
@@ -756,8 +582,8 @@ class StartAsHeadBus(_Mutant):
     history).
     """
 
-    def subscribe(self, handle: str, channel: str, at: JoinAt = "head") -> int:
-        return super().subscribe(handle, channel, "head")
+    def _join_at(self, channel: str, at: JoinAt) -> int:
+        return self._head(channel)  # the bug: ``at="start"`` is ignored
 
 
 @mutant(
@@ -816,18 +642,13 @@ class ClampInClientBus(_Mutant):
 
     def ack(self, handle: str, channel: str, up_to: int) -> int:
         with self._lock:
-            head = self._head(channel)
-            if up_to > head:
-                raise AckBeyondHead(f"ack {up_to} is beyond head {head} of {channel!r}")
-            current = _durable_cursor(self, handle, channel)
+            self._within_head(channel, up_to)
+            current = self._subscribed(handle, channel)
         time.sleep(0.002)  # the client's round trip between the read and the write
-        value = max(current, up_to)
-        with self._lock, self._write() as db:
-            db.execute(
-                "UPDATE cursors SET acked = ? WHERE handle = ? AND channel = ?",
-                (value, handle, channel),
-            )
-        return value
+        return super().ack(handle, channel, max(current, up_to))  # the bug: a second transaction
+
+    def _advance(self, db: sqlite3.Connection, handle: str, channel: str, up_to: int) -> int:
+        return _set_cursor(db, handle, channel, up_to)  # the value the client computed
 
 
 @mutant(
