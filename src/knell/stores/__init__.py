@@ -22,7 +22,8 @@ from __future__ import annotations
 from typing import Any
 
 from knell.stores.base import Store, StoreError
-from knell.stores.spec import StoreSpec, create_store
+from knell.stores.create import create_store
+from knell.stores.spec import StoreSpec
 
 __all__ = [
     "KINDS",

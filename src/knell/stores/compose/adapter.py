@@ -14,16 +14,26 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from knell.stores.base import Store, StoreError
 
 if TYPE_CHECKING:
     from knell.owners import Owner
-    from knell.scenario import StoreTable
     from knell.stores.compose.store import ComposeStore
 
-__all__ = ["ComposedStore", "compose_store"]
+__all__ = ["ComposeTable", "ComposedStore", "compose_store"]
+
+
+class ComposeTable(Protocol):
+    """What a compose store reads of a scenario's ``[store]`` table (the
+    scenario's ``StoreTable`` fits): the store kind and the compose keys. A
+    protocol, so the stores sit below the scenario that names them."""
+
+    @property
+    def kind(self) -> str: ...
+
+    def compose_options(self) -> dict[str, Any]: ...
 
 
 class ComposedStore(Store):
@@ -94,7 +104,7 @@ class ComposedStore(Store):
 
 
 def compose_store(
-    table: StoreTable, run_dir: Path, owner: Owner | None, *, poll: float, timeout: float
+    table: ComposeTable, run_dir: Path, owner: Owner | None, *, poll: float, timeout: float
 ) -> ComposedStore:
     """The compose store a scenario's ``[store]`` table asks for."""
     from knell.stores import registry

@@ -25,22 +25,38 @@ aliases (its service name), so the links through Toxiproxy find it again.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol
 
 from knell.stores.compose.errors import StackFailed
 
 if TYPE_CHECKING:
     from docker.models.containers import Container
+    from docker.models.networks import Network
 
-    from knell.stores.compose.stack import ComposeStack
+__all__ = ["ContainerFaults", "StackView"]
 
-__all__ = ["ContainerFaults"]
+
+class StackView(Protocol):
+    """What the faults use of a stack (a ``ComposeStack`` fits): its
+    project name, store services, containers and network. A protocol, so
+    the stack, which owns its faults, is the only one that imports."""
+
+    @property
+    def project(self) -> str: ...
+
+    @property
+    def services(self) -> Sequence[str]: ...
+
+    def container(self, service: str) -> Container: ...
+
+    def network(self) -> Network: ...
 
 
 class ContainerFaults:
     """The faults of one stack's containers, by service name."""
 
-    def __init__(self, stack: ComposeStack) -> None:
+    def __init__(self, stack: StackView) -> None:
         self._stack = stack
         self._cut: dict[str, tuple[str, list[str]]] = {}
         """service -> (network id, aliases) while disconnected."""
