@@ -33,6 +33,7 @@ on the operations that did get through alone.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 import shlex
@@ -40,7 +41,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import Any, NoReturn, TypeVar, cast
 
 from knell.buses.contract import (
     CONTRACT_METHODS,
@@ -57,6 +58,7 @@ from knell.buses.contract import (
     Stranded,
     Wake,
 )
+from knell.buses.operations import OPERATIONS
 from knell.buses.stdio.child import EOF, TIMEOUT, AdapterProcess, StderrSink, adapter_env
 from knell.buses.stdio.errors import AdapterError, AdapterStartError, ProblemKind
 from knell.buses.stdio.wire import (
@@ -64,23 +66,11 @@ from knell.buses.stdio.wire import (
     PROTOCOL_VERSION,
     Envelope,
     WireError,
+    decode,
     encode,
     envelope,
     result_of,
     snippet,
-    to_claim,
-    to_cursor,
-    to_dead,
-    to_deliveries,
-    to_head,
-    to_hold,
-    to_message,
-    to_messages,
-    to_nothing,
-    to_queue_info,
-    to_renewed,
-    to_stranded,
-    to_wake,
 )
 
 __all__ = ["StdioBus"]
@@ -394,86 +384,78 @@ class StdioBus:
         raise AdapterError(kind, detail, adapter=label)
 
     # -- the contract ------------------------------------------------------------
+    # Each method is one row of knell.buses.operations.OPERATIONS: its
+    # arguments become the request's args in order, and the reply's result is
+    # checked and decoded by that row's wire type.
+
+    def _op(self, op: str, *values: Any, timeout: float | None = None) -> Any:
+        args = OPERATIONS[op].encode_args(values)
+        return self._call(op, args, functools.partial(decode, op), timeout)
 
     def post(
         self, channel: str, body: str, sender: str, idempotency_key: str | None = None
     ) -> Message:
-        args = {
-            "channel": channel,
-            "body": body,
-            "sender": sender,
-            "idempotency_key": idempotency_key,
-        }
-        return self._call("post", args, _message)
+        return cast(Message, self._op("post", channel, body, sender, idempotency_key))
 
     def subscribe(self, handle: str, channel: str, at: JoinAt = "head") -> int:
-        return self._call("subscribe", {"handle": handle, "channel": channel, "at": at}, to_cursor)
+        return cast(int, self._op("subscribe", handle, channel, at))
 
     def fetch(
         self, handle: str, channel: str, after: int | None = None, limit: int = 100
     ) -> list[Message]:
-        args = {"handle": handle, "channel": channel, "after": after, "limit": limit}
-        return self._call("fetch", args, to_messages)
+        return cast("list[Message]", self._op("fetch", handle, channel, after, limit))
 
     def ack(self, handle: str, channel: str, up_to: int) -> int:
-        return self._call("ack", {"handle": handle, "channel": channel, "up_to": up_to}, to_cursor)
+        return cast(int, self._op("ack", handle, channel, up_to))
 
     def cursor(self, handle: str, channel: str) -> int:
-        return self._call("cursor", {"handle": handle, "channel": channel}, to_cursor)
+        return cast(int, self._op("cursor", handle, channel))
 
     def head(self, channel: str) -> int:
-        return self._call("head", {"channel": channel}, to_head)
+        return cast(int, self._op("head", channel))
 
     def wait(self, handle: str, timeout: float) -> Wake | None:
-        args = {"handle": handle, "timeout": timeout}
-        return self._call("wait", args, to_wake, timeout + self.timeout)
+        return cast(
+            "Wake | None", self._op("wait", handle, timeout, timeout=timeout + self.timeout)
+        )
 
     # -- queue channels (QueueBus) --------------------------------------------------
 
     def declare_queue(self, channel: str, max_deliveries: int) -> QueueInfo:
-        args = {"channel": channel, "max_deliveries": max_deliveries}
-        return self._call("declare_queue", args, to_queue_info)
+        return cast(QueueInfo, self._op("declare_queue", channel, max_deliveries))
 
     def claim(self, channel: str, consumer: str, lease_s: float) -> Claim | None:
-        args = {"channel": channel, "consumer": consumer, "lease_s": lease_s}
-        return self._call("claim", args, to_claim)
+        return cast("Claim | None", self._op("claim", channel, consumer, lease_s))
 
     def renew(self, id: str, consumer: str, lease_s: float) -> Claim:
-        args = {"id": id, "consumer": consumer, "lease_s": lease_s}
-        return self._call("renew", args, to_renewed)
+        return cast(Claim, self._op("renew", id, consumer, lease_s))
 
     def done(self, id: str, consumer: str) -> None:
-        self._call("done", {"id": id, "consumer": consumer}, to_nothing)
+        self._op("done", id, consumer)
 
     def release(self, id: str, consumer: str) -> None:
-        self._call("release", {"id": id, "consumer": consumer}, to_nothing)
+        self._op("release", id, consumer)
 
     def dead(self, channel: str, after: int = 0, limit: int = 100) -> list[DeadLetter]:
-        args = {"channel": channel, "after": after, "limit": limit}
-        return self._call("dead", args, to_dead)
+        return cast("list[DeadLetter]", self._op("dead", channel, after, limit))
 
     # -- role delivery (RoleBus) ----------------------------------------------------
 
     def claim_role(self, role: str, run: str, lease_s: float) -> RoleHold:
-        args = {"role": role, "run": run, "lease_s": lease_s}
-        return self._call("claim_role", args, to_hold)
+        return cast(RoleHold, self._op("claim_role", role, run, lease_s))
 
     def release_role(self, role: str, run: str) -> None:
-        self._call("release_role", {"role": role, "run": run}, to_nothing)
+        self._op("release_role", role, run)
 
     def receive(self, run: str, limit: int = 50) -> list[Delivery]:
-        return self._call("receive", {"run": run, "limit": limit}, to_deliveries)
+        return cast("list[Delivery]", self._op("receive", run, limit))
 
     def read(self, id: str, run: str) -> None:
-        self._call("read", {"id": id, "run": run}, to_nothing)
+        self._op("read", id, run)
 
     def stranded(self, role: str) -> list[Stranded]:
-        return self._call("stranded", {"role": role}, to_stranded)
+        return cast("list[Stranded]", self._op("stranded", role))
 
 
 def _identity(result: dict[str, Any]) -> dict[str, Any]:
     return result
-
-
-def _message(result: dict[str, Any]) -> Message:
-    return to_message(result.get("message"), "result.message")
