@@ -16,7 +16,6 @@ from openapi_spec_validator import validate
 from knell.bridge.app import create_app
 from knell.bridge.errors import bus_problem
 from knell.bridge.openapi import openapi_document, openapi_text
-from knell.bridge.protocol import CODES, ROUTES, name_problem
 from knell.buses import (
     AckBeyondHead,
     DefiniteError,
@@ -26,6 +25,7 @@ from knell.buses import (
     resolve_driver,
 )
 from knell.buses.http import HttpBus, open_http
+from knell.buses.http_protocol import CODES, ROUTES, name_problem
 
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED = REPO / "docs" / "bridge-openapi.json"

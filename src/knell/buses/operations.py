@@ -33,6 +33,7 @@ view is derived, never a second source.
 from __future__ import annotations
 
 import math
+import string
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
@@ -444,10 +445,12 @@ class HttpRoute:
 
     method: str
     path: str
+    bare: bool = False
+    """The answer is the result itself, not an object holding it (``post``
+    answers the message so: the bridge served it that way before the other
+    contracts came, and a client written then keeps working)."""
 
     def path_args(self) -> tuple[str, ...]:
-        import string
-
         return tuple(name for _, name, _, _ in string.Formatter().parse(self.path) if name)
 
 
@@ -524,7 +527,7 @@ OPERATIONS: dict[str, Operation] = {
             ),
             "message",
             MESSAGE.type,
-            HttpRoute("POST", "/channels/{channel}/messages"),
+            HttpRoute("POST", "/channels/{channel}/messages", bare=True),
             (WrongChannelKind,),
             returns="Message",
         ),
