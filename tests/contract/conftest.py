@@ -14,9 +14,9 @@ store, and skips them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
 import shlex
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
