@@ -70,3 +70,10 @@ def test_the_contracts_page_holds_the_current_tables() -> None:
 def test_a_page_without_the_markers_is_refused() -> None:
     with pytest.raises(ValueError, match="no '<!-- operations"):
         with_operations_markdown("# no markers here\n")
+
+
+def test_only_the_long_poll_may_hold_its_answer_back() -> None:
+    assert OPERATIONS["wait"].blocking_seconds(("h", 2.5)) == 2.5
+    assert OPERATIONS["wait"].blocking_seconds(("h", -1)) == 0.0
+    assert [op.name for op in OPERATIONS.values() if op.blocks_for] == ["wait"]
+    assert OPERATIONS["post"].blocking_seconds(("c", "b", "s", None)) == 0.0

@@ -266,6 +266,7 @@ class Recorder(StdioBus):
     def __init__(self, results: dict[str, dict[str, Any]]) -> None:
         self.lines: list[bytes] = []
         self.results = results
+        self.timeout = 30.0
 
     def _call(self, op: str, args: dict[str, Any], parse: Any, timeout: Any = None) -> Any:
         self.lines.append(encode(len(self.lines) + 1, op, args))

@@ -56,26 +56,13 @@ from __future__ import annotations
 
 import os
 import socket
-from typing import Any, NoReturn, cast
+from typing import Any, NoReturn
 from urllib.parse import parse_qs, quote, urlsplit, urlunsplit
 
 import httpx
 
-from knell.buses.contract import (
-    BROADCAST,
-    CONTRACTS,
-    Claim,
-    DeadLetter,
-    DefiniteError,
-    Delivery,
-    IndeterminateError,
-    JoinAt,
-    Message,
-    QueueInfo,
-    RoleHold,
-    Stranded,
-    Wake,
-)
+from knell.buses.calls import OperationCalls
+from knell.buses.contract import BROADCAST, CONTRACTS, DefiniteError, IndeterminateError
 from knell.buses.http_protocol import ROUTES, TOKEN_ENV, name_problem
 from knell.buses.operations import ERROR_KINDS, OPERATIONS, DecodeError
 
@@ -84,7 +71,7 @@ __all__ = ["HttpBus", "open_http"]
 _OPTIONS = {"token", "timeout", "connect_timeout", "wait_margin", "failover"}
 
 
-class HttpBus:
+class HttpBus(OperationCalls):
     """A :class:`~knell.buses.contract.Bus`, ``QueueBus`` and ``RoleBus``
     over HTTP + JSON, as far as the server serves them: :attr:`contracts`
     is what its ``/health`` answer declares."""
@@ -241,11 +228,11 @@ class HttpBus:
         raise IndeterminateError(text)
 
     # -- the contract ------------------------------------------------------------
-    # Each method is one row of knell.buses.operations.OPERATIONS: the row's
-    # HttpRoute says which arguments go in the path, the query or the body,
-    # and its wire type reads the answer.
 
-    def _op(self, name: str, *values: Any, read_timeout: float | None = None) -> Any:
+    def _op(self, name: str, *values: Any) -> Any:
+        """One row of the operations table: the row's route says which
+        arguments go in the path, the query or the body, and its wire type
+        reads the answer (the methods themselves are :class:`OperationCalls`)."""
         op = OPERATIONS[name]
         args = op.encode_args(values)
         for arg in op.args:
@@ -253,8 +240,11 @@ class HttpBus:
                 problem = name_problem(arg.name, args[arg.name])
                 if problem is not None:
                     raise DefiniteError(f"{name} not sent: {problem}")
-        in_path = op.http.path_args()
-        names = {k: args.pop(k) for k in in_path}
+        read_timeout = None
+        if op.blocks_for is not None:
+            args[op.blocks_for] = op.blocking_seconds(values)
+            read_timeout = args[op.blocks_for] + self.wait_margin
+        names = {k: args.pop(k) for k in op.http.path_args()}
         body: dict[str, Any] | None = None
         params: dict[str, Any] | None = None
         if op.http.method == "GET":
@@ -270,70 +260,6 @@ class HttpBus:
             return op.decode_result(data)
         except DecodeError as exc:
             raise IndeterminateError(f"{name}: unexpected answer ({exc}): {data!r:.200}") from exc
-
-    def post(
-        self, channel: str, body: str, sender: str, idempotency_key: str | None = None
-    ) -> Message:
-        return cast(Message, self._op("post", channel, body, sender, idempotency_key))
-
-    def subscribe(self, handle: str, channel: str, at: JoinAt = "head") -> int:
-        return cast(int, self._op("subscribe", handle, channel, at))
-
-    def fetch(
-        self, handle: str, channel: str, after: int | None = None, limit: int = 100
-    ) -> list[Message]:
-        return cast("list[Message]", self._op("fetch", handle, channel, after, limit))
-
-    def ack(self, handle: str, channel: str, up_to: int) -> int:
-        return cast(int, self._op("ack", handle, channel, up_to))
-
-    def cursor(self, handle: str, channel: str) -> int:
-        return cast(int, self._op("cursor", handle, channel))
-
-    def head(self, channel: str) -> int:
-        return cast(int, self._op("head", channel))
-
-    def wait(self, handle: str, timeout: float) -> Wake | None:
-        timeout = max(0.0, float(timeout))
-        wake = self._op("wait", handle, timeout, read_timeout=timeout + self.wait_margin)
-        return cast("Wake | None", wake)
-
-    # -- queue channels (QueueBus) --------------------------------------------------
-
-    def declare_queue(self, channel: str, max_deliveries: int) -> QueueInfo:
-        return cast(QueueInfo, self._op("declare_queue", channel, max_deliveries))
-
-    def claim(self, channel: str, consumer: str, lease_s: float) -> Claim | None:
-        return cast("Claim | None", self._op("claim", channel, consumer, lease_s))
-
-    def renew(self, id: str, consumer: str, lease_s: float) -> Claim:
-        return cast(Claim, self._op("renew", id, consumer, lease_s))
-
-    def done(self, id: str, consumer: str) -> None:
-        self._op("done", id, consumer)
-
-    def release(self, id: str, consumer: str) -> None:
-        self._op("release", id, consumer)
-
-    def dead(self, channel: str, after: int = 0, limit: int = 100) -> list[DeadLetter]:
-        return cast("list[DeadLetter]", self._op("dead", channel, after, limit))
-
-    # -- role delivery (RoleBus) ----------------------------------------------------
-
-    def claim_role(self, role: str, run: str, lease_s: float) -> RoleHold:
-        return cast(RoleHold, self._op("claim_role", role, run, lease_s))
-
-    def release_role(self, role: str, run: str) -> None:
-        self._op("release_role", role, run)
-
-    def receive(self, run: str, limit: int = 50) -> list[Delivery]:
-        return cast("list[Delivery]", self._op("receive", run, limit))
-
-    def read(self, id: str, run: str) -> None:
-        self._op("read", id, run)
-
-    def stranded(self, role: str) -> list[Stranded]:
-        return cast("list[Stranded]", self._op("stranded", role))
 
     def close(self) -> None:
         for client in self._clients:

@@ -474,6 +474,17 @@ class Operation:
     result_doc: str = ""
     returns: str = "None"
     """The result as the Protocol method returns it, for the docs."""
+    blocks_for: str | None = None
+    """The argument (seconds) for which the operation may rightly hold its
+    answer back (``wait``'s long poll): a client waits that much longer
+    than its usual reply timeout before it calls the call lost."""
+
+    def blocking_seconds(self, values: tuple[Any, ...]) -> float:
+        """How long this call may rightly take to answer (0: no long poll)."""
+        if self.blocks_for is None:
+            return 0.0
+        names = [a.name for a in self.args]
+        return max(0.0, float(values[names.index(self.blocks_for)]))
 
     def encode_args(self, values: tuple[Any, ...]) -> dict[str, Any]:
         """The ``args`` object of a request, from the method's arguments in order."""
@@ -606,6 +617,7 @@ OPERATIONS: dict[str, Operation] = {
             HttpRoute("GET", "/handles/{handle}/wait"),
             result_doc="null when the wait timed out without a ring.",
             returns="Wake | None",
+            blocks_for="timeout",
         ),
         Operation(
             "declare_queue",

@@ -41,23 +41,10 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar, cast
+from typing import Any, NoReturn, TypeVar
 
-from knell.buses.contract import (
-    CONTRACT_METHODS,
-    CONTRACTS,
-    BusError,
-    Claim,
-    DeadLetter,
-    DefiniteError,
-    Delivery,
-    JoinAt,
-    Message,
-    QueueInfo,
-    RoleHold,
-    Stranded,
-    Wake,
-)
+from knell.buses.calls import OperationCalls
+from knell.buses.contract import CONTRACT_METHODS, CONTRACTS, BusError, DefiniteError
 from knell.buses.operations import OPERATIONS
 from knell.buses.stdio.child import EOF, TIMEOUT, AdapterProcess, StderrSink, adapter_env
 from knell.buses.stdio.errors import AdapterError, AdapterStartError, ProblemKind
@@ -87,7 +74,7 @@ CLOSE_GRACE = 5.0
 BACKOFF_FIRST, BACKOFF_MAX = 0.05, 1.0
 
 
-class StdioBus:
+class StdioBus(OperationCalls):
     """A :class:`~knell.buses.contract.Bus` (and ``QueueBus``, ``RoleBus``,
     as the adapter declares) behind an adapter program.
 
@@ -384,77 +371,14 @@ class StdioBus:
         raise AdapterError(kind, detail, adapter=label)
 
     # -- the contract ------------------------------------------------------------
-    # Each method is one row of knell.buses.operations.OPERATIONS: its
-    # arguments become the request's args in order, and the reply's result is
-    # checked and decoded by that row's wire type.
 
-    def _op(self, op: str, *values: Any, timeout: float | None = None) -> Any:
-        args = OPERATIONS[op].encode_args(values)
-        return self._call(op, args, functools.partial(decode, op), timeout)
-
-    def post(
-        self, channel: str, body: str, sender: str, idempotency_key: str | None = None
-    ) -> Message:
-        return cast(Message, self._op("post", channel, body, sender, idempotency_key))
-
-    def subscribe(self, handle: str, channel: str, at: JoinAt = "head") -> int:
-        return cast(int, self._op("subscribe", handle, channel, at))
-
-    def fetch(
-        self, handle: str, channel: str, after: int | None = None, limit: int = 100
-    ) -> list[Message]:
-        return cast("list[Message]", self._op("fetch", handle, channel, after, limit))
-
-    def ack(self, handle: str, channel: str, up_to: int) -> int:
-        return cast(int, self._op("ack", handle, channel, up_to))
-
-    def cursor(self, handle: str, channel: str) -> int:
-        return cast(int, self._op("cursor", handle, channel))
-
-    def head(self, channel: str) -> int:
-        return cast(int, self._op("head", channel))
-
-    def wait(self, handle: str, timeout: float) -> Wake | None:
-        return cast(
-            "Wake | None", self._op("wait", handle, timeout, timeout=timeout + self.timeout)
-        )
-
-    # -- queue channels (QueueBus) --------------------------------------------------
-
-    def declare_queue(self, channel: str, max_deliveries: int) -> QueueInfo:
-        return cast(QueueInfo, self._op("declare_queue", channel, max_deliveries))
-
-    def claim(self, channel: str, consumer: str, lease_s: float) -> Claim | None:
-        return cast("Claim | None", self._op("claim", channel, consumer, lease_s))
-
-    def renew(self, id: str, consumer: str, lease_s: float) -> Claim:
-        return cast(Claim, self._op("renew", id, consumer, lease_s))
-
-    def done(self, id: str, consumer: str) -> None:
-        self._op("done", id, consumer)
-
-    def release(self, id: str, consumer: str) -> None:
-        self._op("release", id, consumer)
-
-    def dead(self, channel: str, after: int = 0, limit: int = 100) -> list[DeadLetter]:
-        return cast("list[DeadLetter]", self._op("dead", channel, after, limit))
-
-    # -- role delivery (RoleBus) ----------------------------------------------------
-
-    def claim_role(self, role: str, run: str, lease_s: float) -> RoleHold:
-        return cast(RoleHold, self._op("claim_role", role, run, lease_s))
-
-    def release_role(self, role: str, run: str) -> None:
-        self._op("release_role", role, run)
-
-    def receive(self, run: str, limit: int = 50) -> list[Delivery]:
-        return cast("list[Delivery]", self._op("receive", run, limit))
-
-    def read(self, id: str, run: str) -> None:
-        self._op("read", id, run)
-
-    def stranded(self, role: str) -> list[Stranded]:
-        return cast("list[Stranded]", self._op("stranded", role))
+    def _op(self, name: str, *values: Any) -> Any:
+        """One row of the operations table: its arguments become the
+        request's ``args``, the reply's result is read by the row's wire
+        type (the methods themselves are :class:`OperationCalls`)."""
+        op = OPERATIONS[name]
+        timeout = self.timeout + op.blocking_seconds(values)
+        return self._call(name, op.encode_args(values), functools.partial(decode, name), timeout)
 
 
 def _identity(result: dict[str, Any]) -> dict[str, Any]:
