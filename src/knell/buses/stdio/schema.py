@@ -74,6 +74,15 @@ def _result(op: Operation) -> dict[str, Any]:
     return {"type": "object", "required": [op.result_key], "properties": {op.result_key: use}}
 
 
+def _envelope(ok: bool, key: str, schema: dict[str, Any]) -> dict[str, Any]:
+    """A reply line: its id, ``ok``, and the result or the error."""
+    return {
+        "type": "object",
+        "required": ["id", "ok", key],
+        "properties": {"id": {"$ref": "#/$defs/id"}, "ok": {"const": ok}, key: schema},
+    }
+
+
 def _reply(op: str) -> dict[str, Any]:
     ok = {
         "allOf": [
@@ -184,24 +193,8 @@ def schema_document() -> dict[str, Any]:
             " request with the same id.",
             "oneOf": [{"$ref": "#/$defs/ok-reply"}, {"$ref": "#/$defs/error-reply"}],
         },
-        "ok-reply": {
-            "type": "object",
-            "required": ["id", "ok", "result"],
-            "properties": {
-                "id": {"$ref": "#/$defs/id"},
-                "ok": {"const": True},
-                "result": {"type": "object"},
-            },
-        },
-        "error-reply": {
-            "type": "object",
-            "required": ["id", "ok", "error"],
-            "properties": {
-                "id": {"$ref": "#/$defs/id"},
-                "ok": {"const": False},
-                "error": {"$ref": "#/$defs/error"},
-            },
-        },
+        "ok-reply": _envelope(True, "result", {"type": "object"}),
+        "error-reply": _envelope(False, "error", {"$ref": "#/$defs/error"}),
         "results": results,
         "replies": {op: _reply(op) for op in ops},
     }
