@@ -230,3 +230,9 @@ def test_the_bridge_serves_what_its_bus_implements() -> None:
     assert health.json()["contracts"] == ["broadcast"]
     assert claimed.status_code == 501 and claimed.json()["error"] == "unsupported"
     assert "claim" in claimed.json()["detail"] and claimed.json()["outcome"] == "definite"
+
+
+def test_a_server_that_does_not_answer_is_taken_to_serve_every_contract() -> None:
+    bus = open_http("http://127.0.0.1:9")  # nothing listens: the probe is refused
+    assert bus.contracts == {"broadcast", "queue", "at-most-once"}
+    bus.close()

@@ -68,6 +68,9 @@ from knell.buses.operations import ERROR_KINDS, OPERATIONS, DecodeError
 
 __all__ = ["HttpBus", "open_http"]
 
+HEALTH_TIMEOUT = 0.5
+"""Seconds the ``contracts`` probe waits for ``/health``."""
+
 _OPTIONS = {"token", "timeout", "connect_timeout", "wait_margin", "failover"}
 
 
@@ -126,15 +129,17 @@ class HttpBus(OperationCalls):
     @property
     def contracts(self) -> frozenset[str]:
         """The contracts the server declares in its ``/health`` answer
-        (asked once). A server that declares none serves broadcast (every
-        bridge did before the other contracts); one that cannot be reached
-        now is taken to serve all three, and each call then answers for
-        itself (``501 unsupported`` is a definite error)."""
+        (asked once, with a short read timeout: a bus is opened by every
+        worker, and a paused bridge must not hold a worker's start). A
+        server that declares none serves broadcast (every bridge did before
+        the other contracts); one that does not answer now is taken to
+        serve all three, and each call then answers for itself (``501
+        unsupported`` is a definite error)."""
         if self._contracts is None:
             try:
-                data = self._request("health", {})
+                data = self._request("health", {}, read_timeout=HEALTH_TIMEOUT)
             except (DefiniteError, IndeterminateError):
-                return frozenset(CONTRACTS)
+                data = {"contracts": list(CONTRACTS)}
             declared = data.get("contracts") if isinstance(data, dict) else None
             if not isinstance(declared, list):
                 declared = [BROADCAST]
