@@ -50,7 +50,7 @@ Outcome = Literal["definite", "indeterminate"]
 
 def _first_line(cls: type) -> str:
     """A class's docstring as one line, for the error table."""
-    return " ".join((cls.__doc__ or cls.__name__).split()).replace("``", "`")
+    return " ".join((cls.__doc__ or cls.__name__).split()).replace("``", "`").rstrip(".")
 
 
 MAX_NAME: Final = 128
