@@ -4,31 +4,42 @@ how the HTTP driver classifies answers."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 from openapi_spec_validator import validate
 
+import knell.buses.contract as contract
 from knell.bridge.app import create_app
 from knell.bridge.errors import bus_problem
 from knell.bridge.openapi import openapi_document, openapi_text
-from knell.bridge.protocol import CODES, ROUTES, name_problem
 from knell.buses import (
+    CONTRACT_METHODS,
     AckBeyondHead,
+    Bus,
     DefiniteError,
     IndeterminateError,
     NotSubscribed,
+    Refused,
     open_bus,
     resolve_driver,
 )
 from knell.buses.http import HttpBus, open_http
+from knell.buses.http_protocol import CODES, ROUTES, name_problem
 
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED = REPO / "docs" / "bridge-openapi.json"
+REFUSALS = [
+    cls
+    for cls in vars(contract).values()
+    if isinstance(cls, type) and issubclass(cls, Refused) and cls is not Refused
+]
 
 
 @pytest.mark.parametrize(
@@ -156,3 +167,72 @@ def test_a_sqlite_only_process_never_imports_the_web_stack() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+@pytest.mark.parametrize("cls", sorted(REFUSALS, key=lambda c: c.refusal), ids=str)
+def test_a_refusal_crosses_the_bridge_as_itself(cls: type[Refused]) -> None:
+    """The bridge answers a refusal with its own code, and the driver raises
+    the same class, so a worker through a bridge records the same refusal."""
+    problem = bus_problem(cls("no lease"))
+    assert (problem.code, problem.status, problem.outcome) == (cls.refusal, 409, "definite")
+    body = {"error": problem.code, "detail": problem.detail, "outcome": problem.outcome}
+    with pytest.raises(cls) as info:
+        HttpBus._raise("renew", _answer(problem.status, body))
+    assert type(info.value) is cls and info.value.refusal == cls.refusal
+
+
+class _BroadcastOnly:
+    """The reference bus seen through its broadcast half alone."""
+
+    contracts = ("broadcast",)
+
+    def __init__(self, bus: Bus) -> None:
+        self._bus = bus
+        for name in CONTRACT_METHODS["broadcast"]:
+            setattr(self, name, getattr(bus, name))
+
+
+def _ask(bus: object, *requests: tuple[str, str, dict[str, Any] | None]) -> list[httpx.Response]:
+    """Requests to an in-process bridge serving ``bus`` (no socket, no lifespan:
+    the ordinary routes need neither)."""
+    from knell.bridge.app import BridgeConfig
+
+    app = create_app(bus, BridgeConfig(allowed_hosts=None))  # type: ignore[arg-type]
+
+    async def run() -> list[httpx.Response]:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://bridge") as client:
+            return [await client.request(m, path, json=body) for m, path, body in requests]
+
+    return asyncio.run(run())
+
+
+def test_the_bridge_serves_what_its_bus_implements() -> None:
+    health, declared, claimed, done, bad = _ask(
+        open_bus("sqlite:///:memory:"),
+        ("GET", "/health", None),
+        ("PUT", "/queues/jobs", {"max_deliveries": 2}),
+        ("POST", "/queues/jobs/claims", {"consumer": "c", "lease_s": 1}),
+        ("POST", "/claims/done", {"id": "jobs/1", "consumer": "c"}),
+        ("POST", "/runs/r/receive", {"limit": 0}),
+    )
+    assert health.json()["contracts"] == ["at-most-once", "broadcast", "queue"]
+    queue = {"channel": "jobs", "max_deliveries": 2, "sweep_interval": 0.0}
+    assert declared.json() == {"queue": queue}
+    assert claimed.status_code == 200 and claimed.json() == {"claim": None}
+    assert done.status_code == 409 and done.json()["error"] == "lease-lost"
+    assert bad.status_code == 422 and bad.json()["error"] == "invalid-request"
+    health, claimed = _ask(
+        _BroadcastOnly(open_bus("sqlite:///:memory:")),
+        ("GET", "/health", None),
+        ("POST", "/queues/jobs/claims", {"consumer": "c", "lease_s": 1}),
+    )
+    assert health.json()["contracts"] == ["broadcast"]
+    assert claimed.status_code == 501 and claimed.json()["error"] == "unsupported"
+    assert "claim" in claimed.json()["detail"] and claimed.json()["outcome"] == "definite"
+
+
+def test_a_server_that_does_not_answer_is_taken_to_serve_every_contract() -> None:
+    bus = open_http("http://127.0.0.1:9")  # nothing listens: the probe is refused
+    assert bus.contracts == {"broadcast", "queue", "at-most-once"}
+    bus.close()

@@ -1,13 +1,17 @@
-"""The bridge as an ASGI app: the broadcast contract over HTTP + JSON.
+"""The bridge as an ASGI app: every contract over HTTP + JSON.
 
-Each route is one operation of :class:`~knell.buses.contract.Bus` on the
-bus the bridge was given; the route table is
-:data:`knell.bridge.protocol.ROUTES` and the bodies are
-:mod:`knell.bridge.models`. Everything a request can get wrong is refused
-*before* the bus is called (bad JSON, a missing or mistyped field, a bad
-name, a negative ``up_to``, an oversized body, a missing token), so a
-refused request never writes to the store; what the bus itself refuses
-(an ack beyond head) comes back through :func:`~knell.bridge.errors.bus_problem`.
+Each route is one operation of the bus the bridge was given (broadcast,
+queue and at-most-once: one row of
+:data:`knell.buses.operations.OPERATIONS` each, served by one generic
+handler, :meth:`_Bridge.serve`; only the doorbell's long poll has its
+own). The route table is :data:`knell.buses.http_protocol.ROUTES` and the
+bodies are :mod:`knell.bridge.models`, both built from that table. An
+operation of a contract the bus lacks is answered ``501 unsupported``.
+Everything a request can get wrong is refused *before* the bus is called
+(bad JSON, a missing or mistyped field, a bad name, a negative ``up_to``,
+an oversized body, a missing token), so a refused request never writes
+to the store; what the bus itself refuses (an ack beyond head, a lost
+lease) comes back through :func:`~knell.bridge.errors.bus_problem`.
 
 Bus calls block (a SQLite statement, a network round trip), so each runs
 in a worker thread, never on the event loop. Two separate thread budgets
@@ -47,6 +51,7 @@ not.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hmac
 import math
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
@@ -67,9 +72,10 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from knell.bridge.errors import JsonResponse, Problem, bus_problem, envelope
-from knell.bridge.models import AckRequest, PostRequest, SubscribeRequest
-from knell.bridge.protocol import MAX_LIMIT, ROUTES, name_problem
-from knell.buses.contract import Bus, Message, Wake
+from knell.bridge.models import request_model
+from knell.buses.contract import Bus, Wake, contracts_of
+from knell.buses.http_protocol import MAX_LIMIT, ROUTES, name_problem
+from knell.buses.operations import OPERATIONS, Operation
 
 __all__ = ["BridgeConfig", "create_app"]
 
@@ -155,44 +161,33 @@ class _Bridge:
 
     # -- the routes -----------------------------------------------------------
 
-    async def post(self, request: Request) -> Response:
-        channel = _name(request, "channel")
-        body = await _body(request, PostRequest, self.config.max_body)
-        message = await self.call(
-            self.bus.post, channel, body.body, body.sender, body.idempotency_key
-        )
-        return JsonResponse(_message(message))
-
-    async def head(self, request: Request) -> Response:
-        channel = _name(request, "channel")
-        _query(request, ())
-        return JsonResponse({"head": await self.call(self.bus.head, channel)})
-
-    async def subscribe(self, request: Request) -> Response:
-        channel, handle = _name(request, "channel"), _name(request, "handle")
-        body = await _body(request, SubscribeRequest, self.config.max_body)
-        cursor = await self.call(self.bus.subscribe, handle, channel, body.at)
-        return JsonResponse({"cursor": cursor})
-
-    async def fetch(self, request: Request) -> Response:
-        channel, handle = _name(request, "channel"), _name(request, "handle")
-        query = _query(request, ("after", "limit"))
-        after = _int_param(query, "after", low=0, high=None)
-        limit = _int_param(query, "limit", low=1, high=MAX_LIMIT)
-        messages = await self.call(
-            self.bus.fetch, handle, channel, after, 100 if limit is None else limit
-        )
-        return JsonResponse({"messages": [_message(m) for m in messages]})
-
-    async def ack(self, request: Request) -> Response:
-        channel, handle = _name(request, "channel"), _name(request, "handle")
-        body = await _body(request, AckRequest, self.config.max_body)
-        return JsonResponse({"cursor": await self.call(self.bus.ack, handle, channel, body.up_to)})
-
-    async def cursor(self, request: Request) -> Response:
-        channel, handle = _name(request, "channel"), _name(request, "handle")
-        _query(request, ())
-        return JsonResponse({"cursor": await self.call(self.bus.cursor, handle, channel)})
+    async def serve(self, op: Operation, request: Request) -> Response:
+        """Any operation of the table but ``wait``: its path names, its query
+        (``GET``) or body arguments, one bus call, the result as the table
+        encodes it."""
+        values: dict[str, Any] = {name: _name(request, name) for name in op.http.path_args()}
+        if op.http.method == "GET":
+            rest = [a for a in op.args if a.name not in values]
+            query = _query(request, [a.name for a in rest])
+            for arg in rest:
+                value = _query_value(query, arg.name, arg.type.key)
+                values[arg.name] = arg.default if value is None else value
+        else:
+            model = request_model(op.name)
+            assert model is not None
+            body = await _body(request, model, self.config.max_body)
+            values.update(body.model_dump())
+        method = getattr(self.bus, op.name, None)
+        if not callable(method):
+            raise Problem(
+                "unsupported",
+                f"the bus behind this bridge ({type(self.bus).__name__}) does not implement "
+                f"{op.name} (contracts: {', '.join(sorted(contracts_of(self.bus)))})",
+            )
+        result = await self.call(method, *(values[a.name] for a in op.args))
+        if op.http.bare:
+            return JsonResponse(op.encode_result(result)[op.result_key or ""])
+        return JsonResponse(op.encode_result(result))
 
     async def wait(self, request: Request) -> Response:
         handle = _name(request, "handle")
@@ -216,7 +211,8 @@ class _Bridge:
 
     async def health(self, request: Request) -> Response:
         _query(request, ())
-        return JsonResponse({"ok": True, "bus": type(self.bus).__name__})
+        contracts = sorted(contracts_of(self.bus))
+        return JsonResponse({"ok": True, "bus": type(self.bus).__name__, "contracts": contracts})
 
     async def openapi(self, request: Request) -> Response:
         from knell.bridge.openapi import openapi_document
@@ -226,9 +222,16 @@ class _Bridge:
 
     def routes(self) -> list[Route]:
         return [
-            Route(path, getattr(self, op), methods=[method], name=op)
+            Route(path, self._handler(op), methods=[method], name=op)
             for op, (method, path) in ROUTES.items()
         ]
+
+    def _handler(self, name: str) -> Callable[[Request], Awaitable[Response]]:
+        handler: Callable[[Request], Awaitable[Response]] | None = getattr(self, name, None)
+        if name in OPERATIONS and name != "wait":
+            return functools.partial(self.serve, OPERATIONS[name])
+        assert handler is not None, name
+        return handler
 
 
 # -- reading a request -----------------------------------------------------------
@@ -255,6 +258,15 @@ def _query(request: Request, allowed: Iterable[str]) -> dict[str, str]:
             raise Problem("invalid-request", f"query parameter {key!r} is given twice")
         query[key] = value
     return query
+
+
+def _query_value(query: dict[str, str], key: str, kind: str) -> int | None:
+    """A query parameter of an operation's ``GET`` route, by its wire type."""
+    if kind == "limit":
+        return _int_param(query, key, low=1, high=MAX_LIMIT)
+    if kind in ("after", "after?"):
+        return _int_param(query, key, low=0, high=None)
+    raise AssertionError(f"no query form for a {kind} argument ({key})")  # pragma: no cover
 
 
 def _int_param(query: dict[str, str], key: str, *, low: int, high: int | None) -> int | None:
@@ -341,16 +353,6 @@ def _invalid(exc: ValidationError) -> Problem:
         shown = repr(first.get("input"))
         detail += f", got {shown if len(shown) <= 60 else shown[:57] + '...'}"
     return Problem("invalid-request", detail + more)
-
-
-def _message(m: Message) -> dict[str, Any]:
-    return {
-        "channel": m.channel,
-        "seq": m.seq,
-        "body": m.body,
-        "sender": m.sender,
-        "idempotency_key": m.idempotency_key,
-    }
 
 
 # -- guards and error pages --------------------------------------------------------

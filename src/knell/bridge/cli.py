@@ -14,7 +14,7 @@ from typing import IO, Any
 
 import click
 
-from knell.bridge.protocol import TOKEN_ENV
+from knell.buses.http_protocol import TOKEN_ENV
 
 __all__ = ["EXIT_STARTUP", "bridge", "main"]
 

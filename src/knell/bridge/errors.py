@@ -11,6 +11,8 @@ raised by the bus              status  code                outcome
 =============================  ======  ==================  =============
 AckBeyondHead                  409     ack-beyond-head     definite
 NotSubscribed                  404     not-subscribed      definite
+a Refused subclass             409     its refusal kind    definite
+                                       (lease-lost, ...)
 any other DefiniteError        409     refused             definite
 IndeterminateError             502     bus-error           indeterminate
 anything else                  500     internal            indeterminate
@@ -28,8 +30,9 @@ from typing import Any
 import orjson
 from starlette.responses import Response
 
-from knell.bridge.protocol import CODES
-from knell.buses.contract import AckBeyondHead, DefiniteError, IndeterminateError, NotSubscribed
+from knell.buses.contract import DefiniteError, IndeterminateError
+from knell.buses.http_protocol import CODES
+from knell.buses.operations import ERROR_KINDS
 
 __all__ = ["JsonResponse", "Problem", "bus_problem", "envelope"]
 
@@ -46,7 +49,7 @@ class JsonResponse(Response):
 
 class Problem(Exception):
     """A request answered with the error envelope. ``code`` is one of
-    :data:`knell.bridge.protocol.CODES`, which fixes status and outcome."""
+    :data:`knell.buses.http_protocol.CODES`, which fixes status and outcome."""
 
     def __init__(
         self,
@@ -79,10 +82,9 @@ def envelope(
 def bus_problem(exc: BaseException) -> Problem:
     """The envelope for an exception a bus raised (see the table above)."""
     text = str(exc) or type(exc).__name__
-    if isinstance(exc, AckBeyondHead):
-        return Problem("ack-beyond-head", text)
-    if isinstance(exc, NotSubscribed):
-        return Problem("not-subscribed", text)
+    for kind, cls in ERROR_KINDS.items():
+        if isinstance(exc, cls):
+            return Problem(kind, text)
     if isinstance(exc, DefiniteError):
         return Problem("refused", text)
     if isinstance(exc, IndeterminateError):

@@ -1,113 +1,170 @@
-"""The JSON bodies the bridge reads and writes, as pydantic models.
+"""The JSON bodies the bridge reads and writes, as pydantic models built
+from the operations table.
 
-One model per body, strict (``"5"`` is not an integer, ``true`` is not a
-number, ``5.0`` is not a seq) and closed (an unknown field is refused,
-so a misspelt ``idempotencyKey`` is an error rather than a post without
-a key). The same models generate the OpenAPI description, so the
-document cannot drift from what the bridge enforces.
+One request model per operation that takes a body, and one response
+model per result shape, generated from
+:data:`knell.buses.operations.OPERATIONS` (each argument's wire type maps
+to a pydantic annotation below), so the bridge validates exactly the
+arguments the table lists and the OpenAPI document (built from these
+same models) cannot drift from either. The request models are strict
+(``"5"`` is not an integer, ``true`` is not a number, ``5.0`` is not a
+seq) and closed (an unknown field is refused, so a misspelt
+``idempotencyKey`` is an error rather than a post without a key).
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from functools import cache
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, create_model
 
-from knell.bridge.protocol import MAX_NAME, NAME_PATTERN
+from knell.buses.http_protocol import MAX_LIMIT, MAX_NAME, NAME_PATTERN
+from knell.buses.operations import OPERATIONS, RECORDS, Operation, Record, WireType
 
 __all__ = [
-    "AckRequest",
-    "CursorResponse",
     "ErrorResponse",
-    "FetchResponse",
-    "HeadResponse",
     "HealthResponse",
-    "MessageResponse",
     "Name",
-    "PostRequest",
-    "SubscribeRequest",
-    "WaitResponse",
-    "WakeBody",
+    "body_args",
     "models",
+    "request_model",
+    "response_model_name",
 ]
 
 Name = Annotated[str, StringConstraints(pattern=NAME_PATTERN, max_length=MAX_NAME)]
-
-Seq = Annotated[int, Field(ge=0, description="A sequence number (0: before the first message).")]
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(strict=True, extra="forbid")
 
 
-# -- requests ------------------------------------------------------------------
+_ANNOTATIONS: dict[str, Any] = {
+    "name": Name,
+    "text": str,
+    "key": Annotated[str, StringConstraints(min_length=1, max_length=512)] | None,
+    "id": Annotated[str, StringConstraints(min_length=1)],
+    "join_at": Literal["head", "start"],
+    "reason": Literal["backlog", "post"],
+    "up_to": Annotated[int, Field(ge=0, description="A seq (0: before the first message).")],
+    "seq": Annotated[int, Field(ge=1)],
+    "cursor": Annotated[int, Field(ge=0)],
+    "head": Annotated[int, Field(ge=0)],
+    "after": Annotated[int, Field(ge=0)],
+    "after?": Annotated[int, Field(ge=0)] | None,
+    "limit": Annotated[int, Field(ge=1, le=MAX_LIMIT)],
+    "count": Annotated[int, Field(ge=1)],
+    "deliveries": Annotated[int, Field(ge=1)],
+    "lease": Annotated[float, Field(gt=0)],
+    "seconds": Annotated[float, Field(ge=0)],
+    "time": float,
+}
+"""The pydantic annotation of each wire type (by its key)."""
 
 
-class PostRequest(_Strict):
-    """Append one message; a repeated ``idempotency_key`` returns the original."""
+def _camel(name: str) -> str:
+    return "".join(part.capitalize() for part in name.replace("-", "_").split("_"))
 
-    body: str = Field(description="Opaque to the bus.")
-    sender: Name = Field(description="Who posts (a handle): its own posts never ring it.")
-    idempotency_key: Annotated[str, StringConstraints(min_length=1, max_length=512)] | None = Field(
-        default=None, description="Retry key: one append per (channel, key)."
+
+def _record_name(record: Record) -> str:
+    return {"message": "MessageResponse", "wake": "WakeBody"}.get(record.ref, _camel(record.ref))
+
+
+def _annotation(t: WireType) -> Any:
+    """A wire type as pydantic sees it (records become their models)."""
+    if t.key in _ANNOTATIONS:
+        return _ANNOTATIONS[t.key]
+    base, nullable = t.key.removesuffix("?"), t.key.endswith("?")
+    many = base.endswith("[]")
+    base = base.removesuffix("[]")
+    inner: Any = _record_models()[base] if base in _record_models() else _ANNOTATIONS[base]
+    if many:
+        inner = list[inner]
+    return inner | None if nullable else inner
+
+
+@cache
+def _record_models() -> dict[str, type[BaseModel]]:
+    out: dict[str, type[BaseModel]] = {}
+    for record in RECORDS:
+        fields: dict[str, Any] = {}
+        for s in record.slots:
+            annotation = _ANNOTATIONS[s.type.key]
+            default = None if s.name in record.optional else ...
+            fields[s.name] = (annotation, Field(default, description=s.doc or None))
+        out[record.ref] = create_model(_record_name(record), __base__=_Strict, **fields)
+    return out
+
+
+def body_args(op: Operation) -> list[str]:
+    """The arguments of ``op`` sent in a JSON body (none for a ``GET``)."""
+    if op.http.method == "GET":
+        return []
+    in_path = set(op.http.path_args())
+    return [a.name for a in op.args if a.name not in in_path]
+
+
+@cache
+def request_model(name: str) -> type[BaseModel] | None:
+    """The body model of operation ``name`` (``None``: it takes no body)."""
+    op = OPERATIONS[name]
+    names = body_args(op)
+    if not names and op.http.method == "GET":
+        return None
+    fields: dict[str, Any] = {}
+    for arg in op.args:
+        if arg.name in names:
+            default = ... if arg.required else arg.default
+            fields[arg.name] = (
+                _annotation(arg.type),
+                Field(default, description=arg.doc or None),
+            )
+    model = create_model(
+        f"{_camel(name)}Request", __base__=_Strict, __doc__=f"{name}: {op.summary}.", **fields
     )
+    return model
 
 
-class SubscribeRequest(_Strict):
-    """Join at the channel's head (default) or its start; never moves an existing cursor."""
-
-    at: Literal["head", "start"] = "head"
-
-
-class AckRequest(_Strict):
-    """Move the handle's cursor forward to ``up_to`` (never back; never beyond head)."""
-
-    up_to: Seq
+def response_model_name(name: str) -> str | None:
+    """The component name of operation ``name``'s answer (``None``: an empty object)."""
+    return _responses()[0].get(name)
 
 
-# -- responses -----------------------------------------------------------------
-
-
-class MessageResponse(_Strict):
-    channel: str
-    seq: int
-    body: str
-    sender: str
-    idempotency_key: str | None = None
-
-
-class FetchResponse(_Strict):
-    """A peek: a short page is the end of a batch, not the head."""
-
-    messages: list[MessageResponse]
-
-
-class CursorResponse(_Strict):
-    cursor: int
-
-
-class HeadResponse(_Strict):
-    head: int
-
-
-class WakeBody(_Strict):
-    """A doorbell ring: what rang and why, never the message body."""
-
-    channel: str
-    seq: int
-    sender: str
-    reason: Literal["backlog", "post"]
-
-
-class WaitResponse(_Strict):
-    """``wake`` is null when the wait timed out without a ring."""
-
-    wake: WakeBody | None
+@cache
+def _responses() -> tuple[dict[str, str], dict[str, type[BaseModel]]]:
+    """Which model answers each operation, and the models: one per result
+    shape, named by its result field (``CursorResponse`` serves subscribe,
+    ack and cursor), by the operation when two shapes share a field."""
+    names: dict[str, str] = {}
+    made: dict[str, type[BaseModel]] = {}
+    shapes: dict[str, str] = {}
+    for op in OPERATIONS.values():
+        if op.result is None or op.result_key is None:
+            continue
+        if op.http.bare:
+            names[op.name] = _record_name(next(r for r in RECORDS if r.ref == op.result.key))
+            continue
+        name = f"{_camel(op.result_key)}Response"
+        if shapes.get(name, op.result.key) != op.result.key:
+            name = f"{_camel(op.name)}Response"
+        shapes[name] = op.result.key
+        names[op.name] = name
+        if name not in made:
+            fields: dict[str, Any] = {
+                op.result_key: (_annotation(op.result), Field(description=op.result_doc or None))
+            }
+            made[name] = create_model(name, __base__=_Strict, **fields)
+    return names, made
 
 
 class HealthResponse(_Strict):
     ok: bool
     bus: str = Field(description="The kind of bus behind the bridge (its class name).")
+    contracts: list[str] = Field(
+        default_factory=lambda: ["broadcast"],
+        description="The contracts the bus behind the bridge implements; a client drives"
+        " only their operations.",
+    )
 
 
 class ErrorResponse(_Strict):
@@ -122,16 +179,11 @@ class ErrorResponse(_Strict):
 
 def models() -> list[type[BaseModel]]:
     """Every body model, for the OpenAPI components."""
+    requests = [request_model(name) for name in OPERATIONS]
     return [
-        PostRequest,
-        SubscribeRequest,
-        AckRequest,
-        MessageResponse,
-        FetchResponse,
-        CursorResponse,
-        HeadResponse,
-        WakeBody,
-        WaitResponse,
+        *(m for m in requests if m is not None),
+        *_record_models().values(),
+        *_responses()[1].values(),
         HealthResponse,
         ErrorResponse,
     ]

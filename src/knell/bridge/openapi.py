@@ -1,12 +1,13 @@
-"""The bridge's OpenAPI 3.1 description, built from the route table and the models.
+"""The bridge's OpenAPI 3.1 description, built from the operations table and the models.
 
 Anyone who wants knell to test their own bus over HTTP implements this
 document: serve these routes with these bodies and this error envelope,
 and every worker role and every check runs against it unchanged through
 the ``http://`` driver. The document is generated, never written by hand,
-from :data:`knell.bridge.protocol.ROUTES` (the same table the app routes
-from), :data:`knell.bridge.protocol.CODES` and the pydantic models, so it
-lists exactly the routes the bridge serves.
+from :data:`knell.buses.operations.OPERATIONS` (through
+:data:`knell.buses.http_protocol.ROUTES`, the same table the app routes
+from), :data:`knell.buses.http_protocol.CODES` and the pydantic models
+built from that table, so it lists exactly the routes the bridge serves.
 
 ``python -m knell.bridge.openapi [FILE]`` prints it (or writes ``FILE``);
 the shipped copy is ``docs/bridge-openapi.json``, and a test fails when
@@ -23,87 +24,62 @@ from typing import Any
 
 from pydantic.json_schema import models_json_schema
 
-from knell.bridge.models import models
-from knell.bridge.protocol import CODES, MAX_LIMIT, NAME_PATTERN, NAME_RULE, ROUTES
+from knell.bridge.models import body_args, models, request_model, response_model_name
+from knell.buses.http_protocol import CODES, MAX_LIMIT, NAME_PATTERN, NAME_RULE, ROUTES
+from knell.buses.operations import OPERATIONS
 
 __all__ = ["openapi_document", "openapi_text"]
 
-_OPERATIONS: dict[str, dict[str, Any]] = {
-    "post": {
-        "summary": "post: append a message (a repeated idempotency key returns the original)",
-        "request": "PostRequest",
-        "response": "MessageResponse",
-        "errors": ["invalid-request", "invalid-name", "malformed-json", "body-too-large"],
-    },
-    "head": {
-        "summary": "head: the channel's highest seq (0 when empty)",
-        "response": "HeadResponse",
-        "errors": ["invalid-name"],
-    },
-    "subscribe": {
-        "summary": "subscribe: join at head (or start); re-subscribing never moves a cursor",
-        "request": "SubscribeRequest",
-        "response": "CursorResponse",
-        "errors": ["invalid-request", "invalid-name", "malformed-json", "body-too-large"],
-    },
-    "fetch": {
-        "summary": "fetch: a peek at the messages after the handle's cursor (or after `after`)",
-        "response": "FetchResponse",
-        "query": {
-            "after": (
-                False,
-                {"type": "integer", "minimum": 0},
-                "Read after this seq; omitted: after the handle's durable cursor.",
-            ),
-            "limit": (
-                False,
-                {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": 100},
-                "Page size; a short page is the end of a batch, not the head.",
-            ),
-        },
-        "errors": ["invalid-request", "invalid-name", "not-subscribed"],
-    },
-    "ack": {
-        "summary": "ack: move the cursor forward to up_to (never back, never beyond head)",
-        "request": "AckRequest",
-        "response": "CursorResponse",
-        "errors": [
-            "invalid-request",
-            "invalid-name",
-            "malformed-json",
-            "body-too-large",
-            "not-subscribed",
-            "ack-beyond-head",
-        ],
-    },
-    "cursor": {
-        "summary": "cursor: the handle's durable cursor on the channel",
-        "response": "CursorResponse",
-        "errors": ["invalid-name", "not-subscribed"],
-    },
-    "wait": {
-        "summary": "wait: the doorbell long poll (names channel, seq, sender, reason; no body)",
-        "response": "WaitResponse",
-        "query": {
-            "timeout": (
-                True,
-                {"type": "number", "minimum": 0},
-                "Seconds to wait for a ring (at most the bridge's --max-wait).",
-            ),
-        },
-        "errors": ["invalid-request", "invalid-name", "too-many-waits", "shutting-down"],
-    },
-    "health": {
-        "summary": "health: the bridge is serving",
-        "response": "HealthResponse",
-        "errors": [],
-    },
-    "openapi": {
-        "summary": "this document",
-        "response": None,
-        "errors": [],
-    },
+_QUERY_SCHEMAS: dict[str, dict[str, Any]] = {
+    "after": {"type": "integer", "minimum": 0},
+    "after?": {"type": "integer", "minimum": 0},
+    "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT},
+    "seconds": {"type": "number", "minimum": 0},
 }
+
+_OWN: dict[str, dict[str, Any]] = {
+    "health": {"summary": "health: the bridge is serving", "response": "HealthResponse"},
+    "openapi": {"summary": "this document", "response": None},
+}
+
+
+def _spec(name: str) -> dict[str, Any]:
+    """What the document says about operation ``name``, from the table."""
+    if name in _OWN:
+        return {**_OWN[name], "errors": [], "query": {}}
+    op = OPERATIONS[name]
+    in_path = set(op.http.path_args())
+    query: dict[str, tuple[bool, dict[str, Any], str]] = {}
+    if op.http.method == "GET":
+        for arg in op.args:
+            if arg.name not in in_path:
+                schema = dict(_QUERY_SCHEMAS[arg.type.key])
+                if not arg.required and arg.default is not None:
+                    schema["default"] = arg.default
+                doc = arg.doc or ""
+                if name == "wait":
+                    doc = "Seconds to wait for a ring (at most the bridge's --max-wait)."
+                query[arg.name] = (arg.required, schema, doc)
+    errors = ["unsupported", *op.refusals]
+    if in_path:
+        errors.append("invalid-name")
+    model = request_model(name)
+    if model is not None:
+        errors += ["invalid-request", "malformed-json", "body-too-large"]
+        if any(a.type.key == "name" for a in op.args if a.name in body_args(op)):
+            errors.append("invalid-name")
+    if query:
+        errors.append("invalid-request")
+    if name == "wait":
+        errors += ["too-many-waits", "shutting-down"]
+    return {
+        "summary": f"{name}: {op.summary}",
+        "request": None if model is None else model.__name__,
+        "response": response_model_name(name),
+        "query": query,
+        "errors": errors,
+    }
+
 
 _COMMON_ERRORS = ["bad-host", "unauthorized", "internal"]
 _BUS_ERRORS = ["refused", "bus-error"]
@@ -118,7 +94,8 @@ def _json(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 def _operation(op: str, method: str, path: str) -> dict[str, Any]:
-    spec = _OPERATIONS[op]
+    spec = _spec(op)
+    path_names = OPERATIONS[op].http.path_args() if op in OPERATIONS else ()
     parameters: list[dict[str, Any]] = [
         {
             "name": name,
@@ -127,8 +104,7 @@ def _operation(op: str, method: str, path: str) -> dict[str, Any]:
             "description": f"A {name} name: {NAME_RULE}.",
             "schema": {"type": "string", "pattern": NAME_PATTERN, "maxLength": 128},
         }
-        for name in ("channel", "handle")
-        if "{" + name + "}" in path
+        for name in path_names
     ]
     for name, (required, schema, text) in spec.get("query", {}).items():
         parameters.append(
@@ -142,6 +118,8 @@ def _operation(op: str, method: str, path: str) -> dict[str, Any]:
         )
     response = spec["response"]
     ok_schema = _ref(response) if response else {"type": "object"}
+    if op in OPERATIONS and response is None:
+        ok_schema = {"type": "object", "description": "Nothing to return: an empty object."}
     codes = list(spec["errors"]) + _COMMON_ERRORS
     if op not in ("health", "openapi"):
         codes += _BUS_ERRORS
@@ -182,7 +160,8 @@ def openapi_document() -> dict[str, Any]:
         for code, (status, outcome, text) in CODES.items()
     )
     description = (
-        "The broadcast contract of a knell bus over HTTP + JSON, served by `knell bridge`"
+        "The contracts of a knell bus (broadcast, queue, at-most-once) over HTTP + JSON,"
+        " generated from knell's table of contract operations, served by `knell bridge`"
         " in front of any bus, and spoken by knell's `http://` driver. Every 4xx and 5xx"
         " answers with one envelope, `{error, detail, outcome}`: `definite` means the"
         " operation did not happen (a client records `fail`), `indeterminate` that it may"

@@ -42,6 +42,11 @@ kind is fixed by the first kind-specific use (``subscribe``,
 ``declare_queue`` or ``claim``, ``claim_role``) and never changes; an
 operation of another kind is refused with :class:`WrongChannelKind`.
 
+The same operations as data (arguments and their wire types, results,
+refusals), from which every wire form and its documents are derived,
+are the table in :mod:`knell.buses.operations`; a test keeps it and the
+Protocols below in step.
+
 A bus says which contracts it implements with a ``contracts`` attribute
 (:func:`contracts_of`); a bus without one implements broadcast only, and
 knell refuses to run a scenario for a contract the bus lacks.

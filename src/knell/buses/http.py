@@ -3,8 +3,10 @@ that speaks its protocol.
 
 ``http://HOST:PORT`` (or ``https://``) bus URLs open an :class:`HttpBus`,
 so every worker role and every check runs through a bridge unchanged,
-and a bus that serves :mod:`knell.bridge.protocol` itself is tested with
-no bridge at all.
+and a bus that serves :mod:`knell.buses.http_protocol` itself is tested with
+no bridge at all. Its methods are the rows of
+:data:`knell.buses.operations.OPERATIONS` (broadcast, queue and
+at-most-once), each sent along the row's route.
 
 The one thing a driver must get right is the outcome of a call that went
 wrong, because the history records it (``fail``: it did not happen;
@@ -20,10 +22,12 @@ no free connection in the pool
 read or write timeout, reset, the server   IndeterminateError     info
 closed mid-request (it may have acted)
 4xx with the envelope                      DefiniteError          fail
-                                           (AckBeyondHead on
+                                           (the contract's class
+                                           for a known code:
+                                           AckBeyondHead on
                                            ``ack-beyond-head``,
-                                           NotSubscribed on
-                                           ``not-subscribed``)
+                                           LeaseLost on
+                                           ``lease-lost``...)
 5xx                                        by the envelope's      fail or
                                            ``outcome``; no        info
                                            envelope: info
@@ -57,24 +61,23 @@ from urllib.parse import parse_qs, quote, urlsplit, urlunsplit
 
 import httpx
 
-from knell.bridge.protocol import ROUTES, TOKEN_ENV, name_problem
-from knell.buses.contract import (
-    AckBeyondHead,
-    DefiniteError,
-    IndeterminateError,
-    JoinAt,
-    Message,
-    NotSubscribed,
-    Wake,
-)
+from knell.buses.calls import OperationCalls
+from knell.buses.contract import BROADCAST, CONTRACTS, DefiniteError, IndeterminateError
+from knell.buses.http_protocol import ROUTES, TOKEN_ENV, name_problem
+from knell.buses.operations import ERROR_KINDS, OPERATIONS, DecodeError
 
 __all__ = ["HttpBus", "open_http"]
+
+HEALTH_TIMEOUT = 0.5
+"""Seconds the ``contracts`` probe waits for ``/health``."""
 
 _OPTIONS = {"token", "timeout", "connect_timeout", "wait_margin", "failover"}
 
 
-class HttpBus:
-    """A :class:`~knell.buses.contract.Bus` over HTTP + JSON."""
+class HttpBus(OperationCalls):
+    """A :class:`~knell.buses.contract.Bus`, ``QueueBus`` and ``RoleBus``
+    over HTTP + JSON, as far as the server serves them: :attr:`contracts`
+    is what its ``/health`` answer declares."""
 
     def __init__(
         self,
@@ -121,6 +124,27 @@ class HttpBus:
             for base in (self.base_url, *(b.rstrip("/") for b in failover))
         ]
         self._current = 0
+        self._contracts: frozenset[str] | None = None
+
+    @property
+    def contracts(self) -> frozenset[str]:
+        """The contracts the server declares in its ``/health`` answer
+        (asked once, with a short read timeout: a bus is opened by every
+        worker, and a paused bridge must not hold a worker's start). A
+        server that declares none serves broadcast (every bridge did before
+        the other contracts); one that does not answer now is taken to
+        serve all three, and each call then answers for itself (``501
+        unsupported`` is a definite error)."""
+        if self._contracts is None:
+            try:
+                data = self._request("health", {}, read_timeout=HEALTH_TIMEOUT)
+            except (DefiniteError, IndeterminateError):
+                data = {"contracts": list(CONTRACTS)}
+            declared = data.get("contracts") if isinstance(data, dict) else None
+            if not isinstance(declared, list):
+                declared = [BROADCAST]
+            self._contracts = frozenset(str(c) for c in declared if c in CONTRACTS)
+        return self._contracts
 
     # -- one request ---------------------------------------------------------------
 
@@ -203,71 +227,44 @@ class HttpBus:
         code, detail = data["error"], data.get("detail", "")
         text = f"{op}: HTTP {status} {code}: {detail}"
         if status < 500:
-            if code == "ack-beyond-head":
-                raise AckBeyondHead(text)
-            if code == "not-subscribed":
-                raise NotSubscribed(text)
-            raise DefiniteError(text)
+            raise ERROR_KINDS.get(code, DefiniteError)(text)
         if data.get("outcome") == "definite":
             raise DefiniteError(text)
         raise IndeterminateError(text)
 
     # -- the contract ------------------------------------------------------------
 
-    def post(
-        self, channel: str, body: str, sender: str, idempotency_key: str | None = None
-    ) -> Message:
-        problem = name_problem("sender", sender)
-        if problem is not None:
-            raise DefiniteError(f"post not sent: {problem}")
-        payload = {"body": body, "sender": sender, "idempotency_key": idempotency_key}
-        data = self._request("post", {"channel": channel}, body=payload)
-        return _message(data, "post")
-
-    def subscribe(self, handle: str, channel: str, at: JoinAt = "head") -> int:
-        data = self._request("subscribe", {"channel": channel, "handle": handle}, body={"at": at})
-        return _int(data, "cursor", "subscribe")
-
-    def fetch(
-        self, handle: str, channel: str, after: int | None = None, limit: int = 100
-    ) -> list[Message]:
-        params: dict[str, Any] = {"limit": limit}
-        if after is not None:
-            params["after"] = after
-        data = self._request("fetch", {"channel": channel, "handle": handle}, params=params)
-        messages = data.get("messages") if isinstance(data, dict) else None
-        if not isinstance(messages, list):
-            raise IndeterminateError(f"fetch: unexpected answer {data!r:.200}")
-        return [_message(m, "fetch") for m in messages]
-
-    def ack(self, handle: str, channel: str, up_to: int) -> int:
-        data = self._request("ack", {"channel": channel, "handle": handle}, body={"up_to": up_to})
-        return _int(data, "cursor", "ack")
-
-    def cursor(self, handle: str, channel: str) -> int:
-        data = self._request("cursor", {"channel": channel, "handle": handle})
-        return _int(data, "cursor", "cursor")
-
-    def head(self, channel: str) -> int:
-        return _int(self._request("head", {"channel": channel}), "head", "head")
-
-    def wait(self, handle: str, timeout: float) -> Wake | None:
-        timeout = max(0.0, float(timeout))
-        data = self._request(
-            "wait",
-            {"handle": handle},
-            params={"timeout": f"{timeout:.3f}"},
-            read_timeout=timeout + self.wait_margin,
-        )
-        wake = data.get("wake", ...) if isinstance(data, dict) else ...
-        if wake is None:
-            return None
-        if not isinstance(wake, dict) or wake.get("reason") not in ("backlog", "post"):
-            raise IndeterminateError(f"wait: unexpected answer {data!r:.200}")
+    def _op(self, name: str, *values: Any) -> Any:
+        """One row of the operations table: the row's route says which
+        arguments go in the path, the query or the body, and its wire type
+        reads the answer (the methods themselves are :class:`OperationCalls`)."""
+        op = OPERATIONS[name]
+        args = op.encode_args(values)
+        for arg in op.args:
+            if arg.type.key == "name":
+                problem = name_problem(arg.name, args[arg.name])
+                if problem is not None:
+                    raise DefiniteError(f"{name} not sent: {problem}")
+        read_timeout = None
+        if op.blocks_for is not None:
+            args[op.blocks_for] = op.blocking_seconds(values)
+            read_timeout = args[op.blocks_for] + self.wait_margin
+        names = {k: args.pop(k) for k in op.http.path_args()}
+        body: dict[str, Any] | None = None
+        params: dict[str, Any] | None = None
+        if op.http.method == "GET":
+            params = {k: _query_text(v) for k, v in args.items() if v is not None}
+        else:
+            body = args
+        data = self._request(name, names, body=body, params=params, read_timeout=read_timeout)
+        if op.http.bare:
+            data = {op.result_key: data}
+        if not isinstance(data, dict):
+            raise IndeterminateError(f"{name}: unexpected answer {data!r:.200}")
         try:
-            return Wake(str(wake["channel"]), int(wake["seq"]), str(wake["sender"]), wake["reason"])
-        except (KeyError, TypeError, ValueError) as exc:
-            raise IndeterminateError(f"wait: unexpected answer {data!r:.200}") from exc
+            return op.decode_result(data)
+        except DecodeError as exc:
+            raise IndeterminateError(f"{name}: unexpected answer ({exc}): {data!r:.200}") from exc
 
     def close(self) -> None:
         for client in self._clients:
@@ -277,25 +274,9 @@ class HttpBus:
         return f"HttpBus({self.base_url!r})"
 
 
-def _int(data: Any, key: str, op: str) -> int:
-    value = data.get(key) if isinstance(data, dict) else None
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise IndeterminateError(f"{op}: unexpected answer {data!r:.200}")
-    return value
-
-
-def _message(data: Any, op: str) -> Message:
-    try:
-        key = data.get("idempotency_key")
-        return Message(
-            str(data["channel"]),
-            int(data["seq"]),
-            str(data["body"]),
-            str(data["sender"]),
-            None if key is None else str(key),
-        )
-    except (AttributeError, KeyError, TypeError, ValueError) as exc:
-        raise IndeterminateError(f"{op}: unexpected message {data!r:.200}") from exc
+def _query_text(value: Any) -> str:
+    """A query parameter's text (a float with millisecond precision)."""
+    return f"{value:.3f}" if isinstance(value, float) else str(value)
 
 
 def open_http(url: str) -> HttpBus:

@@ -33,6 +33,7 @@ on the operations that did get through alone.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 import shlex
@@ -42,21 +43,9 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
-from knell.buses.contract import (
-    CONTRACT_METHODS,
-    CONTRACTS,
-    BusError,
-    Claim,
-    DeadLetter,
-    DefiniteError,
-    Delivery,
-    JoinAt,
-    Message,
-    QueueInfo,
-    RoleHold,
-    Stranded,
-    Wake,
-)
+from knell.buses.calls import OperationCalls
+from knell.buses.contract import CONTRACT_METHODS, CONTRACTS, BusError, DefiniteError
+from knell.buses.operations import OPERATIONS
 from knell.buses.stdio.child import EOF, TIMEOUT, AdapterProcess, StderrSink, adapter_env
 from knell.buses.stdio.errors import AdapterError, AdapterStartError, ProblemKind
 from knell.buses.stdio.wire import (
@@ -64,23 +53,11 @@ from knell.buses.stdio.wire import (
     PROTOCOL_VERSION,
     Envelope,
     WireError,
+    decode,
     encode,
     envelope,
     result_of,
     snippet,
-    to_claim,
-    to_cursor,
-    to_dead,
-    to_deliveries,
-    to_head,
-    to_hold,
-    to_message,
-    to_messages,
-    to_nothing,
-    to_queue_info,
-    to_renewed,
-    to_stranded,
-    to_wake,
 )
 
 __all__ = ["StdioBus"]
@@ -97,7 +74,7 @@ CLOSE_GRACE = 5.0
 BACKOFF_FIRST, BACKOFF_MAX = 0.05, 1.0
 
 
-class StdioBus:
+class StdioBus(OperationCalls):
     """A :class:`~knell.buses.contract.Bus` (and ``QueueBus``, ``RoleBus``,
     as the adapter declares) behind an adapter program.
 
@@ -395,85 +372,14 @@ class StdioBus:
 
     # -- the contract ------------------------------------------------------------
 
-    def post(
-        self, channel: str, body: str, sender: str, idempotency_key: str | None = None
-    ) -> Message:
-        args = {
-            "channel": channel,
-            "body": body,
-            "sender": sender,
-            "idempotency_key": idempotency_key,
-        }
-        return self._call("post", args, _message)
-
-    def subscribe(self, handle: str, channel: str, at: JoinAt = "head") -> int:
-        return self._call("subscribe", {"handle": handle, "channel": channel, "at": at}, to_cursor)
-
-    def fetch(
-        self, handle: str, channel: str, after: int | None = None, limit: int = 100
-    ) -> list[Message]:
-        args = {"handle": handle, "channel": channel, "after": after, "limit": limit}
-        return self._call("fetch", args, to_messages)
-
-    def ack(self, handle: str, channel: str, up_to: int) -> int:
-        return self._call("ack", {"handle": handle, "channel": channel, "up_to": up_to}, to_cursor)
-
-    def cursor(self, handle: str, channel: str) -> int:
-        return self._call("cursor", {"handle": handle, "channel": channel}, to_cursor)
-
-    def head(self, channel: str) -> int:
-        return self._call("head", {"channel": channel}, to_head)
-
-    def wait(self, handle: str, timeout: float) -> Wake | None:
-        args = {"handle": handle, "timeout": timeout}
-        return self._call("wait", args, to_wake, timeout + self.timeout)
-
-    # -- queue channels (QueueBus) --------------------------------------------------
-
-    def declare_queue(self, channel: str, max_deliveries: int) -> QueueInfo:
-        args = {"channel": channel, "max_deliveries": max_deliveries}
-        return self._call("declare_queue", args, to_queue_info)
-
-    def claim(self, channel: str, consumer: str, lease_s: float) -> Claim | None:
-        args = {"channel": channel, "consumer": consumer, "lease_s": lease_s}
-        return self._call("claim", args, to_claim)
-
-    def renew(self, id: str, consumer: str, lease_s: float) -> Claim:
-        args = {"id": id, "consumer": consumer, "lease_s": lease_s}
-        return self._call("renew", args, to_renewed)
-
-    def done(self, id: str, consumer: str) -> None:
-        self._call("done", {"id": id, "consumer": consumer}, to_nothing)
-
-    def release(self, id: str, consumer: str) -> None:
-        self._call("release", {"id": id, "consumer": consumer}, to_nothing)
-
-    def dead(self, channel: str, after: int = 0, limit: int = 100) -> list[DeadLetter]:
-        args = {"channel": channel, "after": after, "limit": limit}
-        return self._call("dead", args, to_dead)
-
-    # -- role delivery (RoleBus) ----------------------------------------------------
-
-    def claim_role(self, role: str, run: str, lease_s: float) -> RoleHold:
-        args = {"role": role, "run": run, "lease_s": lease_s}
-        return self._call("claim_role", args, to_hold)
-
-    def release_role(self, role: str, run: str) -> None:
-        self._call("release_role", {"role": role, "run": run}, to_nothing)
-
-    def receive(self, run: str, limit: int = 50) -> list[Delivery]:
-        return self._call("receive", {"run": run, "limit": limit}, to_deliveries)
-
-    def read(self, id: str, run: str) -> None:
-        self._call("read", {"id": id, "run": run}, to_nothing)
-
-    def stranded(self, role: str) -> list[Stranded]:
-        return self._call("stranded", {"role": role}, to_stranded)
+    def _op(self, name: str, *values: Any) -> Any:
+        """One row of the operations table: its arguments become the
+        request's ``args``, the reply's result is read by the row's wire
+        type (the methods themselves are :class:`OperationCalls`)."""
+        op = OPERATIONS[name]
+        timeout = self.timeout + op.blocking_seconds(values)
+        return self._call(name, op.encode_args(values), functools.partial(decode, name), timeout)
 
 
 def _identity(result: dict[str, Any]) -> dict[str, Any]:
     return result
-
-
-def _message(result: dict[str, Any]) -> Message:
-    return to_message(result.get("message"), "result.message")

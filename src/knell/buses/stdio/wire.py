@@ -5,12 +5,13 @@ replies, and checks every reply's shape before anything downstream trusts
 it. The protocol itself is specified in ``docs/stdio-protocol.md`` (with a
 JSON Schema beside it); this is knell's side of it.
 
-Why the shapes are checked by hand rather than with ``jsonschema``: a reply
-is checked on every operation of every worker, the checks are a handful of
+Why the shapes are checked by walking the operations table
+(:mod:`knell.buses.operations`) rather than with ``jsonschema``: a reply is
+checked on every operation of every worker, the checks are a handful of
 ``isinstance`` tests, and a validator library would cost more than the
-rest of the round trip while adding a runtime dependency. The test suite
-validates real traffic of both example adapters against the published
-schema, which keeps the two in step.
+rest of the round trip while adding a runtime dependency. The published
+schema is generated from the same table (:mod:`.schema`), and the test
+suite validates real traffic of both example adapters against it.
 
 A reply is read in two steps so a problem is named precisely: first the
 envelope (is it a JSON object with an integer ``id``?), so a reply to the
@@ -21,35 +22,18 @@ reply to the request in flight, the rest (``ok``, and ``result`` or
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
 from knell.buses.contract import (
-    BROADCAST,
-    QUEUE,
-    ROLES,
-    AckBeyondHead,
+    CONTRACTS,
     BusError,
-    Claim,
-    DeadLetter,
     DefiniteError,
-    Delivery,
     IndeterminateError,
-    LeaseLost,
-    Message,
-    NotDeliveredTo,
-    NotHolder,
-    NotSubscribed,
-    QueueInfo,
-    RoleHeld,
-    RoleHold,
-    Stranded,
-    Wake,
-    WrongChannelKind,
 )
+from knell.buses.operations import ERROR_KINDS, OPERATIONS, DecodeError, operations_of
 
 __all__ = [
     "DEFINITE_KINDS",
@@ -60,23 +44,11 @@ __all__ = [
     "Envelope",
     "WireError",
     "bus_error",
+    "decode",
     "encode",
     "envelope",
     "result_of",
     "snippet",
-    "to_claim",
-    "to_cursor",
-    "to_dead",
-    "to_deliveries",
-    "to_head",
-    "to_hold",
-    "to_message",
-    "to_messages",
-    "to_nothing",
-    "to_queue_info",
-    "to_renewed",
-    "to_stranded",
-    "to_wake",
 ]
 
 PROTOCOL_VERSION = 1
@@ -92,27 +64,14 @@ MAX_LINE = 16 * 1024 * 1024
 """The longest line knell reads (16 MiB); anything longer is malformed."""
 
 OPS_OF: dict[str, tuple[str, ...]] = {
-    BROADCAST: ("post", "subscribe", "fetch", "ack", "cursor", "head", "wait"),
-    QUEUE: ("declare_queue", "post", "claim", "renew", "done", "release", "dead"),
-    ROLES: ("post", "claim_role", "release_role", "receive", "read", "stranded"),
+    contract: tuple(op.name for op in operations_of(contract)) for contract in CONTRACTS
 }
 """The operations of each contract (``post`` is shared: one log serves all)."""
 
-OPS = (
-    "hello",
-    *dict.fromkeys(op for ops in OPS_OF.values() for op in ops),
-    "close",
-)
+OPS = ("hello", *OPERATIONS, "close")
 """Every operation of protocol version 1."""
 
-DEFINITE_KINDS: dict[str, type[DefiniteError]] = {
-    "ack-beyond-head": AckBeyondHead,
-    "not-subscribed": NotSubscribed,
-    **{
-        cls.refusal: cls
-        for cls in (WrongChannelKind, LeaseLost, RoleHeld, NotHolder, NotDeliveredTo)
-    },
-}
+DEFINITE_KINDS: dict[str, type[DefiniteError]] = ERROR_KINDS
 """Error kinds that stand for one of the contract's exceptions. A refusal
 kind (``lease-lost``...) becomes the :class:`~knell.buses.contract.Refused`
 subclass a bus in Python raises, so a worker records it with ``"refused":
@@ -120,7 +79,7 @@ kind`` exactly as it would for a direct bus; any other definite kind is a
 plain :class:`~knell.buses.contract.DefiniteError`."""
 
 
-class WireError(Exception):
+class WireError(DecodeError):
     """A line that is not a well-formed reply; the text says what is wrong."""
 
 
@@ -199,196 +158,15 @@ def bus_error(error: Any) -> BusError:
     raise WireError(f"error.outcome must be 'definite' or 'indeterminate', got {outcome!r}")
 
 
-# -- result shapes ------------------------------------------------------------
+# -- results ------------------------------------------------------------------------
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _field(obj: Any, name: str, where: str) -> Any:
-    if not isinstance(obj, dict):
-        raise WireError(f"{where} must be an object, got {type(obj).__name__}")
-    if name not in obj:
-        raise WireError(f"{where}.{name} is missing")
-    return obj[name]
-
-
-def _int(obj: Any, name: str, where: str) -> int:
-    value = _field(obj, name, where)
-    if not _is_int(value):
-        raise WireError(f"{where}.{name} must be an integer, got {value!r}")
-    return int(value)
-
-
-def _str(obj: Any, name: str, where: str) -> str:
-    value = _field(obj, name, where)
-    if not isinstance(value, str):
-        raise WireError(f"{where}.{name} must be a string, got {value!r}")
-    return value
-
-
-def to_message(obj: Any, where: str) -> Message:
-    key = obj.get("idempotency_key") if isinstance(obj, dict) else None
-    if key is not None and not isinstance(key, str):
-        raise WireError(f"{where}.idempotency_key must be a string or null, got {key!r}")
-    return Message(
-        _str(obj, "channel", where),
-        _int(obj, "seq", where),
-        _str(obj, "body", where),
-        _str(obj, "sender", where),
-        key,
-    )
-
-
-def to_messages(result: dict[str, Any]) -> list[Message]:
-    messages = _field(result, "messages", "result")
-    if not isinstance(messages, list):
-        raise WireError(f"result.messages must be an array, got {type(messages).__name__}")
-    return [to_message(m, f"result.messages[{i}]") for i, m in enumerate(messages)]
-
-
-def to_cursor(result: dict[str, Any]) -> int:
-    return _int(result, "cursor", "result")
-
-
-def to_head(result: dict[str, Any]) -> int:
-    return _int(result, "head", "result")
-
-
-def to_wake(result: dict[str, Any]) -> Wake | None:
-    wake = _field(result, "wake", "result")
-    if wake is None:
-        return None
-    reason = _str(wake, "reason", "result.wake")
-    if reason not in ("backlog", "post"):
-        raise WireError(f"result.wake.reason must be 'backlog' or 'post', got {reason!r}")
-    return Wake(
-        _str(wake, "channel", "result.wake"),
-        _int(wake, "seq", "result.wake"),
-        _str(wake, "sender", "result.wake"),
-        "backlog" if reason == "backlog" else "post",
-    )
-
-
-# -- queue and at-most-once result shapes -------------------------------------
-
-
-def _time(obj: Any, name: str, where: str) -> float:
-    """A finite number (Unix seconds, or an interval): JSON has one number
-    type, so ``12`` and ``12.0`` are both fine; ``true`` is not a number."""
-    value = _field(obj, name, where)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise WireError(f"{where}.{name} must be a number, got {value!r}")
-    return float(value)
-
-
-def _list(result: dict[str, Any], name: str) -> list[Any]:
-    items = _field(result, name, "result")
-    if not isinstance(items, list):
-        raise WireError(f"result.{name} must be an array, got {type(items).__name__}")
-    return items
-
-
-def to_queue_info(result: dict[str, Any]) -> QueueInfo:
-    info = _field(result, "queue", "result")
-    return QueueInfo(
-        _str(info, "channel", "result.queue"),
-        _int(info, "max_deliveries", "result.queue"),
-        _time(info, "sweep_interval", "result.queue"),
-    )
-
-
-def _claim(obj: Any, where: str) -> Claim:
-    return Claim(
-        _str(obj, "id", where),
-        _str(obj, "channel", where),
-        _int(obj, "seq", where),
-        _str(obj, "body", where),
-        _str(obj, "sender", where),
-        _str(obj, "consumer", where),
-        _int(obj, "deliveries", where),
-        _time(obj, "expires_at", where),
-    )
-
-
-def to_claim(result: dict[str, Any]) -> Claim | None:
-    """``claim``: a lease, or ``null`` when nothing is claimable."""
-    claim = _field(result, "claim", "result")
-    return None if claim is None else _claim(claim, "result.claim")
-
-
-def to_renewed(result: dict[str, Any]) -> Claim:
-    """``renew``: the lease, extended (never ``null``: no lease is a refusal)."""
-    claim = _field(result, "claim", "result")
-    if claim is None:
-        raise WireError("result.claim must be an object (a renew without a lease is lease-lost)")
-    return _claim(claim, "result.claim")
-
-
-def to_dead(result: dict[str, Any]) -> list[DeadLetter]:
-    out = []
-    for i, obj in enumerate(_list(result, "dead")):
-        where = f"result.dead[{i}]"
-        out.append(
-            DeadLetter(
-                _str(obj, "id", where),
-                _str(obj, "channel", where),
-                _int(obj, "seq", where),
-                _str(obj, "body", where),
-                _str(obj, "sender", where),
-                _int(obj, "deliveries", where),
-                _time(obj, "died_at", where),
-            )
-        )
-    return out
-
-
-def to_hold(result: dict[str, Any]) -> RoleHold:
-    hold = _field(result, "hold", "result")
-    return RoleHold(
-        _str(hold, "role", "result.hold"),
-        _str(hold, "run", "result.hold"),
-        _time(hold, "expires_at", "result.hold"),
-    )
-
-
-def to_deliveries(result: dict[str, Any]) -> list[Delivery]:
-    out = []
-    for i, obj in enumerate(_list(result, "deliveries")):
-        where = f"result.deliveries[{i}]"
-        out.append(
-            Delivery(
-                _str(obj, "id", where),
-                _str(obj, "role", where),
-                _int(obj, "seq", where),
-                _str(obj, "body", where),
-                _str(obj, "sender", where),
-                _str(obj, "run", where),
-            )
-        )
-    return out
-
-
-def to_stranded(result: dict[str, Any]) -> list[Stranded]:
-    out = []
-    for i, obj in enumerate(_list(result, "stranded")):
-        where = f"result.stranded[{i}]"
-        out.append(
-            Stranded(
-                _str(obj, "id", where),
-                _str(obj, "role", where),
-                _int(obj, "seq", where),
-                _str(obj, "body", where),
-                _str(obj, "sender", where),
-                _str(obj, "run", where),
-                _time(obj, "delivered_at", where),
-            )
-        )
-    return out
-
-
-def to_nothing(result: dict[str, Any]) -> None:
-    """``done``, ``release``, ``release_role``, ``read``: success carries no
-    value (``{}``; unknown fields are ignored, as everywhere)."""
-    del result
+def decode(op: str, result: dict[str, Any]) -> Any:
+    """The Python result of ``op`` from a reply's ``result`` object, checked
+    field by field against the operation's wire type
+    (:data:`knell.buses.operations.OPERATIONS`); :class:`WireError` names
+    the first field that is wrong."""
+    try:
+        return OPERATIONS[op].decode_result(result)
+    except DecodeError as exc:
+        raise WireError(str(exc)) from None

@@ -1,18 +1,25 @@
-"""The bridge's wire protocol: paths, names, error codes and outcomes.
+"""The HTTP protocol of a bus: paths, names, error codes and outcomes.
 
 The HTTP bridge (:mod:`knell.bridge.app`) and the HTTP driver
 (:mod:`knell.buses.http`) are two ends of one protocol, and any other
 server that speaks it is a bus knell can test. What both ends must agree
-on lives here, in plain Python with no web framework behind it, so a
-worker that only *talks* HTTP never imports the server's dependencies.
+on lives here, with the buses (the driver is a bus; the bridge is a
+server built on top of them and imports this, never the other way), in
+plain Python with no web framework behind it, so a worker that only
+*talks* HTTP never imports the server's dependencies.
 
-The protocol maps the broadcast contract one operation to one route, and
-the contract's error tree to one error envelope::
+The protocol maps every contract operation (broadcast, queue and
+at-most-once: :data:`knell.buses.operations.OPERATIONS`, each with its
+:class:`~knell.buses.operations.HttpRoute`) to one route, and the
+contract's error tree to one error envelope::
 
     {"error": CODE, "detail": TEXT, "outcome": "definite" | "indeterminate"}
 
 Every 4xx is ``definite`` (the request was refused before the bus did
 anything), and a 5xx says in ``outcome`` whether the bus may have acted.
+A refusal the contract requires (``lease-lost``, ``role-held``...) is a
+409 whose code is the refusal's kind, so the client raises the same
+:class:`~knell.buses.contract.Refused` subclass the bus raised.
 A client therefore records ``fail`` or ``info`` exactly as it would for a
 direct call: ``definite`` is :class:`~knell.buses.contract.DefiniteError`,
 ``indeterminate`` is :class:`~knell.buses.contract.IndeterminateError`.
@@ -22,6 +29,9 @@ from __future__ import annotations
 
 import re
 from typing import Final, Literal
+
+from knell.buses.contract import Refused
+from knell.buses.operations import ERROR_KINDS, OPERATIONS
 
 __all__ = [
     "CODES",
@@ -36,6 +46,12 @@ __all__ = [
 ]
 
 Outcome = Literal["definite", "indeterminate"]
+
+
+def _first_line(cls: type) -> str:
+    """A class's docstring as one line, for the error table."""
+    return " ".join((cls.__doc__ or cls.__name__).split()).replace("``", "`").rstrip(".")
+
 
 MAX_NAME: Final = 128
 
@@ -66,17 +82,11 @@ is given on the command line (bridge) or in the URL (driver)."""
 
 ROUTES: Final[dict[str, tuple[str, str]]] = {
     # operation: (method, path template)
-    "post": ("POST", "/channels/{channel}/messages"),
-    "head": ("GET", "/channels/{channel}/head"),
-    "subscribe": ("PUT", "/channels/{channel}/subscribers/{handle}"),
-    "fetch": ("GET", "/channels/{channel}/subscribers/{handle}/messages"),
-    "ack": ("POST", "/channels/{channel}/subscribers/{handle}/ack"),
-    "cursor": ("GET", "/channels/{channel}/subscribers/{handle}/cursor"),
-    "wait": ("GET", "/handles/{handle}/wait"),
+    **{name: (op.http.method, op.http.path) for name, op in OPERATIONS.items()},
     "health": ("GET", "/health"),
     "openapi": ("GET", "/openapi.json"),
 }
-"""One route per operation of the contract, plus the bridge's own two."""
+"""One route per operation of every contract, plus the bridge's own two."""
 
 CODES: Final[dict[str, tuple[int, Outcome, str]]] = {
     # code: (HTTP status, outcome, meaning)
@@ -88,6 +98,11 @@ CODES: Final[dict[str, tuple[int, Outcome, str]]] = {
     "method-not-allowed": (405, "definite", "the route does not take this method"),
     "ack-beyond-head": (409, "definite", "the ack names a seq above the channel's head"),
     "refused": (409, "definite", "the bus refused the operation; it did not happen"),
+    **{
+        kind: (409, "definite", f"a refusal the contract requires: {_first_line(cls)}")
+        for kind, cls in ERROR_KINDS.items()
+        if issubclass(cls, Refused)
+    },
     "body-too-large": (413, "definite", "the request body is over the bridge's size limit"),
     "unsupported-media-type": (415, "definite", "a request body must be application/json"),
     "invalid-request": (422, "definite", "a field is missing, extra, of the wrong type or range"),
@@ -97,6 +112,11 @@ CODES: Final[dict[str, tuple[int, Outcome, str]]] = {
         f"a channel, handle or sender name breaks the rule: {NAME_RULE}",
     ),
     "internal": (500, "indeterminate", "the bridge failed; the operation may have happened"),
+    "unsupported": (
+        501,
+        "definite",
+        "the bus behind the bridge does not implement this operation's contract",
+    ),
     "bus-error": (502, "indeterminate", "the bus behind the bridge failed mid-operation"),
     "too-many-waits": (503, "definite", "every long-poll slot is taken; nothing was done"),
     "shutting-down": (503, "definite", "the bridge is stopping; the wait was given up"),
