@@ -214,10 +214,34 @@ class StoreKind:
         """A store started (or created) for the run from ``spec``."""
         raise StoreError(f"a {self.name} store cannot be started by knell")
 
+    def locate(self) -> object:
+        """Find what a private store needs on this machine (a server's
+        binaries); raise :class:`StoreError` saying what is missing and how
+        to install it. An embedded store needs nothing."""
+        return None
+
     def unavailable(self) -> str | None:
         """Why a private store of this kind cannot be started on this
-        machine (``None``: it can)."""
+        machine (``None``: it can): its server, then its client library."""
+        try:
+            self.locate()
+        except StoreError as exc:
+            return str(exc)
         return self.missing_extra()
+
+    def client_probes(self) -> list[Probe]:
+        """``knell doctor``'s line per client library (:attr:`requires`):
+        its version, or the extra that installs it."""
+        out = []
+        for module in self.requires:
+            try:
+                found = importlib.import_module(module)
+            except ImportError:
+                hint = f"pip install 'knell[{self.extra or self.name}]'"
+                out.append(Probe(module, False, "not installed", hint))
+                continue
+            out.append(Probe(module, True, f"{module} {getattr(found, '__version__', '?')}"))
+        return out
 
     def doctor(self) -> list[Probe]:
         """What ``knell doctor`` checks for this kind."""

@@ -104,14 +104,10 @@ class PostgresKind(StoreKind):
             op_timeout=spec.op_timeout,
         )
 
-    def unavailable(self) -> str | None:
+    def locate(self) -> object:
         from knell.stores.postgres.discovery import find_postgres
 
-        try:
-            find_postgres()
-        except StoreError as exc:
-            return str(exc)
-        return self.missing_extra()
+        return find_postgres()
 
     def doctor(self) -> list[Probe]:
         from knell.stores.postgres.discovery import find_postgres
@@ -140,13 +136,7 @@ class PostgresKind(StoreKind):
                         "create one (useradd postgres), or set [store] user = ...",
                     )
                 )
-        try:
-            import psycopg
-
-            out.append(Probe("psycopg", True, f"psycopg {psycopg.__version__}"))
-        except ImportError:
-            out.append(Probe("psycopg", False, "not installed", "pip install 'knell[postgres]'"))
-        return out
+        return out + self.client_probes()
 
     def compose_ready(self, host: str, port: int, timeout: float = 1.0) -> bool:
         """A startup message: a server ready for queries answers with an

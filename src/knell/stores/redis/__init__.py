@@ -107,14 +107,10 @@ class RedisKind(StoreKind):
             op_timeout=spec.op_timeout,
         )
 
-    def unavailable(self) -> str | None:
+    def locate(self) -> object:
         from knell.stores.redis.discovery import find_redis_server
 
-        try:
-            find_redis_server()
-        except StoreError as exc:
-            return str(exc)
-        return self.missing_extra()
+        return find_redis_server()
 
     def doctor(self) -> list[Probe]:
         from knell.stores.redis.discovery import find_redis_server
@@ -130,13 +126,7 @@ class RedisKind(StoreKind):
             )
             return [Probe("redis server", False, "not found", hint)]
         out = [Probe("redis server", True, f"{version_of([str(binary), '--version'])} ({binary})")]
-        try:
-            import redis
-
-            out.append(Probe("redis-py", True, f"redis-py {redis.__version__}"))
-        except ImportError:
-            out.append(Probe("redis-py", False, "not installed", "pip install 'knell[redis]'"))
-        return out
+        return out + self.client_probes()
 
     def compose_env(self, options: dict[str, Any]) -> dict[str, str]:
         o = RedisComposeOptions.model_validate(options)
