@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-unit test-integration test-slow compose-test compose-images lint lint-workflows format matrix bench explore explore-short clean node-adapter
+.PHONY: run test test-unit test-integration compose-test compose-images lint lint-workflows format matrix bench explore explore-short clean node-adapter
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -32,6 +32,7 @@ test-integration: $(STAMP)
 	$(BIN)/python -m pytest -q -m "integration and not compose" -n $(TEST_WORKERS) --dist loadgroup
 
 ## test-slow: the long in-process tests (the check fuzz)
+.PHONY: test-slow
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -m slow
 
