@@ -6,8 +6,6 @@ from __future__ import annotations
 import subprocess
 import sys
 
-import pytest
-
 PROBE = """
 import sys
 import knell, knell.buses, knell.stores, knell.bench.bus, knell.owners
@@ -26,7 +24,6 @@ print(",".join(loaded))
 """
 
 
-@pytest.mark.integration  # starts a Python child process
 def test_sqlite_runs_never_import_psycopg_or_redis(tmp_path) -> None:  # type: ignore[no-untyped-def]
     out = subprocess.run(
         [sys.executable, "-c", PROBE, str(tmp_path)], capture_output=True, text=True, check=True
