@@ -16,16 +16,25 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(BIN)/knell run scenarios/quickstart.toml
 
-## test: every test (unit on handcrafted histories, integration with real processes);
-## the container tests are `make compose-test`
+## test: every test but the container ones (`make compose-test`), spread over TEST_WORKERS
+## pytest-xdist workers (one per CPU); tests that must not overlap share an xdist_group.
+## tests/README.md maps the folders, their markers and times
+TEST_WORKERS ?= logical
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not compose"
+	$(BIN)/python -m pytest -q -m "not compose" -n $(TEST_WORKERS) --dist loadgroup
 
+## test-unit: the in-process tests (no child process, no server, no fuzz), under a minute
 test-unit: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not integration"
+	$(BIN)/python -m pytest -q -m "not integration and not slow"
 
+## test-integration: the tests that start real processes and servers
 test-integration: $(STAMP)
-	$(BIN)/python -m pytest -q -m "integration and not compose"
+	$(BIN)/python -m pytest -q -m "integration and not compose" -n $(TEST_WORKERS) --dist loadgroup
+
+## test-slow: the long in-process tests (the check fuzz)
+.PHONY: test-slow
+test-slow: $(STAMP)
+	$(BIN)/python -m pytest -q -m slow
 
 ## compose-images: the stack's images (base image by debootstrap if no registry gives it)
 compose-images: $(STAMP)

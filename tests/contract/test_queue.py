@@ -190,6 +190,7 @@ def _claim_all(url: str, name: str, out: mp.Queue[list[str]]) -> None:
     b.close()
 
 
+@pytest.mark.integration  # starts two claiming processes
 def test_two_processes_claiming_never_win_the_same_message(url: str) -> None:
     b = open_bus(url)
     b.declare_queue("jobs", 3)

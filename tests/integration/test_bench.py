@@ -11,7 +11,8 @@ import pytest
 
 from tests.integration.conftest import knell
 
-pytestmark = pytest.mark.integration
+# Benches measure throughput: never two at once (make test runs under xdist).
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("bench")]
 
 SECTIONS = {"bus", "checker", "runner", "wake", "proxy", "bridge", "stdio", "queue", "report"}
 FIELDS = {

@@ -33,6 +33,13 @@ def _server_children() -> set[int]:
     }
 
 
+def _name(pid: int) -> str:
+    try:
+        return psutil.Process(pid).name()
+    except psutil.NoSuchProcess:
+        return ""
+
+
 @pytest.fixture
 def nothing_left() -> Iterator[None]:
     before = _server_children()
@@ -285,10 +292,11 @@ def test_container_faults_on_a_private_server_are_refused_before_anything_starts
         f'[[nemesis]]\n{fault}\nevery = "1s"\n',
         encoding="utf-8",
     )
-    before = {p.pid for p in psutil.process_iter()}
+    # This process's children only: under xdist another worker starts its own servers.
+    before = _server_children()
     with pytest.raises(KnellError, match=match) as caught:
         run_scenario(load_scenario(path), reports=tmp_path / "reports")
     assert caught.value.exit_code == 3
     assert not any((tmp_path / "reports").glob("s/*")), "nothing half-written"
-    started = {p.pid for p in psutil.process_iter()} - before
-    assert not [p for p in psutil.process_iter() if p.pid in started and "redis" in p.name()]
+    started = _server_children() - before
+    assert not [pid for pid in started if "redis" in _name(pid)]

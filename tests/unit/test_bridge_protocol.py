@@ -153,6 +153,7 @@ def test_driver_refuses_bad_names_without_sending() -> None:
     bus.close()
 
 
+@pytest.mark.integration  # starts a Python child process
 def test_a_sqlite_only_process_never_imports_the_web_stack() -> None:
     code = (
         "import sys, tempfile, os\n"

@@ -112,6 +112,7 @@ def test_both_platform_modules_offer_the_same_functions() -> None:
     assert "contain" in platform.__all__
 
 
+@pytest.mark.integration  # starts a sleeping child
 @pytest.mark.skipif(sys.platform == "win32", reason="the POSIX no-op")
 def test_contain_is_a_no_op_on_posix() -> None:
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(5)"])

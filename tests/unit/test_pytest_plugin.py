@@ -147,6 +147,7 @@ def test_seed_and_duration_are_fixed_at_collection(pytester: pytest.Pytester) ->
     drawn.stdout.fnmatch_lines(["knell: seed * (drawn: re-run with --knell-seed *); reports in *"])
 
 
+@pytest.mark.integration  # starts a Python child process
 def test_the_plugin_loads_without_knells_heavy_modules(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(
         test_modules="""

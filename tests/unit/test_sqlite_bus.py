@@ -146,6 +146,7 @@ def _post_later(url: str, delay: float) -> None:
     b.close()
 
 
+@pytest.mark.integration  # starts a posting process
 def test_wait_sees_posts_from_another_process(bus: SqliteBus, url: str) -> None:
     bus.subscribe("w", "a")
     proc = mp.get_context("spawn").Process(target=_post_later, args=(url, 0.3))
@@ -166,6 +167,7 @@ def _hammer(url: str, name: str, n: int) -> None:
     b.close()
 
 
+@pytest.mark.integration  # starts two processes
 def test_two_processes_post_and_ack_concurrently(url: str) -> None:
     ctx = mp.get_context("spawn")
     procs = [ctx.Process(target=_hammer, args=(url, f"p{i}", 150)) for i in range(2)]

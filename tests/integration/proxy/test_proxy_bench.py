@@ -9,7 +9,8 @@ import pytest
 from knell.bench.proxy import run_proxy_bench
 from knell.bench.result import Row
 
-pytestmark = pytest.mark.integration
+# Benches measure throughput: never two at once (make test runs under xdist).
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("bench")]
 
 
 def test_proxy_bench_short(tmp_path: Path) -> None:

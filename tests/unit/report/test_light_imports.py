@@ -5,7 +5,10 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
 
+
+@pytest.mark.integration  # starts a Python child process
 def test_cli_and_worker_start_without_matplotlib_or_jinja() -> None:
     code = (
         "import sys, knell.cli, knell.workload.worker, knell.workload.producer, "
