@@ -35,11 +35,11 @@ from knell.nemesis.kind import (
     Radius,
     StoreHandle,
 )
-from knell.nemesis.registry import KINDS, kinds, register_kind
+from knell.nemesis.registry import FAULT_KINDS, kinds, register_kind
 from knell.nemesis.targets import FaultTargets
 
 __all__ = [
-    "KINDS",
+    "FAULT_KINDS",
     "Action",
     "Band",
     "Effect",

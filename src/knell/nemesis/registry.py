@@ -28,9 +28,9 @@ from knell.nemesis.store_disconnect import StoreDisconnect
 from knell.nemesis.store_pause import StorePause
 from knell.nemesis.store_restart import StoreRestart
 
-__all__ = ["KINDS", "kinds", "on_register", "register_kind"]
+__all__ = ["FAULT_KINDS", "kinds", "on_register", "register_kind"]
 
-KINDS: dict[str, FaultKind] = {}
+FAULT_KINDS: dict[str, FaultKind] = {}
 """Every registered kind by name, in registration order."""
 
 _listeners: list[Callable[[], None]] = []
@@ -44,7 +44,7 @@ def register_kind(kind: type[FaultKind] | FaultKind) -> FaultKind:
     for attr in ("name", "spec", "apply_f", "heal_f", "effect", "band"):
         if not hasattr(instance, attr):
             raise TypeError(f"fault kind {type(instance).__name__} has no {attr!r}")
-    KINDS[instance.name] = instance
+    FAULT_KINDS[instance.name] = instance
     for listener in _listeners:
         listener()
     return instance
@@ -66,7 +66,7 @@ def kinds() -> dict[str, FaultKind]:
         for ep in entry_points(group="knell.faults"):
             loaded = ep.load()
             register_kind(loaded)
-    return KINDS
+    return FAULT_KINDS
 
 
 for _builtin in (

@@ -26,7 +26,6 @@ from knell.stores.create import create_store
 from knell.stores.spec import StoreSpec
 
 __all__ = [
-    "KINDS",
     "Store",
     "StoreError",
     "StoreSpec",
@@ -34,16 +33,6 @@ __all__ = [
     "create_store",
     "unavailable",
 ]
-
-
-def __getattr__(attr: str) -> Any:
-    """``KINDS``: the registered store kinds' names (read when asked, so a
-    kind registered later is in it)."""
-    if attr == "KINDS":
-        from knell.stores import registry
-
-        return registry.names()
-    raise AttributeError(f"module {__name__!r} has no attribute {attr!r}")
 
 
 def unavailable(kind: str) -> str | None:
