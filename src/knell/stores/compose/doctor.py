@@ -42,7 +42,7 @@ def doctor(compose: Path | None = None) -> list[Finding]:
 
         findings.append(Finding("docker SDK", True, f"docker {docker.__version__}"))
     except ImportError:
-        return [Finding("docker SDK", False, "not installed", "pip install docker")]
+        return [Finding("docker SDK", False, "not installed", "pip install 'knell[compose]'")]
 
     from knell.stores.compose.engine import HOW, client
 
