@@ -19,12 +19,13 @@ import os
 import platform
 import shutil
 import sqlite3
-import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from knell.stores.kind import version_of
 
 __all__ = ["CAPABILITIES", "Capability", "Finding", "diagnose"]
 
@@ -61,16 +62,6 @@ class Capability:
             "ok": self.ok,
             "findings": [f.as_dict() for f in self.findings],
         }
-
-
-def _version(argv: list[str]) -> str:
-    """The first line a ``--version`` style command prints, or why not."""
-    try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=10, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"(cannot run: {exc})"
-    lines = (done.stdout or done.stderr).strip().splitlines()
-    return lines[0].strip() if lines else f"(exit {done.returncode}, no output)"
 
 
 def _sqlite() -> list[Finding]:
@@ -121,7 +112,7 @@ def _network() -> list[Finding]:
     if url:
         out.append(Finding("toxiproxy", True, f"TOXIPROXY_URL={url} (used by runs)"))
     elif binary:
-        out.append(Finding("toxiproxy", True, f"{_version([binary, '-version'])} ({binary})"))
+        out.append(Finding("toxiproxy", True, f"{version_of([binary, '-version'])} ({binary})"))
     else:
         out.append(
             Finding(
@@ -145,7 +136,7 @@ def _node() -> list[Finding]:
                 "install Node.js 18+ (Debian: apt-get install nodejs npm)",
             )
         ]
-    out = [Finding("node", True, f"{_version([node, '--version'])} ({node})")]
+    out = [Finding("node", True, f"{version_of([node, '--version'])} ({node})")]
     from knell.buses.mutants.stdio import node_adapter_dir
 
     folder = node_adapter_dir()
@@ -170,7 +161,7 @@ def _browser() -> list[Finding]:
     for name in ("chromium", "chromium-browser", "google-chrome", "chrome"):
         path = shutil.which(name)
         if path:
-            return [Finding("headless browser", True, f"{_version([path, '--version'])}")]
+            return [Finding("headless browser", True, f"{version_of([path, '--version'])}")]
     return [
         Finding(
             "headless browser",
