@@ -97,3 +97,40 @@ def test_done_and_possibly_dead_messages_are_not_claimable() -> None:
     h.sleep(0.2)  # its second, last, lease lapsed: dead
     h.claim("claimer-1", "jobs", "c1.1", 0.1, None)
     assert run(h, LeaseExpiryCheck).valid is True
+
+
+def test_a_renew_in_flight_may_have_extended_the_lease() -> None:
+    """The history that once read as a false not-claimable on a loaded
+    machine: the holder's renew was invoked before its lease lapsed and its
+    reply came late; the bus applied it at once, so the message was still
+    leased when another claim asked."""
+    h = base()
+    h.post("sender-1", "jobs", "p:1", 1)
+    h.post("sender-1", "jobs", "p:2", 2)
+    h.claim("claimer-1", "jobs", "c1.1", 0.2, "p:1", 1)
+    h.sleep(0.1)
+    renew = h.invoke("claimer-1", "renew", {"consumer": "c1.1", "id": "p:1", "msg": "jobs/1",
+                                            "lease_s": 0.2}, channel="jobs")  # fmt: skip
+    h.sleep(0.4)  # past the claim's lease: but the renew may have been applied
+    h.claim("claimer-2", "jobs", "c2.1", 0.2, "p:2", 2)
+    h.ok("claimer-1", "renew", renew["value"], channel="jobs")
+    r = run(h, LeaseExpiryCheck)
+    assert r.valid is True, r.to_json()
+
+
+def test_once_the_renew_returns_its_lease_lapses_from_there() -> None:
+    h = base()
+    post = h.post("sender-1", "jobs", "p:1", 1)
+    h.post("sender-1", "jobs", "p:2", 2)
+    _, leased = h.claim("claimer-1", "jobs", "c1.1", 0.2, "p:1", 1)
+    h.sleep(0.1)
+    value = {"consumer": "c1.1", "id": "p:1", "msg": "jobs/1", "lease_s": 0.2}
+    h.invoke("claimer-1", "renew", value, channel="jobs")
+    h.sleep(0.4)
+    renewed = h.ok("claimer-1", "renew", value, channel="jobs")
+    h.claim("claimer-2", "jobs", "c2.1", 0.2, "p:2", 2)  # within the renewed lease: fine
+    h.verb("done", "claimer-2", "jobs", "c2.1", "p:2")
+    h.sleep(0.5)
+    empty = h.claim("claimer-2", "jobs", "c2.1", 0.2, None)  # lapsed long ago: p:1 is owed
+    r = run(h, LeaseExpiryCheck)
+    assert only(r, "not-claimable") == indices([post[1], leased, renewed, *empty])

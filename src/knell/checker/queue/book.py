@@ -12,7 +12,9 @@ bounds, and every queue check reasons with them:
 * **possibly live** until ``latest_expiry`` = the latest instant the bus
   may have started the current term (the claim's ok, or the completion of
   a renew that succeeded or whose outcome is unknown) + ``lease_s`` + the
-  bus's declared sweep interval.
+  bus's declared sweep interval; while a renew is in flight (invoked, not
+  yet completed) that bound is not known yet: the renew may have been
+  applied already, and only its completion bounds when.
 
 :class:`QueueCheck` is the base of the queue checks: it keeps the book
 (one :class:`Lease` per claim, by message) and each channel's settings
@@ -68,6 +70,10 @@ class Lease:
     sure_until: int
     touch: int
     renewed: Event | None = None
+    renewing: Event | None = None
+    """A renew its holder invoked that has not completed: the bus may have
+    extended the lease at any instant since, by an amount only the renew's
+    completion bounds, so until then no one can say when the lease lapses."""
     ended: int | None = None
     ending: Event | None = None
     taken_by: Lease | None = None
@@ -159,11 +165,31 @@ class QueueCheck(Check):
         self.claimed(invoke, done, lease)
         self._book(key, lease)
 
-    @on_op("renew", "ok", "info", "fail")
-    def _renewed(self, invoke: Event | None, done: Event) -> None:
+    @on("renew", "invoke")
+    def _renewing(self, event: Event) -> None:
+        self.now = max(self.now, event["time"])
+        value = event["value"]
+        lease = self.held(event["channel"], value["id"], value["consumer"])
+        if lease is not None:
+            lease.renewing = event
+
+    @on_op("renew", "ok", "info", "fail", "lost")
+    def _renewed(self, invoke: Event | None, done: Event | None) -> None:
+        if done is None:
+            # Its process died mid-renew: the bus may have applied it up to
+            # the death, which the history places no later than now.
+            if invoke is not None:
+                value = invoke["value"]
+                lease = self.held(invoke["channel"], value["id"], value["consumer"])
+                if lease is not None and lease.renewing is invoke:
+                    lease.renewing = None
+                    lease.touch = max(lease.touch, self.now)
+            return
         self.now = max(self.now, done["time"])
         value = done["value"]
         lease = self.held(done["channel"], value["id"], value["consumer"])
+        if lease is not None and (invoke is None or lease.renewing is invoke):
+            lease.renewing = None
         if lease is not None and done["type"] != "fail":
             lease.touch = max(lease.touch, done["time"])
             if done["type"] == "ok" and invoke is not None:

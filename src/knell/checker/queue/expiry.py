@@ -13,8 +13,10 @@ cannot be dead (its known deliveries, plus every claim on the channel whose
 outcome is unknown, are fewer than ``max_deliveries``); and every lease it
 ever had surely lapsed before t: t is past the lease's latest possible
 expiry (the last time the bus may have started its term, + ``lease_s`` +
-the sweep interval the bus declared, + 10 ms), as is every claim of
-unknown outcome on the channel (it may have taken this very message).
+the sweep interval the bus declared, + 10 ms), no renew of it is still in
+flight (a renew invoked before the lease lapsed may already have extended
+it, however late its reply comes), and t is past every claim of unknown
+outcome on the channel (it may have taken this very message).
 A claim invoked at t that returned nothing, or a newer message, while an
 older message was surely claimable, with no other claim on the channel in
 flight to have taken it meanwhile, is the anomaly ``not-claimable``.
@@ -190,6 +192,8 @@ class LeaseExpiryCheck(QueueCheck):
         if lease is not None:
             if lease.ending is not None and lease.ending["f"] == "done":
                 return _WAIT
+            if lease.renewing is not None:
+                return _WAIT  # the lease may have been extended: wait for the renew
             if msg.released is not None:
                 since = msg.released["time"] + setting.sweep_ns + TOLERANCE_NS
             else:
