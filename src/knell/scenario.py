@@ -28,11 +28,14 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    ValidationInfo,
+    field_validator,
     model_validator,
 )
 
 from knell.durations import Duration, parse_duration
 from knell.errors import KnellError
+from knell.limits import MAX_PROCESSES, MAX_SCHEDULE_ACTIONS
 from knell.nemesis.kind import FaultSpec
 from knell.nemesis.registry import kinds, on_register
 from knell.role_contracts import contracts_of_roles
@@ -512,6 +515,44 @@ class Scenario(_Strict):
     )
     process: list[ProcessSpec] = Field(min_length=1)
     nemesis: list[NemesisSpec] = Field(default_factory=list)
+
+    @field_validator("process")
+    @classmethod
+    def _processes_within_limit(cls, value: list[AnySpec]) -> list[AnySpec]:
+        """Every instance is an OS process: at most :data:`~knell.limits.MAX_PROCESSES`."""
+        total = sum(spec.count for spec in value)
+        if total > MAX_PROCESSES:
+            raise ValueError(
+                f"{total} process instances (the counts of all {len(value)} process "
+                f"blocks together); a run starts at most {MAX_PROCESSES} "
+                "(knell.limits.MAX_PROCESSES)"
+            )
+        return value
+
+    @field_validator("nemesis")
+    @classmethod
+    def _plan_within_limit(cls, value: list[FaultSpec], info: ValidationInfo) -> list[FaultSpec]:
+        """The fault plan's expected size (an apply and a heal per ``every``
+        between ``start`` and ``stop``) within
+        :data:`~knell.limits.MAX_SCHEDULE_ACTIONS`, checked before the
+        expansion starts: a fault interval far too short for the duration
+        is refused by name, not expanded for hours."""
+        duration = info.data.get("duration")
+        if not isinstance(duration, float):
+            return value  # the duration's own error is reported
+        planned = 0.0
+        for index, spec in enumerate(value):
+            stop = duration if spec.stop is None else min(spec.stop, duration)
+            steps = 2 * max(0.0, stop - spec.start) / spec.every
+            planned += steps
+            if planned > MAX_SCHEDULE_ACTIONS:
+                raise ValueError(
+                    f"nemesis[{index}].every = {spec.every:g} s over a {duration:g} s run "
+                    f"plans about {planned:,.0f} fault steps (an apply and a heal each); "
+                    f"a run has at most {MAX_SCHEDULE_ACTIONS:,} "
+                    "(knell.limits.MAX_SCHEDULE_ACTIONS)"
+                )
+        return value
 
     @model_validator(mode="before")
     @classmethod

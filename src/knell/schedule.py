@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Literal, cast
 
 from knell.errors import KnellError
+from knell.limits import MAX_SCHEDULE_ACTIONS
 from knell.nemesis.kind import Action, Busy
 from knell.nemesis.registry import kinds
 
@@ -123,6 +124,11 @@ class Schedule:
         actions = data.get("actions")
         if not isinstance(actions, list):
             raise ScheduleError("actions: expected a list")
+        if len(actions) > MAX_SCHEDULE_ACTIONS:
+            raise ScheduleError(
+                f"actions: {len(actions):,} steps; a run has at most {MAX_SCHEDULE_ACTIONS:,} "
+                "(knell.limits.MAX_SCHEDULE_ACTIONS)"
+            )
         parsed = tuple(_action(a, version, i) for i, a in enumerate(actions))
         registry = kinds()
         for index, action in enumerate(parsed):
@@ -142,14 +148,22 @@ class Schedule:
 
 
 def expand(scenario: Any, seed: int | None = None) -> Schedule:
-    """Turn the scenario's nemesis specs into timed actions."""
+    """Turn the scenario's nemesis specs into timed actions; a plan larger
+    than :data:`~knell.limits.MAX_SCHEDULE_ACTIONS` is a :class:`ScheduleError`."""
     seed = scenario.seed if seed is None else seed
     rng = random.Random(seed)
     busy = Busy()
     actions: list[Action] = []
     registry = kinds()
-    for spec in scenario.nemesis:
+    for index, spec in enumerate(scenario.nemesis):
         kind = registry[spec.fault]
         actions += kind.expand(spec, scenario, rng, busy, len(actions) // 2)
+        if len(actions) > MAX_SCHEDULE_ACTIONS:
+            # The scenario's check bounds the expected size; a seed whose
+            # intervals all came out short may still pass it: said, not kept.
+            raise ScheduleError(
+                f"nemesis[{index}]: seed {seed} plans {len(actions):,} fault steps; a run has "
+                f"at most {MAX_SCHEDULE_ACTIONS:,} (knell.limits.MAX_SCHEDULE_ACTIONS)"
+            )
     actions.sort(key=Action.sort_key)
     return Schedule(seed=seed, duration=scenario.duration, actions=tuple(actions))

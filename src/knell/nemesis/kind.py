@@ -35,9 +35,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from knell.durations import Duration
+from knell.limits import MIN_FAULT_INTERVAL
 
 if TYPE_CHECKING:
     from knell.nemesis.targets import FaultTargets
@@ -76,6 +77,16 @@ class FaultSpec(BaseModel):
     jitter: float = Field(default=0.5, ge=0, lt=1, description="interval spread, 0..1")
     start: Duration = Field(default=1.0, description="first fault not before this")
     stop: Duration | None = Field(default=None, description="no fault after this")
+
+    @field_validator("every")
+    @classmethod
+    def _every_within_limit(cls, value: float) -> float:
+        if value < MIN_FAULT_INTERVAL:
+            raise ValueError(
+                f"a fault at most every {MIN_FAULT_INTERVAL * 1000:g} ms "
+                f"(knell.limits.MIN_FAULT_INTERVAL), got {value:g} s"
+            )
+        return value
 
 
 @dataclass(frozen=True)

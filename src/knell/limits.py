@@ -1,0 +1,59 @@
+"""How big a run knell accepts: every limit in one place, each with its reason.
+
+A scenario file is input, and input can ask for anything: a thousand
+process blocks, a fault every nanosecond, a run of ``1e308`` seconds. None
+of those is a chaos test; each is a machine brought to its knees, or an
+expansion that never ends and prints nothing. So knell states its limits
+here, refuses a scenario that exceeds one before anything starts, and says
+which file, field and value did (exit 3, one line, like every bad input).
+
+The limits are set well above anything a real scenario needs, and low
+enough that a run within them still fits on a laptop:
+
+* :data:`MAX_PROCESSES` — every process a run starts: the instances of all
+  ``[[process]]`` blocks (each ``count`` of them), bridges included. Each
+  is an OS process with its own interpreter (tens of MB of memory) and its
+  own connections to the store; 256 is several times the largest shipped
+  scenario and about what a private Postgres accepts (``max_connections``
+  defaults to 100; a worker holds one or two, the final phase adds drainers).
+* :data:`MAX_DURATION` — any duration in a scenario file or flag (the run,
+  a fault's hold, a timeout): 7 days. A longer soak is several runs; a
+  history of a week is already larger than a report can draw.
+* :data:`MAX_SCHEDULE_ACTIONS` — the timed steps of a fault plan (an apply
+  and a heal per fault): 2,000,000, one fault every 100 ms for a day is
+  1.7 million. Each action is kept in memory, written to ``schedule.json``
+  and played by the nemesis; a plan beyond this is a fault interval that
+  is too short for the duration. The scenario is refused by its expected
+  size (``nemesis[i].every`` against the run's duration) before the
+  expansion starts, and the expansion itself stops at the limit.
+* :data:`MIN_FAULT_INTERVAL` — a nemesis ``every``: 1 ms. A fault is a real
+  OS action (a signal, a proxy change); more often than this it is no
+  longer a fault plan, and a plan's clock could stop advancing.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "MAX_DURATION",
+    "MAX_PROCESSES",
+    "MAX_SCHEDULE_ACTIONS",
+    "MIN_FAULT_INTERVAL",
+    "LimitExceeded",
+]
+
+MAX_PROCESSES = 256
+"""Process instances per run, over every ``[[process]]`` block."""
+
+MAX_DURATION = 7 * 24 * 3600.0
+"""Seconds: the longest duration knell accepts anywhere (7 days)."""
+
+MAX_SCHEDULE_ACTIONS = 2_000_000
+"""Timed fault steps (applies and heals) per run."""
+
+MIN_FAULT_INTERVAL = 0.001
+"""Seconds: the shortest nemesis ``every``."""
+
+
+class LimitExceeded(ValueError):
+    """Input asks for more than a limit of this module allows; the message
+    names the field, the value and the limit."""
