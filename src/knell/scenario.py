@@ -756,13 +756,21 @@ def load_scenario(path: Path, **overrides: Any) -> Scenario:
         ) from None
     if "\x00" in text:
         raise ScenarioError(f"{path}: not a scenario file: it contains NUL bytes (a binary file?)")
+    # Nesting deep enough to exhaust Python's stack (``x = [[[[...]]]]``, a
+    # hundred thousand levels) is a RecursionError in the TOML parser or in
+    # validation: the file's fault, not a bug in knell.
+    deep = f"{path}: not a scenario file: values nested too deeply to read"
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ScenarioError(f"{path}: not valid TOML: {exc}") from None
+    except RecursionError:
+        raise ScenarioError(deep) from None
     data.update({k: v for k, v in overrides.items() if v is not None})
     try:
         return Scenario.model_validate(data)
+    except RecursionError:
+        raise ScenarioError(deep) from None
     except ValidationError as exc:
         problems = []
         for error in exc.errors():

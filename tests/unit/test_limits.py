@@ -100,3 +100,19 @@ def test_knell_run_refuses_a_huge_duration_with_exit_3(
     assert exited.value.code == 3
     err = capsys.readouterr().err
     assert "duration" in err and "7 days" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    "value", ["[" * 100_000 + "]" * 100_000, "{a = " * 100_000 + "1" + "}" * 100_000]
+)
+def test_nesting_too_deep_is_the_files_fault(
+    tmp_path: Path, value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A RecursionError in the TOML parser used to be exit 4, a bug in knell."""
+    path = _write(tmp_path, HEAD.format(duration="5s") + f"x = {value}\n")
+    _refused(path, "nested too deeply")
+    with pytest.raises(SystemExit) as exited:
+        main(["run", str(path), "--reports", str(tmp_path / "reports")])
+    assert exited.value.code == 3
+    err = capsys.readouterr().err
+    assert str(path) in err and "internal error" not in err
