@@ -36,7 +36,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from knell.buses import DriverError, open_bus, require_contract, resolve_driver
+from knell.buses import (
+    DriverError,
+    DriverExited,
+    driver_call,
+    open_bus,
+    require_contract,
+    resolve_driver,
+)
 from knell.checker import CheckConfig, Verdict, check_events
 from knell.errors import KnellError
 from knell.final_phase import FINAL_ROLES, Final, finals
@@ -424,8 +431,11 @@ class _Run:
         self.say(f"draining {len(handles)} handle(s) to the true head")
         stuck = set(self.supervisor.wait_exit(list(pending), self.scenario.drain_timeout))
         bus: Any
+        name = self.driver or "the store's bus"
         try:
             bus = open_bus(self.url, self.driver)
+        except DriverExited:
+            raise  # the driver ended itself: its error, not an unproven drain
         except Exception as exc:  # the store is gone: the drain cannot be proven
             bus = _Unreadable(exc)
         try:
@@ -443,7 +453,10 @@ class _Run:
                     )
                     continue
                 try:
-                    heads = {channel: self._true_head(bus, channel)}
+                    with driver_call(name, "head"):
+                        heads = {channel: self._true_head(bus, channel)}
+                except DriverExited:
+                    raise
                 except Exception as exc:
                     self.nemesis.write(
                         "info",
@@ -461,7 +474,8 @@ class _Run:
                     channel=channel,
                 )
         finally:
-            bus.close()
+            with driver_call(name, "close"):
+                bus.close()
 
     def _true_head(self, bus: Any, channel: str) -> int:
         """The channel's head after the drain, read by the runner itself; a
@@ -577,11 +591,13 @@ def run_scenario(
         try:
             resolve_driver(store.url, driver)
             bus = open_bus(store.url, driver)  # creates the schema before workers race to
+            shown = driver or store.describe_short()
             try:
                 for contract in scenario.contracts:
-                    require_contract(bus, contract, driver or store.describe_short(), scenario.name)
+                    require_contract(bus, contract, shown, scenario.name)
             finally:
-                bus.close()
+                with driver_call(shown, "close"):
+                    bus.close()
         except DriverError as exc:
             raise RunError(str(exc)) from None
     except BaseException:

@@ -35,7 +35,8 @@ import importlib
 import os
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from knell.buses.contract import (
     CONTRACT_METHODS,
@@ -84,6 +85,7 @@ __all__ = [
     "DefiniteError",
     "Delivery",
     "DriverError",
+    "DriverExited",
     "DriverFault",
     "IndeterminateError",
     "JoinAt",
@@ -102,6 +104,7 @@ __all__ = [
     "Wake",
     "WrongChannelKind",
     "contracts_of",
+    "driver_call",
     "open_bus",
     "require_contract",
     "resolve_driver",
@@ -118,6 +121,29 @@ class DriverError(KnellError):
 
 class ContractMissing(DriverError):
     """The bus does not implement the contract a scenario tests."""
+
+
+class DriverExited(DriverError):
+    """A driver called ``sys.exit`` (raised ``SystemExit``) inside a call
+    knell made in its own process: importing it, its factory, ``close``, the
+    runner's reads. Left alone, the ``SystemExit`` would end ``knell run``
+    with the driver's code (``sys.exit(0)``: exit 0, "valid", with no
+    verdict), so it is the driver's error instead: exit 3, naming it."""
+
+
+@contextmanager
+def driver_call(name: str, call: str) -> Iterator[None]:
+    """Run a call into driver ``name``'s code; its ``SystemExit`` becomes
+    :class:`DriverExited` naming the driver and ``call``. Ctrl-C
+    (``KeyboardInterrupt``) passes through: it keeps its meaning (exit 130,
+    every process stopped)."""
+    try:
+        yield
+    except SystemExit as exc:
+        raise DriverExited(
+            f"bus driver {name!r} called sys.exit({exc.code!r}) in {call}; a driver reports "
+            "failure by raising an exception, never by ending knell"
+        ) from None
 
 
 def _builtin(scheme: str) -> Factory | None:
@@ -154,7 +180,10 @@ def _import_factory(driver: str) -> Factory:
         # user's own bus module usually is.
         sys.path.append(os.getcwd())
     try:
-        module = importlib.import_module(module_name)
+        with driver_call(driver, f"importing {module_name!r}"):
+            module = importlib.import_module(module_name)
+    except DriverError:
+        raise
     except ImportError as exc:
         raise DriverError(f"bus driver {driver!r}: cannot import {module_name!r}: {exc}") from None
     except Exception as exc:  # the module itself is broken: a usage error, not a knell bug
@@ -187,7 +216,8 @@ def resolve_driver(url: str, driver: str | None = None) -> Factory:
 
     for ep in entry_points(group="knell.buses"):
         if ep.name == scheme:
-            loaded = ep.load()
+            with driver_call(f"{scheme}://", f"loading entry point knell.buses:{scheme}"):
+                loaded = ep.load()
             if not callable(loaded):
                 raise DriverError(f"entry point knell.buses:{scheme} is not callable")
             return loaded  # type: ignore[no-any-return]
@@ -227,7 +257,8 @@ def open_bus(url: str, driver: str | None = None) -> Bus:
     factory = resolve_driver(url, driver)
     name = driver or _without_secrets(url.split("?", 1)[0])
     try:
-        bus = factory(url)
+        with driver_call(name, "its factory (opening the bus)"):
+            bus = factory(url)
     except DriverError:
         raise
     except Exception as exc:
