@@ -399,6 +399,14 @@ class StoreTable(_Strict):
             kind.options.model_validate(own)
         except ValidationError as exc:
             raise ValueError(_first_error(exc)) from None
+        guarded = {_setting_key(key) for key in kind.guarded_settings}
+        for key, value in self.settings.items():
+            if _setting_key(key) in guarded:
+                raise ValueError(
+                    f"settings.{key} = {value!r}: knell keeps a private {self.kind} server to "
+                    f"this machine, so {', '.join(sorted(kind.guarded_settings))} cannot be set "
+                    "(for a server of your own, give its url)"
+                )
         used = [k for k in extra if k in compose]
         if self.provider != "compose":
             if used:
@@ -418,6 +426,11 @@ class StoreTable(_Strict):
             except ValidationError as exc:
                 raise ValueError(_first_error(exc)) from None
         return self
+
+
+def _setting_key(key: str) -> str:
+    """A server setting's name as Postgres and Redis compare them."""
+    return key.strip().lower().replace("-", "_")
 
 
 def _first_error(exc: Any) -> str:

@@ -155,6 +155,12 @@ class StoreKind:
     """What ``knell doctor`` says the kind is for."""
     bench: ClassVar[str | None] = None
     """``module:Class`` of its bus bench (a :class:`knell.bench.network.ServerBench`)."""
+    guarded_settings: ClassVar[frozenset[str]] = frozenset()
+    """Server settings a private server's ``[store] settings`` may not
+    change, because knell sets them to keep the server to this machine
+    (Postgres ``listen_addresses``; Redis ``bind``, ``protected-mode``): a
+    scenario file must not open a test server to the network. Compared
+    lower-cased, ``-`` and ``_`` alike (both servers read them so)."""
     compose: ClassVar[ComposeService | None] = None
     """How the compose stack runs it (``None``: it does not)."""
     queue_bench: ClassVar[str | None] = None

@@ -75,6 +75,7 @@ class PostgresKind(StoreKind):
     bench = "knell.stores.postgres.bench:PostgresBench"
     queue_bench = "knell.stores.postgres.bench:QUEUE_BENCH"
     namespace_key = "schema"
+    guarded_settings = frozenset({"listen_addresses"})
     compose = ComposeService(
         port=5432,
         link_port=15432,

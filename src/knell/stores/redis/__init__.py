@@ -80,6 +80,7 @@ class RedisKind(StoreKind):
     bench = "knell.stores.redis.bench:RedisBench"
     queue_bench = "knell.stores.redis.bench:QUEUE_BENCH"
     namespace_key = "prefix"
+    guarded_settings = frozenset({"bind", "protected-mode"})
     compose = ComposeService(
         port=6379,
         link_port=16379,
