@@ -15,9 +15,17 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--listen", default="127.0.0.1:8474", help="API address (host:port)")
     parser.add_argument("--ready-file", type=Path, help='write {"api": URL, "pid": PID} here')
     parser.add_argument("--parent-pid", type=int, help="exit when this process is gone")
+    parser.add_argument(
+        "--public", action="store_true", help="allow a non-loopback --listen (no authentication)"
+    )
     args = parser.parse_args(argv)
     try:
-        run(args.listen, ready_file=args.ready_file, parent_pid=args.parent_pid)
+        run(
+            args.listen,
+            ready_file=args.ready_file,
+            parent_pid=args.parent_pid,
+            public=args.public,
+        )
     except ListenError as exc:
         print(f"knell proxy: error: {exc}", file=sys.stderr)
         return int(ExitCode.USAGE)

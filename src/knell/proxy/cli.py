@@ -34,14 +34,24 @@ class _Usage(click.ClickException):
     help='Once serving, write {"api": URL, "pid": PID} here.',
 )
 @click.option("--parent-pid", type=int, help="Exit when this process is gone.")
-def proxy(listen: str, ready_file: Path | None, parent_pid: int | None) -> None:
+@click.option(
+    "--public",
+    is_flag=True,
+    help="Allow a non-loopback --listen. The API has no authentication and creates TCP "
+    "relays: only where the network in front of it is private (a container).",
+)
+def proxy(listen: str, ready_file: Path | None, parent_pid: int | None, public: bool) -> None:
     """A Toxiproxy-compatible fault proxy: Toxiproxy's HTTP API on LISTEN,
     with latency, bandwidth, timeout, reset_peer, slow_close, slicer and
-    limit_data toxics. Stops on Ctrl-C or SIGTERM."""
+    limit_data toxics. Stops on Ctrl-C or SIGTERM.
+
+    LISTEN must be a loopback address unless --public is given: like
+    Toxiproxy's, the API has no authentication, and anyone who reaches it
+    can relay TCP through this host."""
     from knell.proxy.server import ListenError, run
 
     try:
-        run(listen, ready_file=ready_file, parent_pid=parent_pid)
+        run(listen, ready_file=ready_file, parent_pid=parent_pid, public=public)
     except ListenError as exc:
         raise _Usage(str(exc)) from None
     except KeyboardInterrupt:

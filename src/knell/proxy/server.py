@@ -12,6 +12,7 @@ even by SIGKILL, leaves no proxy behind.
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import json
 import logging
 import os
@@ -46,12 +47,25 @@ class ListenError(Exception):
     """The API address cannot be bound; the message says which and why."""
 
 
-def bind_api(listen: str) -> socket.socket:
-    """A listening socket for the API at ``listen`` (``host:port``)."""
+def bind_api(listen: str, *, public: bool = False) -> socket.socket:
+    """A listening socket for the API at ``listen`` (``host:port``).
+
+    The API has no authentication (Toxiproxy's has none, and its clients
+    send none), and it creates TCP relays to any address: served beyond
+    loopback, anyone who reaches it could relay through this host. So a
+    non-loopback address is refused unless ``public`` says the network in
+    front of it is private (the compose stack's container, whose port is
+    published on 127.0.0.1 only)."""
     try:
         host, port = resolve_listen(listen)
     except AddressError as exc:
         raise ListenError(f"--listen {listen!r}: {exc}") from None
+    if not public and not ipaddress.ip_address(host).is_loopback:
+        raise ListenError(
+            f"--listen {format_hostport(host, port)} is not a loopback address: the proxy's "
+            "API has no authentication and creates TCP relays; give --public only where "
+            "the network in front of it is private (a container), or tunnel to 127.0.0.1"
+        )
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:
@@ -103,12 +117,19 @@ async def serve(sock: socket.socket, *, ready_file: Path | None = None) -> None:
         registry.close()
 
 
-def run(listen: str, *, ready_file: Path | None = None, parent_pid: int | None = None) -> None:
+def run(
+    listen: str,
+    *,
+    ready_file: Path | None = None,
+    parent_pid: int | None = None,
+    public: bool = False,
+) -> None:
     """Bind, leash, serve: the body of ``knell proxy`` and of
-    ``python -m knell.proxy``. Raises :class:`ListenError`."""
+    ``python -m knell.proxy``. Raises :class:`ListenError` (a non-loopback
+    ``listen`` without ``public`` is one, see :func:`bind_api`)."""
     if parent_pid is not None:
         from knell.platform import die_with_parent
 
         die_with_parent(parent_pid)
-    sock = bind_api(listen)
+    sock = bind_api(listen, public=public)
     asyncio.run(serve(sock, ready_file=ready_file))
