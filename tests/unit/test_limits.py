@@ -68,7 +68,7 @@ def test_a_fault_interval_too_short_for_the_run_is_refused_before_expanding(
 ) -> None:
     text = HEAD.format(duration="100h") + PRODUCER.format(index=0, count=2)
     path = _write(tmp_path, text + KILL.format(every="100ms"))
-    _refused(path, "nemesis[0].every = 0.1 s", "2,000,000")
+    _refused(path, "nemesis[0].every = 0.1 s", f"{limits.MAX_SCHEDULE_ACTIONS:,}")
     tiny = _write(tmp_path, HEAD.format(duration="5s") + PRODUCER.format(index=0, count=2))
     tiny.write_text(tiny.read_text() + KILL.format(every="0.0001s"), encoding="utf-8")
     _refused(tiny, "every", "at most every 1 ms")
