@@ -13,9 +13,10 @@ enough that a run within them still fits on a laptop:
 * :data:`MAX_PROCESSES` — every process a run starts: the instances of all
   ``[[process]]`` blocks (each ``count`` of them), bridges included. Each
   is an OS process with its own interpreter (tens of MB of memory) and its
-  own connections to the store; 256 is several times the largest shipped
-  scenario and about what a private Postgres accepts (``max_connections``
-  defaults to 100; a worker holds one or two, the final phase adds drainers).
+  own connections to the store, so 256 is already several GB and far more
+  than a 2-core machine can schedule fairly; the largest shipped scenario
+  starts 10, and one block may ask for 64. (A store may refuse fewer:
+  knell's private Postgres accepts 200 connections.)
 * :data:`MAX_DURATION` — any duration in a scenario file or flag (the run,
   a fault's hold, a timeout): 7 days. A longer soak is several runs; a
   history of a week is already larger than a report can draw.
