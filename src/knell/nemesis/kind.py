@@ -311,12 +311,13 @@ class FaultKind(ABC):
         t = spec.start
         hold = self.hold(spec)
         params = self.params(spec)
+        # What each candidate holds depends on the scenario only: asked once,
+        # not at every step (a network kind's answer walks every process).
+        occupied = {c: self.occupies(c, scenario) for c in candidates}
         while t < stop:
             until = t + hold + 0.05
             free = [
-                c
-                for c in candidates
-                if not any(busy.clashes(r, t, until) for r in self.occupies(c, scenario))
+                c for c in candidates if not any(busy.clashes(r, t, until) for r in occupied[c])
             ]
             if not free:
                 t += spec.every * 0.25
@@ -327,7 +328,7 @@ class FaultKind(ABC):
                 Action(round(t, 4), self.name, "apply", target, fault, params),
                 Action(round(heal, 4), self.name, "heal", target, fault, params),
             ]
-            for resource in self.occupies(target, scenario):
+            for resource in occupied[target]:
                 busy.hold(resource, t, until)
             fault += 1
             t += spec.every * rng.uniform(1 - spec.jitter, 1 + spec.jitter)
