@@ -27,7 +27,7 @@ def test_matrix_catches_mutants_and_passes_the_reference(tmp_path: Path) -> None
     data = json.loads((out / "matrix.json").read_text(encoding="utf-8"))
     rows = {row["bus"]: row for row in data["rows"]}
     assert rows["reference"]["status"] == "valid"
-    assert data["mutants"] == {"caught": 3, "weak": 0, "total": 3}
+    assert data["mutants"] == {"caught": 3, "weak": 0, "total": 3, "not_run": 0}
     for name in CAUGHT_ON_QUICKSTART:
         row = rows[name]
         assert row["status"] == "caught", row

@@ -23,6 +23,7 @@ from knell.matrix import (
     render_markdown,
     write_matrix,
 )
+from knell.matrix.run import not_run_reason
 from knell.scenario import load_scenario
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
@@ -132,7 +133,12 @@ def test_matrix_passes_only_when_every_row_does(tmp_path: Path) -> None:
     assert "PASS" in text and "`flood-on-join`" in text and "2.5 s" in text
     write_matrix(matrix, tmp_path / "out")
     data = json.loads((tmp_path / "out" / "matrix.json").read_text(encoding="utf-8"))
-    assert data["ok"] is True and data["mutants"] == {"caught": 1, "weak": 0, "total": 1}
+    assert data["ok"] is True and data["mutants"] == {
+        "caught": 1,
+        "weak": 0,
+        "total": 1,
+        "not_run": 0,
+    }
     assert data["rows"][1]["caught_by"] == ["churn-joiners"]
 
     rows.append(MutantRow("no-idempotency", MUTANTS["no-idempotency"], [reference]))
@@ -285,3 +291,68 @@ def test_detection_rate_over_seeds_marks_weak_catches(tmp_path: Path) -> None:
     text = render_markdown(matrix)
     assert "**1/3 (weak)**" in text and "1 weak" in text
     assert MutantRow(mutant.name, mutant, []).status == "missed"  # not run is not caught
+
+
+def _matrix(rows: list[MutantRow]) -> Matrix:
+    return Matrix(
+        rows=rows,
+        scenarios=["queue-kill-claimers"],
+        started=datetime(2026, 1, 1, tzinfo=timezone.utc),
+        wall=1.0,
+        duration=5.0,
+        jobs=1,
+        command="knell matrix --short",
+    )
+
+
+def test_a_mutant_this_matrix_cannot_run_is_not_run_and_does_not_fail_it(
+    tmp_path: Path,
+) -> None:
+    """Without --store, a Postgres mutant declared only on a portable
+    scenario has no cell (the scenario runs on SQLite): its row says why it
+    was not run, and the matrix passes on a correct tree."""
+    queue = load_scenario(SCENARIOS / "queue-kill-claimers.toml")
+    upsert = MUTANTS["postgres-claim-read-then-upsert"]
+    assert plan([queue], [upsert], reference=False) == []
+    why = not_run_reason(upsert, [queue])
+    assert "queue-kill-claimers" in why and "--store postgres" in why
+    reference = MutantRow(REFERENCE, None, [Cell(REFERENCE, "queue-kill-claimers", valid=True)])
+    idle = MutantRow(upsert.name, upsert, [], not_run=why)
+    node = MUTANTS["node-stale-ack"]
+    absent = MutantRow(node.name, node, [], not_run="Node.js ('node') is not on PATH")
+    matrix = _matrix([reference, idle, absent])
+    assert idle.status == "not-run" and idle.ok and matrix.ok
+    assert idle.status_text == f"not run: {why}"
+    text = render_markdown(matrix)
+    assert "# knell failure-mode matrix: PASS" in text
+    assert "**0/0**" in text and "2 not run here" in text
+    assert "not run: Node.js" in text
+    write_matrix(matrix, tmp_path / "out")
+    data = json.loads((tmp_path / "out" / "matrix.json").read_text(encoding="utf-8"))
+    assert data["ok"] is True
+    assert data["mutants"] == {"caught": 0, "weak": 0, "total": 0, "not_run": 2}
+    assert data["rows"][1]["status"] == "not-run" and data["rows"][1]["not_run"] == why
+    assert "not run here" in (tmp_path / "out" / "matrix.html").read_text(encoding="utf-8")
+
+
+def test_a_runnable_mutant_that_is_missed_still_fails_the_matrix() -> None:
+    """The other way: a mutant that had its cells and escaped them is
+    missed, and fails the matrix, whether or not another row was not run."""
+    quick = MUTANTS["off-by-one-read"]
+    escaped = MutantRow(quick.name, quick, [Cell(quick.name, "quickstart", valid=True)])
+    upsert = MUTANTS["postgres-claim-read-then-upsert"]
+    idle = MutantRow(upsert.name, upsert, [], not_run="not selected")
+    matrix = _matrix([idle, escaped])
+    assert escaped.status == "missed" and not matrix.ok
+    assert "FAIL" in render_markdown(matrix)
+    assert MutantRow(
+        quick.name, quick, [Cell(quick.name, "q", valid=True)], not_run="x"
+    ).status == ("missed")  # a reason never excuses a row that ran
+
+
+def test_not_run_reasons_name_what_would_run_the_mutant() -> None:
+    quick = load_scenario(SCENARIOS / "quickstart.toml")
+    churn = load_scenario(SCENARIOS / "churn-joiners.toml")
+    assert "was selected" in not_run_reason(MUTANTS["fetch-consumes"], [quick, churn])
+    pg = MUTANTS["postgres-seq-outside-lock"]
+    assert not_run_reason(pg, [quick]) == "no selected scenario runs on the postgres store"

@@ -46,6 +46,7 @@ def _print_matrix(matrix: Matrix) -> None:
         "missed": "red",
         "false-positive": "red",
         "unknown": "yellow",
+        "not-run": "dim",
     }
     for row in matrix.rows:
         mode = row.mutant.failure_mode if row.mutant else "(reference: must stay VALID)"
@@ -61,25 +62,28 @@ def _print_matrix(matrix: Matrix) -> None:
                 + (f", {made} expected finding(s) made" if made else "")
             )
         else:
-            caught_by = ", ".join(row.caught_by) or ("-" if row.cells else "not run")
+            caught_by = ", ".join(row.caught_by) or "-"
         checks = ", ".join(f"[bold]{c}[/]" if c not in row.other_checks else c for c in row.checks)
         detect = "-" if row.detected is None else f"{row.detected:.1f}s"
         n = len(row.repeats)
         rate = "" if row.rate is None else f" {round(row.rate * n)}/{n}"
         colour = colours[row.status]
+        status = markup(row.status_text)
         table.add_row(
-            mode, row.label, caught_by, checks or "-", detect, f"[{colour}]{row.status}{rate}[/]"
+            mode, row.label, caught_by, checks or "-", detect, f"[{colour}]{status}{rate}[/]"
         )
     # Piped (CI logs): wide enough that the table does not fold every cell.
     out = console if console.is_terminal else Console(highlight=False, width=160)
     out.print(table)
-    mutants = matrix.mutant_rows
+    judged = matrix.judged_rows
     caught = matrix.caught()
     if median is not None and worst is not None:
         console.print(f"time to detect: median {median:.1f} s, worst {worst:.1f} s")
+    idle = len(matrix.not_run_rows)
     console.print(
-        f"mutants caught by their expected check: {caught}/{len(mutants)};"
-        f" {sum(len(r.cells) for r in matrix.rows)} runs in {matrix.wall / 60:.1f} min"
+        f"mutants caught by their expected check: {caught}/{len(judged)}"
+        + (f" ({idle} not run here, see the table; they do not fail the matrix)" if idle else "")
+        + f"; {sum(len(r.cells) for r in matrix.rows)} runs in {matrix.wall / 60:.1f} min"
     )
     word = "[bold green]PASS[/]" if matrix.ok else "[bold red]FAIL[/]"
     console.print(f"matrix: {word}")
@@ -95,15 +99,16 @@ def _print_matrix(matrix: Matrix) -> None:
 
 def _store_axis(
     value: str | None, scenarios: list[Scenario], only_mutants: list[str]
-) -> tuple[list[str] | None, list[str], list[Scenario], list[str]]:
-    """(stores, skipped, scenarios, mutants) for ``--store``.
+) -> tuple[list[str] | None, list[str], list[Scenario], list[str], dict[str, str]]:
+    """(stores, skipped, scenarios, mutants, unavailable) for ``--store``.
 
     A store named explicitly must be runnable here (exit 3 otherwise). With
     no ``--store`` or ``--store all``, a store whose server is missing is
     left out with its scenarios and mutants, and said so; under
     ``KNELL_REQUIRE_SERVERS=1`` (CI) that is an error instead. A mutant
     whose runtime is missing (a Node.js bus without Node) is left out the
-    same way."""
+    same way, in ``unavailable`` (name -> why): the matrix shows it as not
+    run."""
     require = os.environ.get("KNELL_REQUIRE_SERVERS") == "1"
     skipped: list[str] = []
     stores: list[str] | None
@@ -133,18 +138,19 @@ def _store_axis(
     scenarios = [s for s in scenarios if s.store.kind not in lost]
     registry = all_mutants()
     names = []
+    missing: dict[str, str] = {}
     for name in only_mutants or list(registry):
         m = registry[name]
         if m.store in lost or (stores is not None and m.store not in (*stores, "bridge")):
             continue
         reason = m.unavailable()
         if reason is not None and not require:
-            skipped.append(f"mutant {name}: {reason}")
+            missing[name] = reason
             continue
         names.append(name)
     if not scenarios:
         raise UsageProblem("no scenario left to run on the stores available here")
-    return stores, skipped, scenarios, names
+    return stores, skipped, scenarios, names, missing
 
 
 @click.command()
@@ -232,7 +238,7 @@ def matrix(
         loaded = load_scenarios(only_scenarios, scenarios_dir)
     else:
         loaded = load_scenarios([str(p) for p in scenario_files(scenarios_dir)], None)
-    stores, skipped, loaded, names = _store_axis(store_list, loaded, list(only_mutants))
+    stores, skipped, loaded, names, missing = _store_axis(store_list, loaded, list(only_mutants))
     command = "knell matrix " + " ".join(sys.argv[2:]) if len(sys.argv) > 2 else "knell matrix"
 
     def progress(done: int, total: int, cell: Cell) -> None:
@@ -270,6 +276,7 @@ def matrix(
             progress=progress,
             stores=stores,
             skipped=skipped,
+            unavailable=missing,
         )
     except KeyboardInterrupt:
         err.print("knell: interrupted; every worker was stopped, the matrix is incomplete")

@@ -29,6 +29,7 @@ _PILL = {
     "wrong-check": "INVALID",
     "missed": "INVALID",
     "false-positive": "INVALID",
+    "not-run": "ERROR",
 }
 
 
@@ -85,13 +86,13 @@ def _context(matrix: Matrix, out: Path) -> dict[str, Any]:
                 "mode": r.mutant.failure_mode,
                 "bus": r.bus,
                 "store": r.mutant.store,
-                "caught_by": ", ".join(r.caught_by) or ("-" if r.cells else "not run"),
+                "caught_by": ", ".join(r.caught_by) or "-",
                 "hit": ", ".join(sorted({e for c in r.catching for e in c.expected_hit})) or "-",
                 "others": ", ".join(r.other_checks) or "-",
                 "detected": _seconds(r.detected),
                 "onset": _seconds(r.onset),
                 "rate": "-" if r.rate is None else f"{round(r.rate * n)}/{n}",
-                "status": r.status,
+                "status": clean(r.status_text, 400),
                 "pill": _PILL.get(r.status, "INVALID"),
             }
         )
@@ -131,7 +132,8 @@ def _context(matrix: Matrix, out: Path) -> dict[str, Any]:
         "word": "PASS" if matrix.ok else "FAIL",
         "ok": matrix.ok,
         "caught": matrix.caught(),
-        "total": len(matrix.mutant_rows),
+        "total": len(matrix.judged_rows),
+        "not_run": len(matrix.not_run_rows),
         "weak": sum(1 for r in matrix.mutant_rows if r.status == "weak"),
         "reference": reference,
         "meta": [

@@ -18,6 +18,12 @@ reference bus of that store, and that store's mutants. A mutant belongs
 to one store (SQLite-specific mutants are not ported); a bridge mutant
 (``store="bridge"``) wraps whichever store its scenario has.
 
+A mutant the plan gives no cell (its store's scenarios are not
+re-targeted without ``--store``, none of its scenarios was selected, or
+the caller left it out because its runtime is missing here) keeps its row
+as *not run*, with the reason (:func:`not_run_reason`): reported apart,
+never counted as missed.
+
 Runs go to a pool of threads, ``jobs`` at a time, each an ordinary
 :func:`knell.runner.run_scenario` with its own run directory under
 ``runs/<bus>/<scenario>/``. The threads live until every run is done: on
@@ -27,7 +33,7 @@ Linux a worker's parent-death signal follows the *thread* that started it.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -42,7 +48,15 @@ from knell.rundir import new_dir, point_latest
 from knell.runner import run_scenario
 from knell.scenario import Scenario, StoreTable
 
-__all__ = ["SHORT_DURATION", "Task", "plan", "portable", "run_matrix", "targets"]
+__all__ = [
+    "SHORT_DURATION",
+    "Task",
+    "not_run_reason",
+    "plan",
+    "portable",
+    "run_matrix",
+    "targets",
+]
 
 SHORT_DURATION = 5.0
 """Seconds per run in ``--short`` form: every mutant is caught reliably at
@@ -135,6 +149,28 @@ def plan(
     return tasks
 
 
+def not_run_reason(
+    mutant: Mutant,
+    scenarios: Sequence[Scenario],
+    stores: Sequence[str] | None = None,
+) -> str:
+    """Why the plan gave ``mutant`` no cell over these ``scenarios`` (the
+    selected ones, before the store axis re-targets them): the words its
+    ``not run`` row shows, with what would run it."""
+    declared = [s for s in scenarios if s.name in mutant.scenarios]
+    runnable = [s for s, _ in targets(scenarios, stores) if _runs_on(mutant, s)]
+    if declared and not any(s.name in mutant.scenarios for s in runnable):
+        kinds = ", ".join(dict.fromkeys(s.store.kind for s in declared))
+        names = ", ".join(s.name for s in declared)
+        return (
+            f"its scenarios ({names}) run on {kinds} in this matrix; on the {mutant.store}"
+            f" store they run re-targeted (--store {mutant.store})"
+        )
+    if not runnable:
+        return f"no selected scenario runs on the {mutant.store} store"
+    return f"none of its scenarios ({', '.join(mutant.scenarios)}) was selected"
+
+
 def _run_cell(task: Task, runs: Path) -> Cell:
     cell = Cell(
         task.bus,
@@ -176,6 +212,7 @@ def run_matrix(
     progress: Callable[[int, int, Cell], None] = lambda _i, _n, _c: None,
     stores: Sequence[str] | None = None,
     skipped: Sequence[str] = (),
+    unavailable: Mapping[str, str] | None = None,
 ) -> Matrix:
     """Run the planned cells and write the matrix.
 
@@ -184,7 +221,8 @@ def run_matrix(
     ``jobs`` runs are in flight at once (each run is a handful of
     processes); ``stores`` is the store axis (see the module docstring);
     ``skipped`` says what the caller left out because this machine cannot
-    run it, for the report."""
+    run it, for the report; ``unavailable`` names the mutants left out for
+    that reason (name -> why), each kept as a not-run row."""
     registry = all_mutants()
     names = list(registry) if mutants is None else list(mutants)
     unknown = [n for n in names if n not in registry]
@@ -233,9 +271,16 @@ def run_matrix(
         for kind in kinds:
             mine = [c for c in cells if c.bus == REFERENCE and c.store == kind]
             rows.append(MutantRow(REFERENCE, None, mine, store=kind))
-    # A mutant none of whose declared scenarios was selected keeps its row
-    # (with no cells it is "missed"): a gate must not pass by running less.
-    rows += [MutantRow(m.name, m, [c for c in cells if c.bus == m.name]) for m in chosen]
+    # A mutant the plan gave no cell keeps its row, "not run" with the
+    # reason: said in every report, and never counted as caught.
+    planned = {t.bus for t in tasks}
+    for m in chosen:
+        mine = [c for c in cells if c.bus == m.name]
+        why = None if m.name in planned else not_run_reason(m, scaled, stores)
+        rows.append(MutantRow(m.name, m, mine, not_run=why))
+    for name, why in (unavailable or {}).items():
+        if name in registry and name not in names:
+            rows.append(MutantRow(name, registry[name], [], not_run=why))
     matrix = Matrix(
         rows=rows,
         scenarios=list(dict.fromkeys(t.label for t in tasks)),
