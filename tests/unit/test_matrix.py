@@ -356,3 +356,43 @@ def test_not_run_reasons_name_what_would_run_the_mutant() -> None:
     assert "was selected" in not_run_reason(MUTANTS["fetch-consumes"], [quick, churn])
     pg = MUTANTS["postgres-seq-outside-lock"]
     assert not_run_reason(pg, [quick]) == "no selected scenario runs on the postgres store"
+
+
+def test_every_cell_has_a_replay_line_that_knell_run_accepts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A re-targeted cell is named ``contract-tour@redis``; its replay line
+    names it so, and ``knell run`` resolves that name to the shipped
+    scenario on that store. The run itself is a stand-in: only the cell
+    around it is under test."""
+    import shlex
+    from types import SimpleNamespace
+
+    import knell.matrix.run as matrix_run
+    from knell.cli.run import named_stores
+    from knell.matrix import Task
+
+    run_dir = _run_dir(tmp_path, "run")
+
+    def fake_run(scenario: object, **_: object) -> SimpleNamespace:
+        verdict = SimpleNamespace(valid=True, checks={})
+        return SimpleNamespace(verdict=verdict, run_dir=run_dir, expectation_met=None)
+
+    monkeypatch.setattr(matrix_run, "run_scenario", fake_run)
+    tour = load_scenario(SCENARIOS / "contract-tour.toml").with_overrides(store="redis")
+    mutant = MUTANTS["redis-ack-get-then-set"]
+    task = Task(mutant.name, mutant, tour, 11, 0, "contract-tour@redis")
+    cell = matrix_run._run_cell(task, tmp_path / "runs")
+    assert cell.replay is not None
+    words = shlex.split(cell.replay)
+    assert words[:3] == ["knell", "run", "contract-tour@redis"]
+    assert words[words.index("--seed") + 1] == "11"
+    assert words[words.index("--bus") + 1] == mutant.factory
+    assert words[words.index("--schedule") + 1] == f"{run_dir}/schedule.json"
+    assert named_stores((words[2],), None) == [("contract-tour", "redis")]
+    row = MutantRow(mutant.name, mutant, [cell])
+    matrix = _matrix([row])
+    matrix.scenarios = ["contract-tour@redis"]
+    text = render_markdown(matrix)
+    assert "## Replay" in text and "knell run contract-tour@redis --seed 11" in text
+    assert cell.to_json()["replay"] == cell.replay

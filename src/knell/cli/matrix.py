@@ -26,7 +26,7 @@ from knell.matrix import REFERENCE, SHORT_DURATION, Cell, Matrix, run_matrix
 from knell.scenario import Scenario
 from knell.stores import registry as store_kinds
 from knell.stores import unavailable
-from knell.text import markup
+from knell.text import clean, markup
 
 __all__ = ["matrix"]
 
@@ -85,6 +85,16 @@ def _print_matrix(matrix: Matrix) -> None:
         + (f" ({idle} not run here, see the table; they do not fail the matrix)" if idle else "")
         + f"; {sum(len(r.cells) for r in matrix.rows)} runs in {matrix.wall / 60:.1f} min"
     )
+    replays = [(row, c) for row in matrix.rows for c in row.cells if c.replay]
+    if replays:
+        console.print("replay (one line per run):")
+        for row, cell in replays:
+            console.print(
+                f"  {row.label} on {cell.scenario} s{cell.seed}: {clean(cell.replay, 2000)}",
+                soft_wrap=True,
+                markup=False,
+                highlight=False,
+            )
     word = "[bold green]PASS[/]" if matrix.ok else "[bold red]FAIL[/]"
     console.print(f"matrix: {word}")
     for line in matrix.skipped:

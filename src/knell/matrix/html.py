@@ -72,7 +72,9 @@ def _cell(cell: Cell, row: MutantRow, out: Path) -> _CellView:
     title = f"{row.bus} on {cell.scenario}, seed {cell.seed}, {cell.wall:.1f} s" + (
         f": {why}" if why else ""
     )
-    return _CellView(clean(text, 80), pill, _link(cell, out), clean(title, 400), expected)
+    if cell.replay:
+        title += f"; replay: {cell.replay}"
+    return _CellView(clean(text, 80), pill, _link(cell, out), clean(title, 2000), expected)
 
 
 def _context(matrix: Matrix, out: Path) -> dict[str, Any]:

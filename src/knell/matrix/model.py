@@ -87,6 +87,9 @@ class Cell:
     detected: float | None = None
     onset: float | None = None
     wall: float = 0.0
+    replay: str | None = None
+    """The shell line that runs this cell again (its scenario by the name
+    the matrix shows, its seed, duration, bus and saved fault plan)."""
 
     @property
     def caught(self) -> bool:
@@ -118,6 +121,7 @@ class Cell:
             "detected_s": self.detected,
             "onset_s": self.onset,
             "wall_s": round(self.wall, 2),
+            "replay": self.replay,
         }
 
 

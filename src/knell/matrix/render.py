@@ -15,7 +15,7 @@ from pathlib import Path
 
 from knell.matrix.model import Cell, Matrix, MutantRow, matches
 from knell.rundir import atomic_write
-from knell.text import md
+from knell.text import md, md_code
 
 __all__ = ["render_markdown", "write_matrix"]
 
@@ -139,6 +139,11 @@ def render_markdown(matrix: Matrix) -> str:
         for r, c in problems:
             why = c.error or "; ".join(f"{k}: {v}" for k, v in c.unknown.items())
             out.append(f"- `{r.label}` on {c.scenario} (seed {c.seed}): {why}")
+    replays = [(r, c) for r in matrix.rows for c in r.cells if c.replay]
+    if replays:
+        out += ["", "## Replay", "", "One line per run: paste it to run that cell again.", ""]
+        for r, c in replays:
+            out.append(f"- `{r.label}` on {c.scenario} (seed {c.seed}): {md_code(c.replay, 2000)}")
     out += [
         "",
         "Runs: `runs/<bus>/<store>/<scenario>/<stamp>/` (each an ordinary run directory:"

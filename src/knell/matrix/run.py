@@ -44,6 +44,7 @@ from knell.buses.mutants import Mutant, all_mutants
 from knell.matrix.model import REFERENCE, Cell, Matrix, MutantRow, judge
 from knell.matrix.render import write_matrix
 from knell.platform import interrupt_on_terminate
+from knell.report.replay import replay_command
 from knell.rundir import new_dir, point_latest
 from knell.runner import run_scenario
 from knell.scenario import Scenario, StoreTable
@@ -190,6 +191,9 @@ def _run_cell(task: Task, runs: Path) -> Cell:
         return cell
     cell.valid = outcome.verdict.valid
     cell.run_dir = outcome.run_dir
+    cell.replay = replay_command(
+        {**scenario.model_dump(), "bus": driver}, outcome.run_dir, cell.scenario
+    )
     cell.expect_met = outcome.expectation_met
     judge(cell, outcome.verdict.checks, task.mutant)
     cell.wall = time.monotonic() - started
