@@ -20,6 +20,7 @@ from typing import Any
 
 from knell.checker import Verdict
 from knell.history import Event
+from knell.report.describe import describe_bus, describe_store
 from knell.report.stats import RunStats
 from knell.role_contracts import contracts_of_roles
 from knell.text import md, md_code
@@ -123,12 +124,9 @@ def render_markdown(
     out = [f"# knell: {name} is {verdict_word(verdict.valid)}", ""]
     if scenario.get("description"):
         out += [f"> {scenario['description']}", ""]
-    store = scenario.get("store", "sqlite")
-    kind = store.get("kind", "sqlite") if isinstance(store, dict) else str(store)
-    where = "" if not isinstance(store, dict) or not store.get("url") else " (an existing server)"
-    bus = scenario.get("bus") or f"reference {kind} bus"
     out += [
-        f"- bus: {md_code(bus)}, store: {md(kind)}{where}",
+        f"- bus: {md_code(describe_bus(scenario))},"
+        f" store: {md(describe_store(scenario.get('store', 'sqlite')))}",
         f"- contract tested: {_contracts(scenario)}",
         f"- seed {scenario.get('seed', '?')},"
         f" configured duration {scenario.get('duration', '?')} s,"

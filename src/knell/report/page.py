@@ -22,6 +22,7 @@ from typing import Any
 import orjson
 
 from knell.history import Event
+from knell.report.describe import describe_bus, describe_store
 from knell.report.faults import FaultWindow, load_windows, open_at, recent_before
 from knell.report.gather import Subject, gather
 from knell.report.overview import AnomalyMark, build_overview
@@ -552,11 +553,10 @@ def build_page(data: RunData, *, source: str | None = None) -> RunPage:
     checks, problems = _checks(data)
     anomalies, hidden, marks = _anomalies(data, window_list, t_ref)
     name = clean(scenario.get("name") or results.get("scenario") or data.run_dir.name, 80)
-    bus = clean(scenario.get("bus") or f"reference {scenario.get('store', 'sqlite')} bus", 200)
     meta = [
         ("scenario", name),
-        ("bus", bus),
-        ("store", clean(scenario.get("store", "?"), 40)),
+        ("bus", describe_bus(scenario)),
+        ("store", describe_store(scenario.get("store"))),
         ("seed", clean(scenario.get("seed", "?"), 30)),
         ("configured duration", f"{scenario.get('duration', '?')} s"),
         (

@@ -154,3 +154,41 @@ def test_an_old_run_without_series_is_drawn_from_its_history(
     assert result.problems == []
     assert (run / "series.json").exists()
     assert "rebuilt from history.jsonl" in _page(run)
+
+
+def test_the_header_names_the_bus_and_store_in_words_without_a_password(
+    tmp_path: Path,
+) -> None:
+    """The header once showed the store table as a dict repr cut mid-way
+    (and the bus line repeated it); it shows the kind, where it lived, and
+    an existing server's URL with its password dropped."""
+    store = {
+        "kind": "redis",
+        "provider": "private",
+        "url": "redis://knell:s3cret-pw@db.example:6379/0?password=other-pw",
+        "settings": {"appendfsync": "always"},
+    }
+    run = write_run(tmp_path, lossy_history(), {"store": store, "bus": None})
+    check_run(run)
+    page = _page(run)
+    meta = dict(re.findall(r"<span>([^<:]*): <b>([^<]*)</b></span>", page))
+    assert meta.get("bus") == "reference redis bus", meta
+    assert meta.get("store") == "redis at redis://knell:***@db.example:6379/0?password=***"
+    assert "{" not in meta["store"] and "{" not in meta["bus"]
+    for text in (page, (run / "report.md").read_text(encoding="utf-8")):
+        assert "s3cret-pw" not in text and "other-pw" not in text
+    assert "store: redis at redis://knell:" in (run / "report.md").read_text(encoding="utf-8")
+
+
+def test_a_private_store_and_a_named_bus_read_as_words() -> None:
+    from knell.report.describe import describe_bus, describe_store, without_password
+
+    assert describe_store("sqlite") == "sqlite (private to the run)"
+    assert describe_store({"kind": "postgres", "provider": "compose"}) == (
+        "postgres (containers, compose)"
+    )
+    assert describe_bus({"bus": "knell.buses.mutants:stale_ack_regresses"}) == (
+        "knell.buses.mutants:stale_ack_regresses"
+    )
+    assert without_password("postgres://u@h/db") == "postgres://u@h/db"
+    assert without_password("redis://:pw@h:1") == "redis://:***@h:1"
