@@ -21,6 +21,7 @@ from knell.cli.common import (
 from knell.cli.progress import RunProgress
 from knell.errors import ExitCode
 from knell.report import verdict_word
+from knell.report.markdown import not_applicable_line
 from knell.report.replay import replay_command
 from knell.runner import RunOutcome, check_run, run_scenario
 from knell.scenario import ScenarioError, load_scenario
@@ -109,6 +110,10 @@ def print_outcome(
                 f"  [yellow]{markup(name)}[/]: unknown ({markup(result.unknown_reason)})",
                 soft_wrap=True,
             )
+    apart = not_applicable_line(outcome.verdict)
+    if apart:
+        judged = len(outcome.verdict.checks) - len(outcome.verdict.not_applicable)
+        console.print(f"  checks: {judged} judged; {markup(apart)}", soft_wrap=True)
     for line in outcome.crashes:
         console.print(f"  [red]crash[/]: {markup(line)}", soft_wrap=True)
     if outcome.expect is not None:

@@ -13,9 +13,16 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from knell.role_contracts import contracts_of_roles
 from knell.text import clean
 
-__all__ = ["describe_bus", "describe_store", "store_kind", "without_password"]
+__all__ = [
+    "describe_bus",
+    "describe_store",
+    "store_kind",
+    "tested_contracts",
+    "without_password",
+]
 
 _SECRET_KEYS = ("password", "pass", "passwd", "pwd")
 
@@ -64,3 +71,13 @@ def describe_bus(scenario: dict[str, Any]) -> str:
     if isinstance(bus, str) and bus:
         return clean(bus, 200)
     return clean(f"reference {store_kind(scenario.get('store'))} bus", 80)
+
+
+def tested_contracts(scenario: dict[str, Any]) -> tuple[str, ...] | None:
+    """The delivery contracts a stored scenario tests, from its roles;
+    ``None`` when ``scenario.json`` names no processes (a bare history)."""
+    processes = scenario.get("process")
+    if not isinstance(processes, list):
+        return None
+    roles = [p.get("role") for p in processes if isinstance(p, dict)]
+    return contracts_of_roles(str(r) for r in roles if r)
