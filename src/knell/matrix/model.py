@@ -5,14 +5,16 @@ is every cell of one bus (a mutant, or the reference bus as the control).
 A mutant row is **caught** when some cell proves its failure mode with a
 check it declares it is killed by (:mod:`knell.buses.mutants.registry`),
 **wrong-check** when only other checks fired (a blind spot, not a
-success), **missed** when no cell was invalid. A row with no cell because
-this matrix could not or was not asked to run it (its store's scenarios
-were not re-targeted, its runtime is missing here, none of its scenarios
-was selected) is **not-run**, with the reason: said, never counted as
-caught or missed, and it does not fail the matrix. Only a row the caller
-gave a reason for is not-run: a row left without cells and without a
-reason is still missed, so a gate cannot pass by silently running less. The reference row must be
+success), **missed** when no cell was invalid. The reference row must be
 VALID in every cell: a false positive is a defect of knell, not of the bus.
+
+A row with no cell because this matrix could not or was not asked to run
+it (its store's scenarios were not re-targeted, its runtime is missing
+here, none of its scenarios was selected) is **not-run**, with the reason:
+said, never counted as caught or missed, and it does not fail the matrix.
+Only a row the planner gave a reason for is not-run: a row left without
+cells and without a reason is still missed, so a gate cannot pass by
+silently running less.
 
 With several seeds per cell, the **detection rate** says how reliable a
 catch is: the share of seeds in which some declared scenario caught the
