@@ -396,3 +396,11 @@ def test_every_cell_has_a_replay_line_that_knell_run_accepts(
     text = render_markdown(matrix)
     assert "## Replay" in text and "knell run contract-tour@redis --seed 11" in text
     assert cell.to_json()["replay"] == cell.replay
+
+    def failing_run(scenario: object, **_: object) -> None:
+        raise RuntimeError("the store never came up")
+
+    monkeypatch.setattr(matrix_run, "run_scenario", failing_run)
+    failed = matrix_run._run_cell(task, tmp_path / "runs")
+    assert failed.error and failed.replay is not None  # the run to look at most
+    assert "--schedule" not in failed.replay and "--seed 11" in failed.replay

@@ -32,6 +32,7 @@ Linux a worker's parent-death signal follows the *thread* that started it.
 
 from __future__ import annotations
 
+import shlex
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -172,6 +173,20 @@ def not_run_reason(
     return f"none of its scenarios ({', '.join(mutant.scenarios)}) was selected"
 
 
+def _replay(scenario: Scenario, driver: str | None, run_dir: Path | None, name: str) -> str:
+    """The line that runs a cell again, by the name the matrix shows it
+    under. A run that failed before saving its fault plan replays from the
+    seed alone (it expands to the same plan)."""
+    line = replay_command({**scenario.model_dump(), "bus": driver}, run_dir or ".", name)
+    if run_dir is not None:
+        return line
+    words = shlex.split(line)
+    if "--schedule" in words:
+        at = words.index("--schedule")
+        del words[at : at + 2]
+    return shlex.join(words)
+
+
 def _run_cell(task: Task, runs: Path) -> Cell:
     cell = Cell(
         task.bus,
@@ -187,13 +202,12 @@ def _run_cell(task: Task, runs: Path) -> Cell:
         outcome = run_scenario(scenario, reports=runs / task.bus / task.store, driver=driver)
     except Exception as exc:  # reported in the matrix (a reference error fails it)
         cell.error = f"{type(exc).__name__}: {exc}"
+        cell.replay = _replay(scenario, driver, None, cell.scenario)
         cell.wall = time.monotonic() - started
         return cell
     cell.valid = outcome.verdict.valid
     cell.run_dir = outcome.run_dir
-    cell.replay = replay_command(
-        {**scenario.model_dump(), "bus": driver}, outcome.run_dir, cell.scenario
-    )
+    cell.replay = _replay(scenario, driver, outcome.run_dir, cell.scenario)
     cell.expect_met = outcome.expectation_met
     judge(cell, outcome.verdict.checks, task.mutant)
     cell.wall = time.monotonic() - started
