@@ -404,3 +404,26 @@ def test_every_cell_has_a_replay_line_that_knell_run_accepts(
     failed = matrix_run._run_cell(task, tmp_path / "runs")
     assert failed.error and failed.replay is not None  # the run to look at most
     assert "--schedule" not in failed.replay and "--seed 11" in failed.replay
+
+
+def test_a_cell_named_name_at_store_selects_that_cell_on_the_store_axis() -> None:
+    """``knell matrix -s contract-tour@redis`` runs the cell the matrix
+    names so (not "no such scenario file"), and only the cells named."""
+    from knell.cli.common import UsageProblem
+    from knell.cli.matrix import _named_cells
+
+    tour = load_scenario(SCENARIOS / "contract-tour.toml")
+    quick = load_scenario(SCENARIOS / "quickstart.toml")
+    axis, only = _named_cells(("contract-tour@redis", "quickstart"), [tour, quick], None)
+    assert axis == "redis,sqlite" and only == {"contract-tour@redis", "quickstart"}
+    tasks = plan([tour, quick], [], stores=["redis", "sqlite"], only=only)
+    assert {(t.label, t.store) for t in tasks} == {
+        ("contract-tour@redis", "redis"),
+        ("quickstart", "sqlite"),
+    }
+    assert _named_cells(("quickstart",), [quick], "postgres") == ("postgres", None)
+    with pytest.raises(UsageProblem, match="not on --store postgres"):
+        _named_cells(("contract-tour@redis",), [tour], "postgres")
+    native = load_scenario(SCENARIOS / "postgres-kill-consumers.toml")
+    with pytest.raises(UsageProblem, match="cannot be re-targeted to the redis store"):
+        _named_cells(("postgres-kill-consumers@redis",), [native], None)

@@ -22,8 +22,9 @@ from knell.cli.common import (
 )
 from knell.cli.run import SEEDS
 from knell.errors import ExitCode
-from knell.matrix import REFERENCE, SHORT_DURATION, Cell, Matrix, run_matrix
+from knell.matrix import REFERENCE, SHORT_DURATION, Cell, Matrix, portable, run_matrix
 from knell.scenario import Scenario
+from knell.shipped import split_store
 from knell.stores import registry as store_kinds
 from knell.stores import unavailable
 from knell.text import clean, markup
@@ -107,6 +108,42 @@ def _print_matrix(matrix: Matrix) -> None:
             console.print(f"html: {matrix.out_dir / 'matrix.html'}", soft_wrap=True, markup=False)
 
 
+def _named_cells(
+    args: tuple[str, ...], loaded: list[Scenario], store_list: str | None
+) -> tuple[str | None, set[str] | None]:
+    """(store axis, cell labels) for ``-s`` names of matrix cells.
+
+    ``-s contract-tour@redis`` is the cell the matrix names so: the
+    scenario re-targeted to that store, on the store axis. With such a
+    name, the axis holds the stores named (and the own store of every
+    plain ``-s`` scenario), and only the named cells run. ``(store_list,
+    None)`` when no name carries a store."""
+    pairs = [split_store(a) for a in args]
+    if not any(store for _, store in pairs):
+        return store_list, None
+    labels: set[str] = set()
+    kinds: list[str] = []
+    for arg, (name, store), scenario in zip(args, pairs, loaded, strict=True):
+        kind = store or scenario.store.kind
+        if kind not in store_kinds.names():
+            known = ", ".join(store_kinds.names())
+            raise UsageProblem(f"-s {arg}: unknown store {kind!r} after '@'; known: {known}")
+        labels.add(scenario.name if kind == scenario.store.kind else f"{name}@{kind}")
+        kinds.append(kind)
+        if kind != scenario.store.kind and not portable(scenario, kind):
+            raise UsageProblem(
+                f"-s {arg}: {name} cannot be re-targeted to the {kind} store (it has a store or"
+                " bus of its own, or tests a contract that store's reference bus lacks)"
+            )
+    if store_list is None:
+        return ",".join(dict.fromkeys(kinds)), labels
+    axis = {k.strip() for k in store_list.split(",")}
+    for arg, kind in zip(args, kinds, strict=True):
+        if kind not in axis and "all" not in axis:
+            raise UsageProblem(f"-s {arg}: the {kind} store is not on --store {store_list}")
+    return store_list, labels
+
+
 def _store_axis(
     value: str | None, scenarios: list[Scenario], only_mutants: list[str]
 ) -> tuple[list[str] | None, list[str], list[Scenario], list[str], dict[str, str]]:
@@ -171,7 +208,11 @@ def _store_axis(
 )
 @click.option("--duration", help="Scale every scenario to this duration instead, e.g. 8s.")
 @click.option(
-    "-s", "--scenario", "only_scenarios", multiple=True, help="Only this scenario (repeatable)."
+    "-s",
+    "--scenario",
+    "only_scenarios",
+    multiple=True,
+    help="Only this scenario, or this cell as the matrix names it (NAME@STORE); repeatable.",
 )
 @click.option(
     "-m", "--mutant", "only_mutants", multiple=True, help="Only this mutant (repeatable)."
@@ -244,8 +285,11 @@ def matrix(
     seconds = duration_flag(duration)
     if seconds is None and short:
         seconds = SHORT_DURATION
+    only = None
     if only_scenarios:
-        loaded = load_scenarios(only_scenarios, scenarios_dir)
+        bare = [split_store(arg)[0] for arg in only_scenarios]
+        loaded = load_scenarios(bare, scenarios_dir)
+        store_list, only = _named_cells(only_scenarios, loaded, store_list)
     else:
         loaded = load_scenarios([str(p) for p in scenario_files(scenarios_dir)], None)
     stores, skipped, loaded, names, missing = _store_axis(store_list, loaded, list(only_mutants))
@@ -287,6 +331,7 @@ def matrix(
             stores=stores,
             skipped=skipped,
             unavailable=missing,
+            only=only,
         )
     except KeyboardInterrupt:
         err.print("knell: interrupted; every worker was stopped, the matrix is incomplete")

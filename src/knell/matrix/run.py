@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import shlex
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -101,21 +101,25 @@ def portable(scenario: Scenario, store: str | None = None) -> bool:
 
 
 def targets(
-    scenarios: Sequence[Scenario], stores: Sequence[str] | None
+    scenarios: Sequence[Scenario],
+    stores: Sequence[str] | None,
+    only: Collection[str] | None = None,
 ) -> list[tuple[Scenario, str]]:
     """(scenario, label) for every scenario to run. ``stores=None``: each on
     its own store; otherwise each store's own scenarios and the portable
-    ones re-targeted to it (named ``name@store``)."""
+    ones re-targeted to it (named ``name@store``). ``only``: just the cells
+    of these labels (``-s contract-tour@redis``)."""
     if stores is None:
-        return [(s, s.name) for s in scenarios]
-    out: list[tuple[Scenario, str]] = []
-    for store in stores:
-        for scenario in scenarios:
-            if scenario.store.kind == store:
-                out.append((scenario, scenario.name))
-            elif portable(scenario, store):
-                out.append((scenario.with_overrides(store=store), f"{scenario.name}@{store}"))
-    return out
+        out = [(s, s.name) for s in scenarios]
+    else:
+        out = []
+        for store in stores:
+            for scenario in scenarios:
+                if scenario.store.kind == store:
+                    out.append((scenario, scenario.name))
+                elif portable(scenario, store):
+                    out.append((scenario.with_overrides(store=store), f"{scenario.name}@{store}"))
+    return out if only is None else [(s, label) for s, label in out if label in only]
 
 
 def _runs_on(mutant: Mutant, scenario: Scenario) -> bool:
@@ -133,13 +137,14 @@ def plan(
     explicit: bool = False,
     seeds: int = 1,
     stores: Sequence[str] | None = None,
+    only: Collection[str] | None = None,
 ) -> list[Task]:
     """The runs of a matrix, interleaved so concurrent runs are different
     scenarios (the load spreads evenly)."""
     if seeds < 1:
         raise ValueError(f"seeds must be >= 1, got {seeds}")
     tasks: list[Task] = []
-    for scenario, label in targets(scenarios, stores):
+    for scenario, label in targets(scenarios, stores, only):
         for offset in range(seeds):
             seed = scenario.seed + offset
             if reference:
@@ -155,12 +160,13 @@ def not_run_reason(
     mutant: Mutant,
     scenarios: Sequence[Scenario],
     stores: Sequence[str] | None = None,
+    only: Collection[str] | None = None,
 ) -> str:
     """Why the plan gave ``mutant`` no cell over these ``scenarios`` (the
     selected ones, before the store axis re-targets them): the words its
     ``not run`` row shows, with what would run it."""
     declared = [s for s in scenarios if s.name in mutant.scenarios]
-    runnable = [s for s, _ in targets(scenarios, stores) if _runs_on(mutant, s)]
+    runnable = [s for s, _ in targets(scenarios, stores, only) if _runs_on(mutant, s)]
     if declared and not any(s.name in mutant.scenarios for s in runnable):
         kinds = ", ".join(dict.fromkeys(s.store.kind for s in declared))
         names = ", ".join(s.name for s in declared)
@@ -231,6 +237,7 @@ def run_matrix(
     stores: Sequence[str] | None = None,
     skipped: Sequence[str] = (),
     unavailable: Mapping[str, str] | None = None,
+    only: Collection[str] | None = None,
 ) -> Matrix:
     """Run the planned cells and write the matrix.
 
@@ -240,7 +247,8 @@ def run_matrix(
     processes); ``stores`` is the store axis (see the module docstring);
     ``skipped`` says what the caller left out because this machine cannot
     run it, for the report; ``unavailable`` names the mutants left out for
-    that reason (name -> why), each kept as a not-run row."""
+    that reason (name -> why), each kept as a not-run row; ``only`` keeps
+    just the cells of these labels (see :func:`targets`)."""
     registry = all_mutants()
     names = list(registry) if mutants is None else list(mutants)
     unknown = [n for n in names if n not in registry]
@@ -258,6 +266,7 @@ def run_matrix(
         explicit=explicit,
         seeds=seeds,
         stores=stores,
+        only=only,
     )
     started = datetime.now(timezone.utc)
     out = new_dir(reports / "matrix", "runs", now=started)
@@ -294,7 +303,7 @@ def run_matrix(
     planned = {t.bus for t in tasks}
     for m in chosen:
         mine = [c for c in cells if c.bus == m.name]
-        why = None if m.name in planned else not_run_reason(m, scaled, stores)
+        why = None if m.name in planned else not_run_reason(m, scaled, stores, only)
         rows.append(MutantRow(m.name, m, mine, not_run=why))
     for name, why in (unavailable or {}).items():
         if name in registry and name not in names:
