@@ -115,9 +115,10 @@ def not_applicable_line(verdict: Verdict) -> str | None:
     if not apart:
         return None
     judged = sorted({c for n in apart if (c := CHECK_CONTRACT.get(n))})
+    which = " and ".join(judged) + (" contracts" if len(judged) > 1 else " contract")
     return (
-        f"{len(apart)} not applicable (they judge the {', '.join(judged)} contract,"
-        f" which this scenario does not test): {', '.join(apart)}"
+        f"{len(apart)} not applicable (they judge the {which}, which this scenario"
+        f" does not test): {', '.join(apart)}"
     )
 
 
@@ -163,7 +164,7 @@ def render_markdown(
     out.append("")
     line = not_applicable_line(verdict)
     if line:
-        out += [f"Not applicable here: {line}.", ""]
+        out += [f"{line}.", ""]
     if verdict.problems:
         out += ["## Why the run cannot vouch for its history", ""]
         out += [f"- {md(problem)}" for problem in verdict.problems] + [""]

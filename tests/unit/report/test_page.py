@@ -213,7 +213,7 @@ def test_checks_with_nothing_to_judge_here_are_counted_apart(
     assert results["checks"]["contracts"] == ["broadcast"]
     report = (run / "report.md").read_text(encoding="utf-8")
     assert "| lease-exclusive |" not in report and "| no-loss |" in report
-    assert f"Not applicable here: {len(apart)} not applicable" in report
+    assert f"{len(apart)} not applicable (they judge the at-most-once and queue contracts" in report
     page = _page(run)
     assert page.count('<span class="pill NA">not applicable</span>') == len(apart)
     assert f"{len(apart)} check(s) not applicable" in page
