@@ -27,7 +27,7 @@ def test_matrix_catches_mutants_and_passes_the_reference(tmp_path: Path) -> None
     data = json.loads((out / "matrix.json").read_text(encoding="utf-8"))
     rows = {row["bus"]: row for row in data["rows"]}
     assert rows["reference"]["status"] == "valid"
-    assert data["mutants"] == {"caught": 3, "weak": 0, "total": 3}
+    assert data["mutants"] == {"caught": 3, "weak": 0, "total": 3, "not_run": 0}
     for name in CAUGHT_ON_QUICKSTART:
         row = rows[name]
         assert row["status"] == "caught", row
@@ -37,6 +37,9 @@ def test_matrix_catches_mutants_and_passes_the_reference(tmp_path: Path) -> None
         run_dir = Path(cell["run_dir"])
         assert run_dir.is_relative_to(out.resolve() / "runs" / name)
         assert json.loads((run_dir / "results.json").read_text())["valid"] is False
+        assert cell["replay"].startswith(f"knell run quickstart --seed {cell['seed']} ")
+        assert f"--schedule {run_dir}/schedule.json" in cell["replay"]
+        assert cell["replay"] in proc.stdout  # listed under the terminal table
     text = (out / "matrix.md").read_text(encoding="utf-8")
     assert "PASS" in text and "`no-idempotency`" in text
     page = (out / "matrix.html").read_text(encoding="utf-8")

@@ -23,6 +23,7 @@ from knell.matrix import (
     render_markdown,
     write_matrix,
 )
+from knell.matrix.run import not_run_reason
 from knell.scenario import load_scenario
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
@@ -132,7 +133,12 @@ def test_matrix_passes_only_when_every_row_does(tmp_path: Path) -> None:
     assert "PASS" in text and "`flood-on-join`" in text and "2.5 s" in text
     write_matrix(matrix, tmp_path / "out")
     data = json.loads((tmp_path / "out" / "matrix.json").read_text(encoding="utf-8"))
-    assert data["ok"] is True and data["mutants"] == {"caught": 1, "weak": 0, "total": 1}
+    assert data["ok"] is True and data["mutants"] == {
+        "caught": 1,
+        "weak": 0,
+        "total": 1,
+        "not_run": 0,
+    }
     assert data["rows"][1]["caught_by"] == ["churn-joiners"]
 
     rows.append(MutantRow("no-idempotency", MUTANTS["no-idempotency"], [reference]))
@@ -285,3 +291,139 @@ def test_detection_rate_over_seeds_marks_weak_catches(tmp_path: Path) -> None:
     text = render_markdown(matrix)
     assert "**1/3 (weak)**" in text and "1 weak" in text
     assert MutantRow(mutant.name, mutant, []).status == "missed"  # not run is not caught
+
+
+def _matrix(rows: list[MutantRow]) -> Matrix:
+    return Matrix(
+        rows=rows,
+        scenarios=["queue-kill-claimers"],
+        started=datetime(2026, 1, 1, tzinfo=timezone.utc),
+        wall=1.0,
+        duration=5.0,
+        jobs=1,
+        command="knell matrix --short",
+    )
+
+
+def test_a_mutant_this_matrix_cannot_run_is_not_run_and_does_not_fail_it(
+    tmp_path: Path,
+) -> None:
+    """Without --store, a Postgres mutant declared only on a portable
+    scenario has no cell (the scenario runs on SQLite): its row says why it
+    was not run, and the matrix passes on a correct tree."""
+    queue = load_scenario(SCENARIOS / "queue-kill-claimers.toml")
+    upsert = MUTANTS["postgres-claim-read-then-upsert"]
+    assert plan([queue], [upsert], reference=False) == []
+    why = not_run_reason(upsert, [queue])
+    assert "queue-kill-claimers" in why and "--store postgres" in why
+    reference = MutantRow(REFERENCE, None, [Cell(REFERENCE, "queue-kill-claimers", valid=True)])
+    idle = MutantRow(upsert.name, upsert, [], not_run=why)
+    node = MUTANTS["node-stale-ack"]
+    absent = MutantRow(node.name, node, [], not_run="Node.js ('node') is not on PATH")
+    matrix = _matrix([reference, idle, absent])
+    assert idle.status == "not-run" and idle.ok and matrix.ok
+    assert idle.status_text == f"not run: {why}"
+    text = render_markdown(matrix)
+    assert "# knell failure-mode matrix: PASS" in text
+    assert "**0/0**" in text and "2 not run here" in text
+    assert "not run: Node.js" in text
+    write_matrix(matrix, tmp_path / "out")
+    data = json.loads((tmp_path / "out" / "matrix.json").read_text(encoding="utf-8"))
+    assert data["ok"] is True
+    assert data["mutants"] == {"caught": 0, "weak": 0, "total": 0, "not_run": 2}
+    assert data["rows"][1]["status"] == "not-run" and data["rows"][1]["not_run"] == why
+    assert "not run here" in (tmp_path / "out" / "matrix.html").read_text(encoding="utf-8")
+
+
+def test_a_runnable_mutant_that_is_missed_still_fails_the_matrix() -> None:
+    """The other way: a mutant that had its cells and escaped them is
+    missed, and fails the matrix, whether or not another row was not run."""
+    quick = MUTANTS["off-by-one-read"]
+    escaped = MutantRow(quick.name, quick, [Cell(quick.name, "quickstart", valid=True)])
+    upsert = MUTANTS["postgres-claim-read-then-upsert"]
+    idle = MutantRow(upsert.name, upsert, [], not_run="not selected")
+    matrix = _matrix([idle, escaped])
+    assert escaped.status == "missed" and not matrix.ok
+    assert "FAIL" in render_markdown(matrix)
+    assert MutantRow(
+        quick.name, quick, [Cell(quick.name, "q", valid=True)], not_run="x"
+    ).status == ("missed")  # a reason never excuses a row that ran
+
+
+def test_not_run_reasons_name_what_would_run_the_mutant() -> None:
+    quick = load_scenario(SCENARIOS / "quickstart.toml")
+    churn = load_scenario(SCENARIOS / "churn-joiners.toml")
+    assert "was selected" in not_run_reason(MUTANTS["fetch-consumes"], [quick, churn])
+    pg = MUTANTS["postgres-seq-outside-lock"]
+    assert not_run_reason(pg, [quick]) == "no selected scenario runs on the postgres store"
+
+
+def test_every_cell_has_a_replay_line_that_knell_run_accepts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A re-targeted cell is named ``contract-tour@redis``; its replay line
+    names it so, and ``knell run`` resolves that name to the shipped
+    scenario on that store. The run itself is a stand-in: only the cell
+    around it is under test."""
+    import shlex
+    from types import SimpleNamespace
+
+    import knell.matrix.run as matrix_run
+    from knell.cli.run import named_stores
+    from knell.matrix import Task
+
+    run_dir = _run_dir(tmp_path, "run")
+
+    def fake_run(scenario: object, **_: object) -> SimpleNamespace:
+        verdict = SimpleNamespace(valid=True, checks={})
+        return SimpleNamespace(verdict=verdict, run_dir=run_dir, expectation_met=None)
+
+    monkeypatch.setattr(matrix_run, "run_scenario", fake_run)
+    tour = load_scenario(SCENARIOS / "contract-tour.toml").with_overrides(store="redis")
+    mutant = MUTANTS["redis-ack-get-then-set"]
+    task = Task(mutant.name, mutant, tour, 11, 0, "contract-tour@redis")
+    cell = matrix_run._run_cell(task, tmp_path / "runs")
+    assert cell.replay is not None
+    words = shlex.split(cell.replay)
+    assert words[:3] == ["knell", "run", "contract-tour@redis"]
+    assert words[words.index("--seed") + 1] == "11"
+    assert words[words.index("--bus") + 1] == mutant.factory
+    assert words[words.index("--schedule") + 1] == f"{run_dir}/schedule.json"
+    assert named_stores((words[2],), None) == [("contract-tour", "redis")]
+    row = MutantRow(mutant.name, mutant, [cell])
+    matrix = _matrix([row])
+    matrix.scenarios = ["contract-tour@redis"]
+    text = render_markdown(matrix)
+    assert "## Replay" in text and "knell run contract-tour@redis --seed 11" in text
+    assert cell.to_json()["replay"] == cell.replay
+
+    def failing_run(scenario: object, **_: object) -> None:
+        raise RuntimeError("the store never came up")
+
+    monkeypatch.setattr(matrix_run, "run_scenario", failing_run)
+    failed = matrix_run._run_cell(task, tmp_path / "runs")
+    assert failed.error and failed.replay is not None  # the run to look at most
+    assert "--schedule" not in failed.replay and "--seed 11" in failed.replay
+
+
+def test_a_cell_named_name_at_store_selects_that_cell_on_the_store_axis() -> None:
+    """``knell matrix -s contract-tour@redis`` runs the cell the matrix
+    names so (not "no such scenario file"), and only the cells named."""
+    from knell.cli.common import UsageProblem
+    from knell.cli.matrix import _named_cells
+
+    tour = load_scenario(SCENARIOS / "contract-tour.toml")
+    quick = load_scenario(SCENARIOS / "quickstart.toml")
+    axis, only = _named_cells(("contract-tour@redis", "quickstart"), [tour, quick], None)
+    assert axis == "redis,sqlite" and only == {"contract-tour@redis", "quickstart"}
+    tasks = plan([tour, quick], [], stores=["redis", "sqlite"], only=only)
+    assert {(t.label, t.store) for t in tasks} == {
+        ("contract-tour@redis", "redis"),
+        ("quickstart", "sqlite"),
+    }
+    assert _named_cells(("quickstart",), [quick], "postgres") == ("postgres", None)
+    with pytest.raises(UsageProblem, match="not on --store postgres"):
+        _named_cells(("contract-tour@redis",), [tour], "postgres")
+    native = load_scenario(SCENARIOS / "postgres-kill-consumers.toml")
+    with pytest.raises(UsageProblem, match="cannot be re-targeted to the redis store"):
+        _named_cells(("postgres-kill-consumers@redis",), [native], None)

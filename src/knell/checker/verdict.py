@@ -10,16 +10,29 @@ A check that could not read some events (they lack a field the history
 format promises) cannot vouch for the history: its result is at best
 "unknown", with the first unreadable event's index and the error as the
 reason, rather than a crash or a silent pass.
+
+Not every check applies to every scenario. Most checks judge one delivery
+contract (:data:`CHECK_CONTRACT`): a broadcast run has no claims for the
+queue checks to judge and no role inboxes for the at-most-once ones, and
+"VALID, zero counts" there would read as a pass of something never
+tested. Once the verdict knows the contracts its scenario tests
+(:attr:`Verdict.contracts`, from the scenario's roles), a check of an
+untested contract that found nothing is *not applicable*: listed apart
+(``not_applicable`` in ``results.json``), never counted as passed. The
+decision is by contract, never by empty counts: a check of a tested
+contract that saw nothing stays what it is, and a check that found an
+anomaly or could not decide is always shown, whatever its contract.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from knell.buses.contract import BROADCAST, QUEUE, ROLES
 from knell.checker.base import Check, CheckConfig, CheckResult, Validity, merge_validity
 from knell.checker.consumer import Consumer
 from knell.checker.dispatch import PassResult, run_pass
@@ -27,9 +40,64 @@ from knell.checker.registry import CHECKS
 from knell.checker.windows import FaultWindows
 from knell.history import Event, HistoryReader
 
-__all__ = ["CheckFactory", "Verdict", "check_events", "check_history", "fired_checks"]
+__all__ = [
+    "CHECK_CONTRACT",
+    "CheckFactory",
+    "Verdict",
+    "check_events",
+    "check_history",
+    "fired_checks",
+    "not_applicable",
+]
 
 CheckFactory = Callable[[CheckConfig, FaultWindows], Check]
+
+CHECK_CONTRACT: dict[str, str | None] = {
+    # broadcast channels: subscribing handles, cursors, pages, doorbells
+    "no-loss": BROADCAST,
+    "unexpected": BROADCAST,
+    "no-cursor-regression": BROADCAST,
+    "no-flood-on-join": BROADCAST,
+    "ack-beyond-head": BROADCAST,
+    "head": BROADCAST,
+    "ordering": BROADCAST,
+    "wake": BROADCAST,
+    "redelivery": BROADCAST,
+    # queue channels: claims and leases
+    "lease-exclusive": QUEUE,
+    "lease-holder": QUEUE,
+    "done-terminal": QUEUE,
+    "queue-no-loss": QUEUE,
+    "lease-expiry": QUEUE,
+    "dead-letter": QUEUE,
+    "duplicate-work": QUEUE,
+    # at-most-once role delivery
+    "at-most-once": ROLES,
+    "read-refusal": ROLES,
+    "stranded-listed": ROLES,
+    "nothing-vanishes": ROLES,
+    # every scenario: posts (which every contract shares), and the run itself
+    "no-duplicate-seq": None,
+    "idempotency": None,
+    "post-outcome": None,
+    "liveness": None,
+    "availability": None,
+    "evidence": None,
+}
+"""The contract each built-in check judges (``None``: every scenario's).
+A check missing here (a new one, or a caller's own) always applies."""
+
+
+def not_applicable(valid: Mapping[str, object], contracts: Iterable[str]) -> list[str]:
+    """The checks (of ``valid``: check name -> its verdict) that judge a
+    contract outside ``contracts`` and found nothing: only a VALID result
+    is ever set apart, so no finding and no "unknown" is hidden."""
+    tested = set(contracts)
+    return [
+        name
+        for name, verdict in valid.items()
+        if verdict is True and CHECK_CONTRACT.get(name) not in (None, *tested)
+    ]
 
 
 @dataclass
@@ -48,6 +116,16 @@ class Verdict:
     """Why the run as a whole cannot vouch for its history (a truncated
     merged file, an adapter that could not serve): each makes the verdict
     at best "unknown"."""
+    contracts: tuple[str, ...] | None = None
+    """The contracts the scenario tests (its roles'); ``None`` when not
+    known (a bare history): then every check applies."""
+
+    @property
+    def not_applicable(self) -> list[str]:
+        """The checks set apart as not applicable (see the module docstring)."""
+        if self.contracts is None:
+            return []
+        return not_applicable({n: r.valid for n, r in self.checks.items()}, self.contracts)
 
     def undecided(self, reason: str) -> None:
         """Record a run-level reason the history cannot prove validity."""
@@ -67,6 +145,8 @@ class Verdict:
             "seconds": self.seconds,
             "config": self.config.to_json(),
             "problems": list(self.problems),
+            "contracts": None if self.contracts is None else list(self.contracts),
+            "not_applicable": self.not_applicable,
             "checks": {name: result.to_json() for name, result in self.checks.items()},
         }
 

@@ -22,11 +22,12 @@ from knell.cli.common import (
 )
 from knell.cli.run import SEEDS
 from knell.errors import ExitCode
-from knell.matrix import REFERENCE, SHORT_DURATION, Cell, Matrix, run_matrix
+from knell.matrix import REFERENCE, SHORT_DURATION, Cell, Matrix, portable, run_matrix
 from knell.scenario import Scenario
+from knell.shipped import split_store
 from knell.stores import registry as store_kinds
 from knell.stores import unavailable
-from knell.text import markup
+from knell.text import clean, markup
 
 __all__ = ["matrix"]
 
@@ -46,6 +47,7 @@ def _print_matrix(matrix: Matrix) -> None:
         "missed": "red",
         "false-positive": "red",
         "unknown": "yellow",
+        "not-run": "dim",
     }
     for row in matrix.rows:
         mode = row.mutant.failure_mode if row.mutant else "(reference: must stay VALID)"
@@ -61,26 +63,39 @@ def _print_matrix(matrix: Matrix) -> None:
                 + (f", {made} expected finding(s) made" if made else "")
             )
         else:
-            caught_by = ", ".join(row.caught_by) or ("-" if row.cells else "not run")
+            caught_by = ", ".join(row.caught_by) or "-"
         checks = ", ".join(f"[bold]{c}[/]" if c not in row.other_checks else c for c in row.checks)
         detect = "-" if row.detected is None else f"{row.detected:.1f}s"
         n = len(row.repeats)
         rate = "" if row.rate is None else f" {round(row.rate * n)}/{n}"
         colour = colours[row.status]
+        status = markup(row.status_text)
         table.add_row(
-            mode, row.label, caught_by, checks or "-", detect, f"[{colour}]{row.status}{rate}[/]"
+            mode, row.label, caught_by, checks or "-", detect, f"[{colour}]{status}{rate}[/]"
         )
     # Piped (CI logs): wide enough that the table does not fold every cell.
     out = console if console.is_terminal else Console(highlight=False, width=160)
     out.print(table)
-    mutants = matrix.mutant_rows
+    judged = matrix.judged_rows
     caught = matrix.caught()
     if median is not None and worst is not None:
         console.print(f"time to detect: median {median:.1f} s, worst {worst:.1f} s")
+    idle = len(matrix.not_run_rows)
     console.print(
-        f"mutants caught by their expected check: {caught}/{len(mutants)};"
-        f" {sum(len(r.cells) for r in matrix.rows)} runs in {matrix.wall / 60:.1f} min"
+        f"mutants caught by their expected check: {caught}/{len(judged)}"
+        + (f" ({idle} not run here, see the table; they do not fail the matrix)" if idle else "")
+        + f"; {sum(len(r.cells) for r in matrix.rows)} runs in {matrix.wall / 60:.1f} min"
     )
+    replays = [(row, c) for row in matrix.rows for c in row.cells if c.replay]
+    if replays:
+        console.print("replay (one line per run):")
+        for row, cell in replays:
+            console.print(
+                f"  {row.label} on {cell.scenario} s{cell.seed}: {clean(cell.replay, 2000)}",
+                soft_wrap=True,
+                markup=False,
+                highlight=False,
+            )
     word = "[bold green]PASS[/]" if matrix.ok else "[bold red]FAIL[/]"
     console.print(f"matrix: {word}")
     for line in matrix.skipped:
@@ -93,17 +108,54 @@ def _print_matrix(matrix: Matrix) -> None:
             console.print(f"html: {matrix.out_dir / 'matrix.html'}", soft_wrap=True, markup=False)
 
 
+def _named_cells(
+    args: tuple[str, ...], loaded: list[Scenario], store_list: str | None
+) -> tuple[str | None, set[str] | None]:
+    """(store axis, cell labels) for ``-s`` names of matrix cells.
+
+    ``-s contract-tour@redis`` is the cell the matrix names so: the
+    scenario re-targeted to that store, on the store axis. With such a
+    name, the axis holds the stores named (and the own store of every
+    plain ``-s`` scenario), and only the named cells run. ``(store_list,
+    None)`` when no name carries a store."""
+    pairs = [split_store(a) for a in args]
+    if not any(store for _, store in pairs):
+        return store_list, None
+    labels: set[str] = set()
+    kinds: list[str] = []
+    for arg, (name, store), scenario in zip(args, pairs, loaded, strict=True):
+        kind = store or scenario.store.kind
+        if kind not in store_kinds.names():
+            known = ", ".join(store_kinds.names())
+            raise UsageProblem(f"-s {arg}: unknown store {kind!r} after '@'; known: {known}")
+        labels.add(scenario.name if kind == scenario.store.kind else f"{name}@{kind}")
+        kinds.append(kind)
+        if kind != scenario.store.kind and not portable(scenario, kind):
+            raise UsageProblem(
+                f"-s {arg}: {name} cannot be re-targeted to the {kind} store (it has a store or"
+                " bus of its own, or tests a contract that store's reference bus lacks)"
+            )
+    if store_list is None:
+        return ",".join(dict.fromkeys(kinds)), labels
+    axis = {k.strip() for k in store_list.split(",")}
+    for arg, kind in zip(args, kinds, strict=True):
+        if kind not in axis and "all" not in axis:
+            raise UsageProblem(f"-s {arg}: the {kind} store is not on --store {store_list}")
+    return store_list, labels
+
+
 def _store_axis(
     value: str | None, scenarios: list[Scenario], only_mutants: list[str]
-) -> tuple[list[str] | None, list[str], list[Scenario], list[str]]:
-    """(stores, skipped, scenarios, mutants) for ``--store``.
+) -> tuple[list[str] | None, list[str], list[Scenario], list[str], dict[str, str]]:
+    """(stores, skipped, scenarios, mutants, unavailable) for ``--store``.
 
     A store named explicitly must be runnable here (exit 3 otherwise). With
     no ``--store`` or ``--store all``, a store whose server is missing is
     left out with its scenarios and mutants, and said so; under
     ``KNELL_REQUIRE_SERVERS=1`` (CI) that is an error instead. A mutant
     whose runtime is missing (a Node.js bus without Node) is left out the
-    same way."""
+    same way, in ``unavailable`` (name -> why): the matrix shows it as not
+    run."""
     require = os.environ.get("KNELL_REQUIRE_SERVERS") == "1"
     skipped: list[str] = []
     stores: list[str] | None
@@ -133,18 +185,19 @@ def _store_axis(
     scenarios = [s for s in scenarios if s.store.kind not in lost]
     registry = all_mutants()
     names = []
+    missing: dict[str, str] = {}
     for name in only_mutants or list(registry):
         m = registry[name]
         if m.store in lost or (stores is not None and m.store not in (*stores, "bridge")):
             continue
         reason = m.unavailable()
         if reason is not None and not require:
-            skipped.append(f"mutant {name}: {reason}")
+            missing[name] = reason
             continue
         names.append(name)
     if not scenarios:
         raise UsageProblem("no scenario left to run on the stores available here")
-    return stores, skipped, scenarios, names
+    return stores, skipped, scenarios, names, missing
 
 
 @click.command()
@@ -155,7 +208,11 @@ def _store_axis(
 )
 @click.option("--duration", help="Scale every scenario to this duration instead, e.g. 8s.")
 @click.option(
-    "-s", "--scenario", "only_scenarios", multiple=True, help="Only this scenario (repeatable)."
+    "-s",
+    "--scenario",
+    "only_scenarios",
+    multiple=True,
+    help="Only this scenario, or this cell as the matrix names it (NAME@STORE); repeatable.",
 )
 @click.option(
     "-m", "--mutant", "only_mutants", multiple=True, help="Only this mutant (repeatable)."
@@ -228,11 +285,14 @@ def matrix(
     seconds = duration_flag(duration)
     if seconds is None and short:
         seconds = SHORT_DURATION
+    only = None
     if only_scenarios:
-        loaded = load_scenarios(only_scenarios, scenarios_dir)
+        bare = [split_store(arg)[0] for arg in only_scenarios]
+        loaded = load_scenarios(bare, scenarios_dir)
+        store_list, only = _named_cells(only_scenarios, loaded, store_list)
     else:
         loaded = load_scenarios([str(p) for p in scenario_files(scenarios_dir)], None)
-    stores, skipped, loaded, names = _store_axis(store_list, loaded, list(only_mutants))
+    stores, skipped, loaded, names, missing = _store_axis(store_list, loaded, list(only_mutants))
     command = "knell matrix " + " ".join(sys.argv[2:]) if len(sys.argv) > 2 else "knell matrix"
 
     def progress(done: int, total: int, cell: Cell) -> None:
@@ -270,6 +330,8 @@ def matrix(
             progress=progress,
             stores=stores,
             skipped=skipped,
+            unavailable=missing,
+            only=only,
         )
     except KeyboardInterrupt:
         err.print("knell: interrupted; every worker was stopped, the matrix is incomplete")

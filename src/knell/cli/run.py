@@ -21,10 +21,12 @@ from knell.cli.common import (
 from knell.cli.progress import RunProgress
 from knell.errors import ExitCode
 from knell.report import verdict_word
+from knell.report.markdown import not_applicable_line
 from knell.report.replay import replay_command
 from knell.runner import RunOutcome, check_run, run_scenario
 from knell.scenario import ScenarioError, load_scenario
 from knell.schedule import Schedule, ScheduleError
+from knell.shipped import split_store
 from knell.text import markup
 
 __all__ = ["check", "list_", "run"]
@@ -50,6 +52,29 @@ class StoreKindName(click.ParamType):  # type: ignore[type-arg]
         if value not in registry.names():
             self.fail(f"{value!r} is not one of {', '.join(registry.names())}", param, ctx)
         return value
+
+
+def named_stores(args: tuple[str, ...], store_kind: str | None) -> list[tuple[str, str | None]]:
+    """(scenario, store kind) for each argument: ``NAME@STORE`` (the name
+    the matrix gives a re-targeted cell) is the scenario NAME with
+    ``--store STORE``; a ``--store`` naming another kind is refused."""
+    from knell.stores import registry
+
+    out: list[tuple[str, str | None]] = []
+    for arg in args:
+        name, store = split_store(arg)
+        if store is None:
+            out.append((arg, store_kind))
+            continue
+        if store not in registry.names():
+            known = ", ".join(registry.names())
+            raise UsageProblem(f"{arg}: unknown store {store!r} after '@'; known: {known}")
+        if store_kind is not None and store_kind != store:
+            raise UsageProblem(
+                f"{arg}: names the {store} store, but --store says {store_kind}; give one of them"
+            )
+        out.append((name, store))
+    return out
 
 
 def _load_schedule(path: Path) -> Schedule:
@@ -85,6 +110,10 @@ def print_outcome(
                 f"  [yellow]{markup(name)}[/]: unknown ({markup(result.unknown_reason)})",
                 soft_wrap=True,
             )
+    apart = not_applicable_line(outcome.verdict)
+    if apart:
+        judged = len(outcome.verdict.checks) - len(outcome.verdict.not_applicable)
+        console.print(f"  checks: {judged} judged; {markup(apart)}", soft_wrap=True)
     for line in outcome.crashes:
         console.print(f"  [red]crash[/]: {markup(line)}", soft_wrap=True)
     if outcome.expect is not None:
@@ -175,14 +204,12 @@ def run(
     schedule = _load_schedule(schedule_file) if schedule_file else None
     if keep and not store_url:
         raise UsageProblem("--keep is for --store-url (a private server is removed with its run)")
-    loaded = load_scenarios(
-        scenarios,
-        scenarios_dir,
-        seed=seed,
-        duration=duration_flag(duration),
-        store=store_kind,
-        store_url=store_url,
-    )
+    seconds = duration_flag(duration)
+    loaded = []
+    for name, store in named_stores(scenarios, store_kind):
+        loaded += load_scenarios(
+            [name], scenarios_dir, seed=seed, duration=seconds, store=store, store_url=store_url
+        )
     if keep:
         loaded = [s.with_store(keep=True) for s in loaded]
     codes = []

@@ -29,6 +29,7 @@ _PILL = {
     "wrong-check": "INVALID",
     "missed": "INVALID",
     "false-positive": "INVALID",
+    "not-run": "ERROR",
 }
 
 
@@ -71,7 +72,9 @@ def _cell(cell: Cell, row: MutantRow, out: Path) -> _CellView:
     title = f"{row.bus} on {cell.scenario}, seed {cell.seed}, {cell.wall:.1f} s" + (
         f": {why}" if why else ""
     )
-    return _CellView(clean(text, 80), pill, _link(cell, out), clean(title, 400), expected)
+    if cell.replay:
+        title += f"; replay: {cell.replay}"
+    return _CellView(clean(text, 80), pill, _link(cell, out), clean(title, 2000), expected)
 
 
 def _context(matrix: Matrix, out: Path) -> dict[str, Any]:
@@ -85,13 +88,13 @@ def _context(matrix: Matrix, out: Path) -> dict[str, Any]:
                 "mode": r.mutant.failure_mode,
                 "bus": r.bus,
                 "store": r.mutant.store,
-                "caught_by": ", ".join(r.caught_by) or ("-" if r.cells else "not run"),
+                "caught_by": ", ".join(r.caught_by) or "-",
                 "hit": ", ".join(sorted({e for c in r.catching for e in c.expected_hit})) or "-",
                 "others": ", ".join(r.other_checks) or "-",
                 "detected": _seconds(r.detected),
                 "onset": _seconds(r.onset),
                 "rate": "-" if r.rate is None else f"{round(r.rate * n)}/{n}",
-                "status": r.status,
+                "status": clean(r.status_text, 400),
                 "pill": _PILL.get(r.status, "INVALID"),
             }
         )
@@ -131,7 +134,8 @@ def _context(matrix: Matrix, out: Path) -> dict[str, Any]:
         "word": "PASS" if matrix.ok else "FAIL",
         "ok": matrix.ok,
         "caught": matrix.caught(),
-        "total": len(matrix.mutant_rows),
+        "total": len(matrix.judged_rows),
+        "not_run": len(matrix.not_run_rows),
         "weak": sum(1 for r in matrix.mutant_rows if r.status == "weak"),
         "reference": reference,
         "meta": [

@@ -8,6 +8,14 @@ check it declares it is killed by (:mod:`knell.buses.mutants.registry`),
 success), **missed** when no cell was invalid. The reference row must be
 VALID in every cell: a false positive is a defect of knell, not of the bus.
 
+A row with no cell because this matrix could not or was not asked to run
+it (its store's scenarios were not re-targeted, its runtime is missing
+here, none of its scenarios was selected) is **not-run**, with the reason:
+said, never counted as caught or missed, and it does not fail the matrix.
+Only a row the planner gave a reason for is not-run: a row left without
+cells and without a reason is still missed, so a gate cannot pass by
+silently running less.
+
 With several seeds per cell, the **detection rate** says how reliable a
 catch is: the share of seeds in which some declared scenario caught the
 mutant. A rate below 1 is a *weak* catch (a race that a short run hits
@@ -49,7 +57,9 @@ REFERENCE = "reference"
 
 _NS = 1_000_000_000
 
-Status = Literal["caught", "weak", "wrong-check", "missed", "valid", "false-positive", "unknown"]
+Status = Literal[
+    "caught", "weak", "wrong-check", "missed", "valid", "false-positive", "unknown", "not-run"
+]
 
 
 @dataclass
@@ -79,6 +89,9 @@ class Cell:
     detected: float | None = None
     onset: float | None = None
     wall: float = 0.0
+    replay: str | None = None
+    """The shell line that runs this cell again (its scenario by the name
+    the matrix shows, its seed, duration, bus and saved fault plan)."""
 
     @property
     def caught(self) -> bool:
@@ -110,6 +123,7 @@ class Cell:
             "detected_s": self.detected,
             "onset_s": self.onset,
             "wall_s": round(self.wall, 2),
+            "replay": self.replay,
         }
 
 
@@ -122,6 +136,10 @@ class MutantRow:
     cells: list[Cell]
     store: str | None = None
     """For the reference rows: the store whose reference bus this is."""
+    not_run: str | None = None
+    """Why this row has no cell in this matrix (set by the planner when it
+    could not or was not asked to run the bus): the row is then
+    ``not-run``, not ``missed``."""
 
     @property
     def label(self) -> str:
@@ -152,6 +170,8 @@ class MutantRow:
 
     @property
     def status(self) -> Status:
+        if not self.cells and self.not_run is not None:
+            return "not-run"
         if self.mutant is None:
             # A scenario that expects a finding (expect = ...) must make it:
             # there an INVALID verdict is the control working, a VALID one
@@ -172,7 +192,16 @@ class MutantRow:
 
     @property
     def ok(self) -> bool:
-        return self.status in ("caught", "weak", "valid")
+        """Whether this row lets the matrix pass: a not-run row does (it is
+        reported apart); a row that ran must be caught (or, for the
+        reference, valid)."""
+        return self.status in ("caught", "weak", "valid", "not-run")
+
+    @property
+    def status_text(self) -> str:
+        """The status as the tables show it: ``not run: <why>`` for a
+        not-run row."""
+        return f"not run: {self.not_run}" if self.status == "not-run" else self.status
 
     @property
     def catching(self) -> list[Cell]:
@@ -231,6 +260,7 @@ class MutantRow:
             "declared_scenarios": [] if m is None else list(m.scenarios),
             "rule": None if m is None else m.rule,
             "status": self.status,
+            "not_run": self.not_run if self.status == "not-run" else None,
             "rate": self.rate,
             "scenario_rates": self.scenario_rates() if m is not None else {},
             "caught_by": self.caught_by,
@@ -272,6 +302,16 @@ class Matrix:
         return [r for r in self.rows if r.mutant is not None]
 
     @property
+    def judged_rows(self) -> list[MutantRow]:
+        """The mutant rows that ran (the ones the catch count is out of)."""
+        return [r for r in self.mutant_rows if r.status != "not-run"]
+
+    @property
+    def not_run_rows(self) -> list[MutantRow]:
+        """The mutant rows this matrix did not run, each with its reason."""
+        return [r for r in self.mutant_rows if r.status == "not-run"]
+
+    @property
     def runs(self) -> int:
         return sum(len(r.cells) for r in self.rows)
 
@@ -304,7 +344,8 @@ class Matrix:
             "mutants": {
                 "caught": self.caught(),
                 "weak": sum(1 for r in self.mutant_rows if r.status == "weak"),
-                "total": len(self.mutant_rows),
+                "total": len(self.judged_rows),
+                "not_run": len(self.not_run_rows),
             },
             "detect_median_s": median,
             "detect_worst_s": worst,

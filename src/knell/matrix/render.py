@@ -15,6 +15,7 @@ from pathlib import Path
 
 from knell.matrix.model import Cell, Matrix, MutantRow, matches
 from knell.rundir import atomic_write
+from knell.text import md, md_code
 
 __all__ = ["render_markdown", "write_matrix"]
 
@@ -68,14 +69,20 @@ def render_markdown(matrix: Matrix) -> str:
     )
     form = "every mutant on every scenario" if matrix.full else "each mutant on its scenarios"
     weak = sum(1 for r in rows if r.status == "weak")
+    idle = matrix.not_run_rows
     out = [
         f"# knell failure-mode matrix: {'PASS' if matrix.ok else 'FAIL'}",
         "",
         f"- `{matrix.command}`, {matrix.started:%Y-%m-%d %H:%M} UTC on {platform.node()}"
         f" (Python {platform.python_version()}), {length}, {form},"
         f" {matrix.seeds} seed(s) per cell, {matrix.jobs} run(s) at a time",
-        f"- mutants caught by their expected check: **{matrix.caught()}/{len(rows)}**"
+        f"- mutants caught by their expected check: **{matrix.caught()}/{len(matrix.judged_rows)}**"
         + (f" ({weak} weak: caught in only some seeds)" if weak else "")
+        + (
+            f"; {len(idle)} not run here (reported apart, they do not fail the matrix)"
+            if idle
+            else ""
+        )
         + f"; wall time {matrix.wall / 60:.1f} min for {matrix.runs} runs",
         f"- time to detect (run start to the first proven violation): median"
         f" {_seconds(median)}, worst {_seconds(worst)}",
@@ -106,10 +113,10 @@ def render_markdown(matrix: Matrix) -> str:
         others = r.other_checks
         out.append(
             f"| {r.mutant.failure_mode} | `{r.bus}` | {r.mutant.store} | "
-            f"{', '.join(r.caught_by) or ('-' if r.cells else 'not run')} | "
+            f"{', '.join(r.caught_by) or '-'} | "
             f"{', '.join(f'`{h}`' for h in hit) or '-'} | "
             f"{', '.join(f'`{o}`' for o in others) or '-'} | "
-            f"{_seconds(r.detected)} | {_seconds(r.onset)} | {_rate(r)} | {r.status} |"
+            f"{_seconds(r.detected)} | {_seconds(r.onset)} | {_rate(r)} | {md(r.status_text)} |"
         )
     out += [
         "",
@@ -132,6 +139,11 @@ def render_markdown(matrix: Matrix) -> str:
         for r, c in problems:
             why = c.error or "; ".join(f"{k}: {v}" for k, v in c.unknown.items())
             out.append(f"- `{r.label}` on {c.scenario} (seed {c.seed}): {why}")
+    replays = [(r, c) for r in matrix.rows for c in r.cells if c.replay]
+    if replays:
+        out += ["", "## Replay", "", "One line per run: paste it to run that cell again.", ""]
+        for r, c in replays:
+            out.append(f"- `{r.label}` on {c.scenario} (seed {c.seed}): {md_code(c.replay, 2000)}")
     out += [
         "",
         "Runs: `runs/<bus>/<store>/<scenario>/<stamp>/` (each an ordinary run directory:"

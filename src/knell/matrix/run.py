@@ -18,6 +18,12 @@ reference bus of that store, and that store's mutants. A mutant belongs
 to one store (SQLite-specific mutants are not ported); a bridge mutant
 (``store="bridge"``) wraps whichever store its scenario has.
 
+A mutant the plan gives no cell (its store's scenarios are not
+re-targeted without ``--store``, none of its scenarios was selected, or
+the caller left it out because its runtime is missing here) keeps its row
+as *not run*, with the reason (:func:`not_run_reason`): reported apart,
+never counted as missed.
+
 Runs go to a pool of threads, ``jobs`` at a time, each an ordinary
 :func:`knell.runner.run_scenario` with its own run directory under
 ``runs/<bus>/<scenario>/``. The threads live until every run is done: on
@@ -26,8 +32,9 @@ Linux a worker's parent-death signal follows the *thread* that started it.
 
 from __future__ import annotations
 
+import shlex
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -38,11 +45,20 @@ from knell.buses.mutants import Mutant, all_mutants
 from knell.matrix.model import REFERENCE, Cell, Matrix, MutantRow, judge
 from knell.matrix.render import write_matrix
 from knell.platform import interrupt_on_terminate
+from knell.report.replay import replay_command
 from knell.rundir import new_dir, point_latest
 from knell.runner import run_scenario
 from knell.scenario import Scenario, StoreTable
 
-__all__ = ["SHORT_DURATION", "Task", "plan", "portable", "run_matrix", "targets"]
+__all__ = [
+    "SHORT_DURATION",
+    "Task",
+    "not_run_reason",
+    "plan",
+    "portable",
+    "run_matrix",
+    "targets",
+]
 
 SHORT_DURATION = 5.0
 """Seconds per run in ``--short`` form: every mutant is caught reliably at
@@ -85,21 +101,25 @@ def portable(scenario: Scenario, store: str | None = None) -> bool:
 
 
 def targets(
-    scenarios: Sequence[Scenario], stores: Sequence[str] | None
+    scenarios: Sequence[Scenario],
+    stores: Sequence[str] | None,
+    only: Collection[str] | None = None,
 ) -> list[tuple[Scenario, str]]:
     """(scenario, label) for every scenario to run. ``stores=None``: each on
     its own store; otherwise each store's own scenarios and the portable
-    ones re-targeted to it (named ``name@store``)."""
+    ones re-targeted to it (named ``name@store``). ``only``: just the cells
+    of these labels (``-s contract-tour@redis``)."""
     if stores is None:
-        return [(s, s.name) for s in scenarios]
-    out: list[tuple[Scenario, str]] = []
-    for store in stores:
-        for scenario in scenarios:
-            if scenario.store.kind == store:
-                out.append((scenario, scenario.name))
-            elif portable(scenario, store):
-                out.append((scenario.with_overrides(store=store), f"{scenario.name}@{store}"))
-    return out
+        out = [(s, s.name) for s in scenarios]
+    else:
+        out = []
+        for store in stores:
+            for scenario in scenarios:
+                if scenario.store.kind == store:
+                    out.append((scenario, scenario.name))
+                elif portable(scenario, store):
+                    out.append((scenario.with_overrides(store=store), f"{scenario.name}@{store}"))
+    return out if only is None else [(s, label) for s, label in out if label in only]
 
 
 def _runs_on(mutant: Mutant, scenario: Scenario) -> bool:
@@ -117,13 +137,14 @@ def plan(
     explicit: bool = False,
     seeds: int = 1,
     stores: Sequence[str] | None = None,
+    only: Collection[str] | None = None,
 ) -> list[Task]:
     """The runs of a matrix, interleaved so concurrent runs are different
     scenarios (the load spreads evenly)."""
     if seeds < 1:
         raise ValueError(f"seeds must be >= 1, got {seeds}")
     tasks: list[Task] = []
-    for scenario, label in targets(scenarios, stores):
+    for scenario, label in targets(scenarios, stores, only):
         for offset in range(seeds):
             seed = scenario.seed + offset
             if reference:
@@ -133,6 +154,43 @@ def plan(
                 if declared and _runs_on(m, scenario):
                     tasks.append(Task(m.name, m, scenario, seed, offset, label))
     return tasks
+
+
+def not_run_reason(
+    mutant: Mutant,
+    scenarios: Sequence[Scenario],
+    stores: Sequence[str] | None = None,
+    only: Collection[str] | None = None,
+) -> str:
+    """Why the plan gave ``mutant`` no cell over these ``scenarios`` (the
+    selected ones, before the store axis re-targets them): the words its
+    ``not run`` row shows, with what would run it."""
+    declared = [s for s in scenarios if s.name in mutant.scenarios]
+    runnable = [s for s, _ in targets(scenarios, stores, only) if _runs_on(mutant, s)]
+    if declared and not any(s.name in mutant.scenarios for s in runnable):
+        kinds = ", ".join(dict.fromkeys(s.store.kind for s in declared))
+        names = ", ".join(s.name for s in declared)
+        return (
+            f"its scenarios ({names}) run on {kinds} in this matrix; on the {mutant.store}"
+            f" store they run re-targeted (--store {mutant.store})"
+        )
+    if not runnable:
+        return f"no selected scenario runs on the {mutant.store} store"
+    return f"none of its scenarios ({', '.join(mutant.scenarios)}) was selected"
+
+
+def _replay(scenario: Scenario, driver: str | None, run_dir: Path | None, name: str) -> str:
+    """The line that runs a cell again, by the name the matrix shows it
+    under. A run that failed before saving its fault plan replays from the
+    seed alone (it expands to the same plan)."""
+    line = replay_command({**scenario.model_dump(), "bus": driver}, run_dir or ".", name)
+    if run_dir is not None:
+        return line
+    words = shlex.split(line)
+    if "--schedule" in words:
+        at = words.index("--schedule")
+        del words[at : at + 2]
+    return shlex.join(words)
 
 
 def _run_cell(task: Task, runs: Path) -> Cell:
@@ -150,10 +208,12 @@ def _run_cell(task: Task, runs: Path) -> Cell:
         outcome = run_scenario(scenario, reports=runs / task.bus / task.store, driver=driver)
     except Exception as exc:  # reported in the matrix (a reference error fails it)
         cell.error = f"{type(exc).__name__}: {exc}"
+        cell.replay = _replay(scenario, driver, None, cell.scenario)
         cell.wall = time.monotonic() - started
         return cell
     cell.valid = outcome.verdict.valid
     cell.run_dir = outcome.run_dir
+    cell.replay = _replay(scenario, driver, outcome.run_dir, cell.scenario)
     cell.expect_met = outcome.expectation_met
     judge(cell, outcome.verdict.checks, task.mutant)
     cell.wall = time.monotonic() - started
@@ -176,6 +236,8 @@ def run_matrix(
     progress: Callable[[int, int, Cell], None] = lambda _i, _n, _c: None,
     stores: Sequence[str] | None = None,
     skipped: Sequence[str] = (),
+    unavailable: Mapping[str, str] | None = None,
+    only: Collection[str] | None = None,
 ) -> Matrix:
     """Run the planned cells and write the matrix.
 
@@ -184,7 +246,9 @@ def run_matrix(
     ``jobs`` runs are in flight at once (each run is a handful of
     processes); ``stores`` is the store axis (see the module docstring);
     ``skipped`` says what the caller left out because this machine cannot
-    run it, for the report."""
+    run it, for the report; ``unavailable`` names the mutants left out for
+    that reason (name -> why), each kept as a not-run row; ``only`` keeps
+    just the cells of these labels (see :func:`targets`)."""
     registry = all_mutants()
     names = list(registry) if mutants is None else list(mutants)
     unknown = [n for n in names if n not in registry]
@@ -202,6 +266,7 @@ def run_matrix(
         explicit=explicit,
         seeds=seeds,
         stores=stores,
+        only=only,
     )
     started = datetime.now(timezone.utc)
     out = new_dir(reports / "matrix", "runs", now=started)
@@ -233,9 +298,16 @@ def run_matrix(
         for kind in kinds:
             mine = [c for c in cells if c.bus == REFERENCE and c.store == kind]
             rows.append(MutantRow(REFERENCE, None, mine, store=kind))
-    # A mutant none of whose declared scenarios was selected keeps its row
-    # (with no cells it is "missed"): a gate must not pass by running less.
-    rows += [MutantRow(m.name, m, [c for c in cells if c.bus == m.name]) for m in chosen]
+    # A mutant the plan gave no cell keeps its row, "not run" with the
+    # reason: said in every report, and never counted as caught.
+    planned = {t.bus for t in tasks}
+    for m in chosen:
+        mine = [c for c in cells if c.bus == m.name]
+        why = None if m.name in planned else not_run_reason(m, scaled, stores, only)
+        rows.append(MutantRow(m.name, m, mine, not_run=why))
+    for name, why in (unavailable or {}).items():
+        if name in registry and name not in names:
+            rows.append(MutantRow(name, registry[name], [], not_run=why))
     matrix = Matrix(
         rows=rows,
         scenarios=list(dict.fromkeys(t.label for t in tasks)),

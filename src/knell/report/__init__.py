@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from knell.checker import Verdict
+from knell.report.describe import tested_contracts
 from knell.report.junit import write_junit
 from knell.report.markdown import render_markdown, verdict_word
 from knell.report.replay import replay_command
@@ -55,6 +56,9 @@ def write_reports(
         json.loads(scenario_file.read_text(encoding="utf-8")) if scenario_file.exists() else {}
     )
     stats.close(verdict.events, verdict.first_time, verdict.last_time)
+    # What the scenario tests decides which checks apply (results.json
+    # lists the rest apart; the verdicts themselves are unchanged).
+    verdict.contracts = tested_contracts(scenario)
     t0 = verdict.first_time
     results: dict[str, Any] = {
         "scenario": scenario.get("name"),

@@ -2,7 +2,10 @@
 
 A check that found anomalies is a ``failure`` carrying the first witness;
 a check that could not decide is ``skipped`` with its reason (CI still
-fails on the run's exit code 2, but the XML says why).
+fails on the run's exit code 2, but the XML says why). A check not
+applicable to the scenario (its contract is not tested:
+:attr:`~knell.checker.Verdict.not_applicable`) is ``skipped`` too, saying so,
+rather than a pass of something never tested.
 
 Texts from the bus go through :func:`knell.text.clean`: XML 1.0 cannot
 carry most control characters at all (an ANSI escape in a message id would
@@ -25,7 +28,8 @@ __all__ = ["write_junit"]
 def write_junit(path: Path, suite: str, verdict: Verdict) -> None:
     checks = verdict.checks
     failures = sum(1 for c in checks.values() if c.valid is False)
-    skipped = sum(1 for c in checks.values() if c.valid == "unknown")
+    apart = set(verdict.not_applicable)
+    skipped = sum(1 for n, c in checks.items() if c.valid == "unknown" or n in apart)
     root = ET.Element(
         "testsuite",
         name=f"knell.{suite}",
@@ -51,6 +55,8 @@ def write_junit(path: Path, suite: str, verdict: Verdict) -> None:
         elif result.valid == "unknown":
             reason = clean(result.unknown_reason or "", 1000)
             ET.SubElement(case, "skipped", message=f"unknown: {reason}")
+        elif name in apart:
+            ET.SubElement(case, "skipped", message="not applicable: its contract is not tested")
     tree = ET.ElementTree(root)
     ET.indent(tree)
     atomic_write(path, ET.tostring(root, encoding="utf-8", xml_declaration=True))

@@ -19,12 +19,13 @@ import json
 from typing import Any
 
 from knell.checker import Verdict
+from knell.checker.verdict import CHECK_CONTRACT
 from knell.history import Event
+from knell.report.describe import describe_bus, describe_store, tested_contracts
 from knell.report.stats import RunStats
-from knell.role_contracts import contracts_of_roles
 from knell.text import md, md_code
 
-__all__ = ["render_markdown", "verdict_word"]
+__all__ = ["not_applicable_line", "render_markdown", "verdict_word"]
 
 MAX_ANOMALIES_SHOWN = 10
 
@@ -104,11 +105,21 @@ def _expected(value: object, verdict: Verdict) -> list[str]:
 
 def _contracts(scenario: dict[str, Any]) -> str:
     """The delivery contract(s) the run tested, from its roles."""
-    processes = scenario.get("process")
-    if not isinstance(processes, list):
-        return "unknown (no scenario.json)"
-    roles = [p.get("role") for p in processes if isinstance(p, dict)]
-    return ", ".join(contracts_of_roles(str(r) for r in roles if r))
+    tested = tested_contracts(scenario)
+    return "unknown (no scenario.json)" if tested is None else ", ".join(tested)
+
+
+def not_applicable_line(verdict: Verdict) -> str | None:
+    """One sentence for the checks set apart as not applicable, or None."""
+    apart = verdict.not_applicable
+    if not apart:
+        return None
+    judged = sorted({c for n in apart if (c := CHECK_CONTRACT.get(n))})
+    which = " and ".join(judged) + (" contracts" if len(judged) > 1 else " contract")
+    return (
+        f"{len(apart)} not applicable (they judge the {which}, which this scenario"
+        f" does not test): {', '.join(apart)}"
+    )
 
 
 def render_markdown(
@@ -123,12 +134,9 @@ def render_markdown(
     out = [f"# knell: {name} is {verdict_word(verdict.valid)}", ""]
     if scenario.get("description"):
         out += [f"> {scenario['description']}", ""]
-    store = scenario.get("store", "sqlite")
-    kind = store.get("kind", "sqlite") if isinstance(store, dict) else str(store)
-    where = "" if not isinstance(store, dict) or not store.get("url") else " (an existing server)"
-    bus = scenario.get("bus") or f"reference {kind} bus"
     out += [
-        f"- bus: {md_code(bus)}, store: {md(kind)}{where}",
+        f"- bus: {md_code(describe_bus(scenario))},"
+        f" store: {md(describe_store(scenario.get('store', 'sqlite')))}",
         f"- contract tested: {_contracts(scenario)}",
         f"- seed {scenario.get('seed', '?')},"
         f" configured duration {scenario.get('duration', '?')} s,"
@@ -142,7 +150,10 @@ def render_markdown(
         "| check | verdict | anomalies | counts |",
         "|---|---|---|---|",
     ]
+    apart = set(verdict.not_applicable)
     for check_name, result in verdict.checks.items():
+        if check_name in apart:
+            continue  # listed apart, under the table
         # Per-handle breakdowns ("lost[worker]") stay in results.json.
         counts = ", ".join(f"{k} {v}" for k, v in result.counts.items() if "[" not in k)
         found = sum(1 for _ in result.anomalies)
@@ -151,6 +162,9 @@ def render_markdown(
             word += f" ({md(result.unknown_reason)})"
         out.append(f"| {check_name} | {word} | {found} | {counts} |")
     out.append("")
+    line = not_applicable_line(verdict)
+    if line:
+        out += [f"{line}.", ""]
     if verdict.problems:
         out += ["## Why the run cannot vouch for its history", ""]
         out += [f"- {md(problem)}" for problem in verdict.problems] + [""]

@@ -21,7 +21,9 @@ from typing import Any
 
 import orjson
 
+from knell.checker.verdict import not_applicable
 from knell.history import Event
+from knell.report.describe import describe_bus, describe_store, tested_contracts
 from knell.report.faults import FaultWindow, load_windows, open_at, recent_before
 from knell.report.gather import Subject, gather
 from knell.report.overview import AnomalyMark, build_overview
@@ -99,6 +101,9 @@ class CheckRow:
     stored: int
     counts: str
     reason: str
+    applicable: bool = True
+    """False: the check judges a contract this scenario does not test, and
+    found nothing (shown apart, never counted as passed)."""
 
 
 @dataclass
@@ -364,12 +369,30 @@ def _draw_timelines(
         )
 
 
+def _apart(data: RunData) -> set[str]:
+    """The checks not applicable to this run: as ``results.json`` lists
+    them, or (a run checked before that field existed) decided the same
+    way from the stored scenario's roles."""
+    block = data.results.get("checks") or {}
+    listed = block.get("not_applicable")
+    if isinstance(listed, list):
+        return {str(n) for n in listed}
+    contracts = tested_contracts(data.scenario)
+    if contracts is None:
+        return set()
+    results = block.get("checks") or {}
+    valid = {n: r.get("valid") for n, r in results.items() if isinstance(r, dict)}
+    return set(not_applicable(valid, contracts))
+
+
 def _checks(data: RunData) -> tuple[list[CheckRow], list[str]]:
     block = data.results.get("checks") or {}
+    apart = _apart(data)
     rows = []
     for name, result in (block.get("checks") or {}).items():
         if not isinstance(result, dict):
             continue
+        applicable = name not in apart
         counts = result.get("counts") or {}
         shown = ", ".join(
             f"{clean(k, 40)} {clean(v, 20)}" for k, v in counts.items() if "[" not in str(k)
@@ -382,8 +405,10 @@ def _checks(data: RunData) -> tuple[list[CheckRow], list[str]]:
                 stored=len(result.get("anomalies") or []),
                 counts=shown,
                 reason=clean(result.get("unknown_reason") or "", 600),
+                applicable=applicable,
             )
         )
+    rows.sort(key=lambda row: not row.applicable)  # stable: the rest keep their order
     problems = [clean(p, 600) for p in block.get("problems") or []]
     return rows, problems
 
@@ -531,8 +556,15 @@ def _summary(word: str, checks: list[CheckRow], problems: list[str]) -> list[str
     for c in unknown:
         out.append(f"{c.name} could not decide: {c.reason or 'no reason given'}")
     out += problems
+    apart = [c.name for c in checks if not c.applicable]
     if not out and word == "VALID":
-        out.append(f"all {len(checks)} checks passed on a history that proves something")
+        judged = len(checks) - len(apart)
+        out.append(f"all {judged} checks that apply passed on a history that proves something")
+    if apart:
+        out.append(
+            f"{len(apart)} check(s) not applicable (their contract is not tested here):"
+            f" {', '.join(apart)}"
+        )
     return out
 
 
@@ -552,11 +584,10 @@ def build_page(data: RunData, *, source: str | None = None) -> RunPage:
     checks, problems = _checks(data)
     anomalies, hidden, marks = _anomalies(data, window_list, t_ref)
     name = clean(scenario.get("name") or results.get("scenario") or data.run_dir.name, 80)
-    bus = clean(scenario.get("bus") or f"reference {scenario.get('store', 'sqlite')} bus", 200)
     meta = [
         ("scenario", name),
-        ("bus", bus),
-        ("store", clean(scenario.get("store", "?"), 40)),
+        ("bus", describe_bus(scenario)),
+        ("store", describe_store(scenario.get("store"))),
         ("seed", clean(scenario.get("seed", "?"), 30)),
         ("configured duration", f"{scenario.get('duration', '?')} s"),
         (

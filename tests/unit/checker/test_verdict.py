@@ -185,3 +185,39 @@ def test_unreadable_event_makes_the_check_unknown_not_a_crash() -> None:
         assert "KeyError" in r.unknown_reason
     assert v.checks["ordering"].valid is True
     assert v.valid == "unknown"
+
+
+def test_every_built_in_check_names_the_contract_it_judges() -> None:
+    """A new check must say which contract it judges, or a broadcast run
+    would count it as passed without anything to judge."""
+    from knell.checker import CHECKS
+    from knell.checker.verdict import CHECK_CONTRACT
+
+    assert {c.name for c in CHECKS} == set(CHECK_CONTRACT)
+
+
+def test_checks_of_an_untested_contract_are_not_applicable_never_a_finding() -> None:
+    from knell.checker import CheckResult, Verdict
+    from knell.checker.verdict import not_applicable
+
+    results = {
+        "no-loss": CheckResult(name="no-loss", valid=True),
+        "no-duplicate-seq": CheckResult(name="no-duplicate-seq", valid=True),
+        "lease-exclusive": CheckResult(name="lease-exclusive", valid=True),
+        "at-most-once": CheckResult(name="at-most-once", valid=True),
+        "lease-holder": CheckResult(name="lease-holder", valid=False),  # a finding: shown
+        "dead-letter": CheckResult(name="dead-letter", valid="unknown"),  # undecided: shown
+    }
+    broadcast = Verdict(valid=False, checks=results, contracts=("broadcast",))
+    assert broadcast.not_applicable == ["lease-exclusive", "at-most-once"]
+    data = broadcast.to_json()
+    assert data["not_applicable"] == ["lease-exclusive", "at-most-once"]
+    assert data["contracts"] == ["broadcast"]
+    assert data["checks"]["lease-exclusive"]["valid"] is True  # the verdict keeps its meaning
+    # a check of a tested contract that saw nothing stays what it is
+    queue = Verdict(valid=False, checks=results, contracts=("queue",))
+    assert queue.not_applicable == ["no-loss", "at-most-once"]
+    # not knowing what the scenario tests sets nothing apart
+    assert Verdict(valid=False, checks=results).not_applicable == []
+    assert Verdict(valid=False, checks=results).to_json()["not_applicable"] == []
+    assert not_applicable({"my-own-check": True}, ()) == []

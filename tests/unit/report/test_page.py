@@ -154,3 +154,82 @@ def test_an_old_run_without_series_is_drawn_from_its_history(
     assert result.problems == []
     assert (run / "series.json").exists()
     assert "rebuilt from history.jsonl" in _page(run)
+
+
+def test_the_header_names_the_bus_and_store_in_words_without_a_password(
+    tmp_path: Path,
+) -> None:
+    """The header once showed the store table as a dict repr cut mid-way
+    (and the bus line repeated it); it shows the kind, where it lived, and
+    an existing server's URL with its password dropped."""
+    store = {
+        "kind": "redis",
+        "provider": "private",
+        "url": "redis://knell:s3cret-pw@db.example:6379/0?password=other-pw",
+        "settings": {"appendfsync": "always"},
+    }
+    run = write_run(tmp_path, lossy_history(), {"store": store, "bus": None})
+    check_run(run)
+    page = _page(run)
+    meta = dict(re.findall(r"<span>([^<:]*): <b>([^<]*)</b></span>", page))
+    assert meta.get("bus") == "reference redis bus", meta
+    assert meta.get("store") == "redis at redis://knell:***@db.example:6379/0?password=***"
+    assert "{" not in meta["store"] and "{" not in meta["bus"]
+    for text in (page, (run / "report.md").read_text(encoding="utf-8")):
+        assert "s3cret-pw" not in text and "other-pw" not in text
+    assert "store: redis at redis://knell:" in (run / "report.md").read_text(encoding="utf-8")
+
+
+def test_a_private_store_and_a_named_bus_read_as_words() -> None:
+    from knell.report.describe import describe_bus, describe_store, without_password
+
+    assert describe_store("sqlite") == "sqlite (private to the run)"
+    assert describe_store({"kind": "postgres", "provider": "compose"}) == (
+        "postgres (containers, compose)"
+    )
+    assert describe_bus({"bus": "knell.buses.mutants:stale_ack_regresses"}) == (
+        "knell.buses.mutants:stale_ack_regresses"
+    )
+    assert without_password("postgres://u@h/db") == "postgres://u@h/db"
+    assert without_password("redis://:pw@h:1") == "redis://:***@h:1"
+
+
+def test_checks_with_nothing_to_judge_here_are_counted_apart(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A broadcast run once showed the queue and at-most-once checks as
+    VALID with zero counts and counted them as passed; they are listed as
+    not applicable in results.json, report.md, the page and the terminal."""
+    from knell.cli import main
+
+    roles = {"process": [{"role": "producer"}, {"role": "consumer"}]}
+    run = write_run(tmp_path, lossy_history(), roles)
+    with pytest.raises(SystemExit):
+        main(["check", str(run)])
+    said = capsys.readouterr().out
+    results = json.loads((run / "results.json").read_text(encoding="utf-8"))
+    apart = results["checks"]["not_applicable"]
+    assert "lease-exclusive" in apart and "at-most-once" in apart and "no-loss" not in apart
+    assert results["checks"]["contracts"] == ["broadcast"]
+    report = (run / "report.md").read_text(encoding="utf-8")
+    assert "| lease-exclusive |" not in report and "| no-loss |" in report
+    assert f"{len(apart)} not applicable (they judge the at-most-once and queue contracts" in report
+    page = _page(run)
+    assert page.count('<span class="pill NA">not applicable</span>') == len(apart)
+    assert f"{len(apart)} check(s) not applicable" in page
+    judged = len(results["checks"]["checks"]) - len(apart)
+    assert f"checks: {judged} judged; {len(apart)} not applicable" in said
+    junit = (run / "junit.xml").read_text(encoding="utf-8")
+    assert junit.count("not applicable: its contract is not tested") == len(apart)
+
+
+def test_a_valid_run_counts_only_the_checks_that_apply(tmp_path: Path) -> None:
+    from knell.report.page import CheckRow, _summary
+
+    rows = [
+        CheckRow("no-loss", "VALID", 0, 0, "", ""),
+        CheckRow("lease-exclusive", "VALID", 0, 0, "", "", applicable=False),
+    ]
+    summary = _summary("VALID", rows, [])
+    assert summary[0] == "all 1 checks that apply passed on a history that proves something"
+    assert "1 check(s) not applicable" in summary[1]

@@ -1,0 +1,83 @@
+"""The bus and the store of a run, in words for the page header.
+
+A run's ``scenario.json`` stores the store as its whole ``[store]`` table
+(a dict) and the bus as a driver string or nothing (the store's reference
+bus). Shown raw, the table is a Python dict repr cut mid-way; here it is
+its kind, where it lived, and an existing server's URL without its
+password (``scenario.json`` is already written without one: this is the
+page's own guard, so no header can show one however the file was made).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from knell.role_contracts import contracts_of_roles
+from knell.text import clean
+
+__all__ = [
+    "describe_bus",
+    "describe_store",
+    "store_kind",
+    "tested_contracts",
+    "without_password",
+]
+
+_SECRET_KEYS = ("password", "pass", "passwd", "pwd")
+
+
+def store_kind(store: Any) -> str:
+    """The store's kind, whether ``store`` is a table or just its kind."""
+    if isinstance(store, dict):
+        return str(store.get("kind") or "sqlite")
+    return str(store) if isinstance(store, str) and store else "sqlite"
+
+
+def without_password(url: str) -> str:
+    """``url`` with any password (in its user part or its query) replaced
+    by ``***``; a URL that cannot be read is not shown at all."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "(a URL that could not be read)"
+    netloc = parts.netloc
+    user_info, at, host = netloc.rpartition("@")
+    if at and ":" in user_info:
+        netloc = f"{user_info.split(':', 1)[0]}:***@{host}"
+    query = "&".join(
+        f"{key}=***" if key.lower() in _SECRET_KEYS and sep else f"{key}{sep}{value}"
+        for key, sep, value in (pair.partition("=") for pair in parts.query.split("&"))
+    )
+    return urlunsplit(parts._replace(netloc=netloc, query=query if parts.query else ""))
+
+
+def describe_store(store: Any) -> str:
+    """``postgres at postgres://knell:***@db:5432/x``, ``redis (compose)``,
+    ``sqlite (private to the run)``."""
+    kind = store_kind(store)
+    table = store if isinstance(store, dict) else {}
+    url = table.get("url")
+    if isinstance(url, str) and url:
+        return clean(f"{kind} at {without_password(url)}", 200)
+    if table.get("provider") == "compose":
+        return clean(f"{kind} (containers, compose)", 80)
+    return clean(f"{kind} (private to the run)", 80)
+
+
+def describe_bus(scenario: dict[str, Any]) -> str:
+    """The driver the run used, or the store's reference bus by name."""
+    bus = scenario.get("bus")
+    if isinstance(bus, str) and bus:
+        return clean(bus, 200)
+    return clean(f"reference {store_kind(scenario.get('store'))} bus", 80)
+
+
+def tested_contracts(scenario: dict[str, Any]) -> tuple[str, ...] | None:
+    """The delivery contracts a stored scenario tests, from its roles;
+    ``None`` when ``scenario.json`` names no processes (a bare history)."""
+    processes = scenario.get("process")
+    if not isinstance(processes, list):
+        return None
+    roles = [p.get("role") for p in processes if isinstance(p, dict)]
+    return contracts_of_roles(str(r) for r in roles if r)
