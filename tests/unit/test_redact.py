@@ -4,6 +4,7 @@ secrets before anything is written or shown (knell.redact)."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -155,3 +156,28 @@ def test_no_password_no_config_file(tmp_path: Path) -> None:
 def test_a_redis_config_value_is_one_quoted_argument() -> None:
     assert _conf_quote('a b"c\\d') == '"a b\\"c\\\\d"'
     assert _conf_quote("é\n") == '"\\xc3\\xa9\\x0a"'
+
+
+def test_a_worker_spec_on_disk_holds_no_password_and_the_worker_gets_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The runner writes the redacted URL into workers/<name>.json and puts
+    the real one in the worker's environment; the worker reads it from
+    there and leaves none for what it starts."""
+    from knell.runner import _Run
+    from knell.workload.__main__ import load_spec
+    from knell.workload.params import DrainParams
+
+    (tmp_path / "workers").mkdir()
+    run = _Run.__new__(_Run)  # only the parts _add_worker uses: no run is started
+    run.run_dir = tmp_path
+    run.supervisor = Supervisor(tmp_path)
+    url = f"redis://:{PW}@127.0.0.1:6379/0?prefix=knell:"
+    run._add_worker("drain-1", "drain", DrainParams(handle="h", channel="c"), url, None)
+    path = tmp_path / "workers" / "drain-1.json"
+    assert PW not in path.read_text(encoding="utf-8")
+    env = run.supervisor.workers["drain-1"].env
+    assert env == {BUS_URL_ENV: url}
+    monkeypatch.setenv(BUS_URL_ENV, url)
+    assert load_spec(path).bus_url == url
+    assert BUS_URL_ENV not in os.environ
