@@ -19,7 +19,7 @@ import pytest
 
 from knell.report.replay import PASSWORD_ENV
 from tests.integration.conftest import REPO
-from tests.servers import require_redis
+from tests.servers import require_postgres, require_redis
 
 pytestmark = pytest.mark.integration
 
@@ -35,11 +35,10 @@ def _scenario(tmp_path: Path, base: str, store: str) -> Path:
     return path
 
 
-def _run_watching_ps(args: list[str], reports: Path) -> tuple[int, str, set[str], bool]:
+def _run_watching_ps(args: list[str], reports: Path) -> tuple[int, str, set[str]]:
     """Run ``knell run`` and read every descendant's command line while it
-    runs: (exit code, output, the command lines seen, whether a
-    redis-server was among them). The command the user typed is theirs:
-    only what knell starts is looked at."""
+    runs: (exit code, output, the command lines seen). The command the user
+    typed is theirs: only what knell starts is looked at."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "knell", "run", *args, "--reports", str(reports)],
         cwd=REPO,
@@ -48,7 +47,6 @@ def _run_watching_ps(args: list[str], reports: Path) -> tuple[int, str, set[str]
         text=True,
     )
     seen: set[str] = set()
-    redis = False
     root = psutil.Process(proc.pid)
     deadline = time.monotonic() + 240
     while proc.poll() is None and time.monotonic() < deadline:
@@ -58,10 +56,9 @@ def _run_watching_ps(args: list[str], reports: Path) -> tuple[int, str, set[str]
             except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
                 continue
             seen.add(line)
-            redis = redis or "redis-server" in line
         time.sleep(0.1)
     out, _ = proc.communicate(timeout=60)
-    return proc.returncode, out, seen, redis
+    return proc.returncode, out, seen
 
 
 def _descendants(root: psutil.Process) -> Iterator[psutil.Process]:
@@ -94,14 +91,20 @@ def _check(reports: Path, code: int, out: str, seen: set[str]) -> Path:
     return run_dir
 
 
-@pytest.mark.parametrize("base", ["quickstart", "bridge-mixed"])
-def test_a_private_store_password_is_nowhere_to_be_read(tmp_path: Path, base: str) -> None:
-    require_redis()
-    scenario = _scenario(tmp_path, base, f'{{ kind = "redis", password = "{PW}" }}')
+@pytest.mark.parametrize(
+    ("kind", "base"),
+    [("redis", "quickstart"), ("redis", "bridge-mixed"), ("postgres", "quickstart")],
+)
+def test_a_private_store_password_is_nowhere_to_be_read(
+    tmp_path: Path, kind: str, base: str
+) -> None:
+    require_redis() if kind == "redis" else require_postgres()
+    scenario = _scenario(tmp_path, base, f'{{ kind = "{kind}", password = "{PW}" }}')
     reports = tmp_path / "reports"
-    code, out, seen, redis = _run_watching_ps([str(scenario), "--duration", "3s"], reports)
+    code, out, seen = _run_watching_ps([str(scenario), "--duration", "3s"], reports)
     _check(reports, code, out, seen)
-    assert redis, "the private server's command line was looked at"
+    server = "redis-server" if kind == "redis" else "postgres -D"
+    assert any(server in line for line in seen), "the private server's command line was looked at"
     if base == "bridge-mixed":
         assert any("knell.bridge" in line for line in seen), "the bridges were looked at"
 
@@ -117,7 +120,7 @@ def test_an_existing_store_password_is_nowhere_to_be_read(tmp_path: Path) -> Non
         assert PW not in command
         url = f"redis://:{PW}@127.0.0.1:{server.port}/0"
         reports = tmp_path / "reports"
-        code, out, seen, _ = _run_watching_ps(
+        code, out, seen = _run_watching_ps(
             ["scenarios/quickstart.toml", "--duration", "3s", "--store-url", url], reports
         )
     finally:
