@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from knell.errors import KnellError
 from knell.nemesis.links import LinkSet, url_address, with_address
+from knell.redact import BUS_URL_ENV
 from knell.rundir import atomic_write
 
 if TYPE_CHECKING:
@@ -181,14 +182,16 @@ class Provision:
             port = _free_port()
             ready = self.run_dir / "control" / f"{name}.ready.json"
             store_url = self._store_url_for(self._source(name, spec), [name])
+            # The store URL (it may hold a password) goes through the
+            # bridge's environment, never its command line (see knell.redact).
             command = [
-                "-m", "knell.bridge", "--bus", store_url, "--listen", f"127.0.0.1:{port}",
+                "-m", "knell.bridge", "--listen", f"127.0.0.1:{port}",
                 "--ready-file", str(ready.resolve()), "--parent-pid", str(os.getpid()),
             ]  # fmt: skip
             driver = spec.bus or self.driver
             if driver:
                 command += ["--driver", driver]
-            supervisor.add_command(name, command, ready)
+            supervisor.add_command(name, command, ready, env={BUS_URL_ENV: store_url})
             supervisor.start(name)
             self.bridge_urls[name] = f"http://127.0.0.1:{port}"
         self._wait_bridges(supervisor, bridges)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import errno
 import os
-import shutil
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -78,25 +77,53 @@ def atomic_write(path: Path, data: str | bytes) -> None:
         raise RunDirError(describe(exc, path)) from None
 
 
-def point_latest(run_dir: Path) -> None:
-    """``<parent>/latest`` -> ``run_dir`` (best effort: a report folder that
-    refuses both a symlink and a file keeps its old pointer)."""
+def point_latest(run_dir: Path) -> str | None:
+    """``<parent>/latest`` -> ``run_dir``. Returns a note to show when the
+    pointer was not moved, else None (best effort: a report folder that
+    refuses both a symlink and a file keeps its old pointer).
+
+    ``latest`` that is a real folder is the user's, not knell's pointer
+    (a CI artifact download or a copy that followed the symlink leaves
+    one): it is never deleted nor moved, and the note says so. The
+    temporary link the pointer is made through never outlives the call."""
     latest = run_dir.parent / "latest"
+    if latest.is_dir() and not latest.is_symlink():
+        return _kept_folder(latest, run_dir)
     tmp = run_dir.parent / f".latest.{os.getpid()}"
     try:
-        if tmp.exists() or tmp.is_symlink():
+        if tmp.is_symlink() or tmp.is_file():
             tmp.unlink()
         tmp.symlink_to(run_dir.name, target_is_directory=True)
         os.replace(tmp, latest)
-        return
+        return None
     except OSError:
         pass
+    finally:
+        _remove_link(tmp)
     try:
         if latest.is_symlink() or latest.is_file():
             latest.unlink()
-        elif latest.is_dir():
-            shutil.rmtree(latest)
+        elif latest.is_dir():  # appeared meanwhile: still the user's
+            return _kept_folder(latest, run_dir)
         latest.write_text(run_dir.name + "\n", encoding="utf-8")
+    except OSError:
+        pass
+    return None
+
+
+def _kept_folder(latest: Path, run_dir: Path) -> str:
+    return (
+        f"{latest} is a folder, not knell's pointer (a copy that followed the link?): "
+        f"left as it is, so it does not name {run_dir.name}; remove or rename it to let "
+        "knell point it at the newest run again"
+    )
+
+
+def _remove_link(path: Path) -> None:
+    """Remove ``path`` if it is (still) a link or a file; never a folder."""
+    try:
+        if path.is_symlink() or path.is_file():
+            path.unlink()
     except OSError:
         pass
 

@@ -53,6 +53,7 @@ from knell.nemesis import Action, NemesisContext, kinds
 from knell.owners import Owner, reap
 from knell.platform import interrupt_on_terminate
 from knell.provision import Provision
+from knell.redact import bus_env, redact_settings, redact_url
 from knell.report import RunSeries, RunStats, write_reports
 from knell.rundir import RunDirError, atomic_write, new_dir, point_latest
 from knell.scenario import Expectation, Scenario
@@ -217,21 +218,26 @@ class _Run:
 
     # -- setup -------------------------------------------------------------
 
-    def _spec(
+    def _add_worker(
         self, name: str, role: str, params: WorkerParams, url: str, driver: str | None
-    ) -> Path:
+    ) -> None:
+        """Write the worker's spec and put it under the supervisor. The
+        spec file (readable by anyone who can read the run directory, and
+        uploaded with it) holds the bus URL without its password; the
+        worker gets the real one through its environment
+        (:func:`knell.redact.bus_env`)."""
         path = self.run_dir / "workers" / f"{name}.json"
         spec = WorkerSpec(
             name=name,
             role=role,
-            bus_url=url,
+            bus_url=redact_url(url),
             driver=driver,
             history_dir=str((self.run_dir / "history").resolve()),
             control_dir=str((self.run_dir / "control").resolve()),
             params=params,
         )
         atomic_write(path, json.dumps(spec.to_json(), indent=2) + "\n")
-        return path.resolve()
+        self.supervisor.add(name, path.resolve(), env=bus_env(url))
 
     def start_all(self) -> None:
         """Provision the links and bridges, then start every worker on its
@@ -244,9 +250,7 @@ class _Run:
         workers = self.scenario.workers()
         for name, spec in workers.items():
             end = self.provision.endpoints[name]
-            self.supervisor.add(
-                name, self._spec(name, spec.role, spec.params(), end.url, end.driver)
-            )
+            self._add_worker(name, spec.role, spec.params(), end.url, end.driver)
         for name in workers:
             self.supervisor.start(name)
         self.say(f"started {len(self.supervisor.workers)} processes")
@@ -422,7 +426,7 @@ class _Run:
         for index, (handle, channel) in enumerate(handles, start=1):
             name = f"drain-{index}"
             params = DrainParams(handle=handle, channel=channel)
-            self.supervisor.add(name, self._spec(name, "drain", params, self.url, self.driver))
+            self._add_worker(name, "drain", params, self.url, self.driver)
             self.nemesis.write(
                 "invoke", "drain", {"handle": handle}, handle=handle, channel=channel
             )
@@ -506,8 +510,7 @@ class _Run:
             return
         self.stop(FINAL_ROLES)
         for final in todo:
-            spec = self._spec(final.name, final.role, final.params, self.url, self.driver)
-            self.supervisor.add(final.name, spec)
+            self._add_worker(final.name, final.role, final.params, self.url, self.driver)
             self.nemesis.write(
                 "invoke",
                 "drain",
@@ -641,7 +644,9 @@ def run_scenario(
         if watch is not None:
             watch.end()
         _RUN_DIR.reset(token)
-    point_latest(run_dir)
+    note = point_latest(run_dir)
+    if note:
+        say(note)
     crashes = [
         f"{name} exited on its own {n} time(s)"
         + (f"; last: {run.causes[name]}" if run.causes.get(name) else "")
@@ -658,17 +663,11 @@ def run_scenario(
 
 
 def _public(data: dict[str, Any]) -> dict[str, Any]:
-    """The scenario as written to the run directory: no passwords."""
-    from knell.buses._netopts import redact
-
+    """The scenario as written to the run directory: no passwords (the
+    store table through :func:`knell.redact.redact_settings`)."""
     store = data.get("store")
     if isinstance(store, dict):
-        store = dict(store)
-        if isinstance(store.get("url"), str):
-            store["url"] = redact(store["url"])
-        if store.get("password"):
-            store["password"] = "***"
-        data = {**data, "store": store}
+        data = {**data, "store": redact_settings(store)}
     return data
 
 

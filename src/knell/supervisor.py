@@ -21,12 +21,14 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from knell.logcap import CappedLog
 from knell.owners import Owner
 from knell.platform import SPAWN_GROUP, contain, kill_tree, resume_tree, suspend_tree
+from knell.redact import BUS_URL_ENV
 
 __all__ = ["Supervisor", "WorkerProcess"]
 
@@ -48,6 +50,10 @@ class WorkerProcess:
     paused: bool = False
     exits: list[int] = field(default_factory=list)
     log: CappedLog | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    """Variables for this process alone, on top of the supervisor's: its
+    real bus URL (:data:`knell.redact.BUS_URL_ENV`), which its spec file
+    and command line carry only without the password."""
 
     @property
     def pid(self) -> int | None:
@@ -78,20 +84,31 @@ class Supervisor:
         # Where a child keeps files of its own that must outlive its
         # incarnations but not the run (a bridge mutant's checkpoints).
         self.env["KNELL_RUN_DIR"] = str(run_dir.resolve())
+        # A bus URL is handed to each process on its own (WorkerProcess.env),
+        # never inherited from whoever started knell.
+        self.env.pop(BUS_URL_ENV, None)
 
-    def add(self, name: str, spec_path: Path) -> WorkerProcess:
-        """A worker (``python -m knell.workload SPEC``)."""
-        worker = WorkerProcess(name, spec_path)
+    def add(
+        self, name: str, spec_path: Path, env: Mapping[str, str] | None = None
+    ) -> WorkerProcess:
+        """A worker (``python -m knell.workload SPEC``), with ``env`` added
+        to its environment (its real bus URL, see :mod:`knell.redact`)."""
+        worker = WorkerProcess(name, spec_path, env=dict(env or {}))
         self.workers[name] = worker
         return worker
 
     def add_command(
-        self, name: str, command: list[str], ready_file: Path | None = None
+        self,
+        name: str,
+        command: list[str],
+        ready_file: Path | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> WorkerProcess:
         """A process started from ``command`` (run with this Python, in the
         run directory, leashed and logged like a worker): a bridge, say.
-        Kill, pause and restart treat it like any worker."""
-        worker = WorkerProcess(name, None, list(command), ready_file)
+        Kill, pause and restart treat it like any worker. ``env`` is added
+        to its environment (a secret it must not get on its command line)."""
+        worker = WorkerProcess(name, None, list(command), ready_file, env=dict(env or {}))
         self.workers[name] = worker
         return worker
 
@@ -138,7 +155,7 @@ class Supervisor:
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             cwd=self.run_dir,
-            env=self.env,
+            env={**self.env, **worker.env},
             **SPAWN_GROUP,
         )
         contain(worker.popen)  # Windows: the job object that kills it with us

@@ -8,6 +8,7 @@ can tell "the bridge could not start" from "the bridge was killed".
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import IO, Any
@@ -15,6 +16,7 @@ from typing import IO, Any
 import click
 
 from knell.buses.http_protocol import TOKEN_ENV
+from knell.redact import BUS_URL_ENV
 
 __all__ = ["EXIT_STARTUP", "bridge", "main"]
 
@@ -52,7 +54,13 @@ def _mutant_driver(name: str) -> str:
 
 @click.command("bridge", cls=_Command, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
-    "--bus", "bus_url", required=True, metavar="URL", help="Store URL of the bus to serve."
+    "--bus",
+    "bus_url",
+    required=True,
+    envvar=BUS_URL_ENV,
+    metavar="URL",
+    help=f"Store URL of the bus to serve (or ${BUS_URL_ENV}: a URL with a password is "
+    "better kept off the command line, which any local user can read).",
 )
 @click.option("--driver", metavar="MODULE:FACTORY", help="Open the bus with this factory.")
 @click.option(
@@ -123,6 +131,7 @@ def bridge(
     Clients reach it through knell's http:// driver, e.g.
     knell run SCENARIO with bus URL http://127.0.0.1:PORT.
     """
+    os.environ.pop(BUS_URL_ENV, None)  # not inherited by what the bus driver starts
     if parent_pid is not None:
         from knell.platform import die_with_parent, parent_alive
 

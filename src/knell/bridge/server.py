@@ -36,6 +36,7 @@ import uvicorn
 
 from knell.bridge.app import LOOPBACK_HOSTS, BridgeConfig, create_app
 from knell.buses import open_bus
+from knell.redact import redact_url, scrub
 
 __all__ = ["Listen", "StartupError", "parse_listen", "serve"]
 
@@ -149,8 +150,8 @@ def serve(
     try:
         bus = open_bus(bus_url, driver)
     except Exception as exc:
-        shown = f"{bus_url} (driver {driver})" if driver else bus_url
-        raise StartupError(f"cannot open bus {shown}: {exc}") from None
+        shown = redact_url(bus_url) + (f" (driver {driver})" if driver else "")
+        raise StartupError(f"cannot open bus {shown}: {scrub(str(exc), bus_url)}") from None
     try:
         sock = _bind(listen)
     except StartupError:
@@ -181,7 +182,7 @@ def serve(
     )
     data: dict[str, object] = {"url": url, "pid": os.getpid(), "listen": f"{listen.host}:{port}"}
     if say is not None:
-        say(f"knell bridge: serving {bus_url} at {url} (pid {os.getpid()})")
+        say(f"knell bridge: serving {redact_url(bus_url)} at {url} (pid {os.getpid()})")
     try:
         _Server(uv, ready_file, data).run(sockets=[sock])
     finally:

@@ -69,6 +69,7 @@ from knell.buses.contract import (
     contracts_of,
 )
 from knell.errors import KnellError
+from knell.redact import scrub
 from knell.text import clean
 
 __all__ = [
@@ -234,13 +235,9 @@ def resolve_driver(url: str, driver: str | None = None) -> Factory:
 
 def _without_secrets(url: str) -> str:
     """A URL fit for a message: its password replaced by ``***``."""
-    from urllib.parse import urlsplit, urlunsplit
+    from knell.redact import redact_url
 
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+    return redact_url(url)
 
 
 BUS_METHODS = ("post", "subscribe", "fetch", "ack", "cursor", "head", "wait", "close")
@@ -262,7 +259,7 @@ def open_bus(url: str, driver: str | None = None) -> Bus:
     except DriverError:
         raise
     except Exception as exc:
-        shown = clean(exc).replace(url, _without_secrets(url))
+        shown = scrub(clean(exc), url)
         raise DriverError(
             f"bus driver {name!r}: opening the bus raised {type(exc).__name__}: {shown}"
         ) from exc

@@ -17,6 +17,8 @@ import re
 from dataclasses import dataclass
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from knell.redact import redact_url
+
 __all__ = ["NetOptions", "redact", "split_url"]
 
 
@@ -86,13 +88,6 @@ def split_url(
 
 def redact(url: str) -> str:
     """The URL with any password replaced by ``***``: URLs end up in
-    error messages, logs and reports."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    user = parts.username or ""
-    host = parts.hostname or ""
-    if ":" in host:
-        host = f"[{host}]"
-    netloc = f"{user}:***@{host}" + (f":{parts.port}" if parts.port is not None else "")
-    return urlunsplit(parts._replace(netloc=netloc))
+    error messages, logs and reports (the one redaction point:
+    :func:`knell.redact.redact_url`)."""
+    return redact_url(url)

@@ -7,9 +7,12 @@ possible: restart latency after a kill is part of what knell measures.
 from __future__ import annotations
 
 import errno
+import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 
+from knell.redact import BUS_URL_ENV
 from knell.workload.claimer import run_claimer, run_queue_drain
 from knell.workload.consumer import run_consumer, run_drain
 from knell.workload.holder import run_holder, run_role_drain
@@ -72,11 +75,24 @@ def _work(spec: WorkerSpec, incarnation: int, parent: int | None) -> int:
     return 0
 
 
+def load_spec(path: Path) -> WorkerSpec:
+    """The worker's spec, with its real bus URL. The spec file holds the
+    URL without its password (anyone who can read the run directory can
+    read it); the runner hands the real one through the environment (see
+    :mod:`knell.redact`), which is emptied of it here so that a process
+    this worker starts (an exec adapter) does not inherit it."""
+    spec = WorkerSpec.load(path)
+    secret_url = os.environ.pop(BUS_URL_ENV, None)
+    if secret_url:
+        spec = replace(spec, bus_url=secret_url)
+    return spec
+
+
 def main(argv: list[str]) -> int:
     if len(argv) != 3:
         print("usage: python -m knell.workload SPEC.json INCARNATION PARENT_PID", file=sys.stderr)
         return 2
-    spec = WorkerSpec.load(Path(argv[0]))
+    spec = load_spec(Path(argv[0]))
     parent = int(argv[2])
     try:
         return _work(spec, int(argv[1]), parent if parent > 0 else None)

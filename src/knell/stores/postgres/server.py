@@ -22,6 +22,7 @@ recovery on the same data directory and port.
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -162,8 +163,14 @@ class PostgresServer(ServerStore):
         ]
         pwfile = None
         if self.password:
+            # The password reaches initdb through a file only its user can
+            # read, removed as soon as initdb is done; never its command
+            # line, which every local user can read (see knell.redact).
             pwfile = data.parent / f".knell-pw-{data.name}"
-            pwfile.write_text(self.password + "\n", encoding="utf-8")
+            pwfile.unlink(missing_ok=True)
+            fd = os.open(pwfile, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(self.password + "\n")
             if user is not None:
                 give_to(pwfile, user)
             command += ["--auth-local=trust", "--auth-host=scram-sha-256", f"--pwfile={pwfile}"]

@@ -1,8 +1,13 @@
 """A private Redis server for one run.
 
-``redis-server`` on a free 127.0.0.1 port, configured on its command line
-(no config file to find or write), with its data in ``store/redis/`` and
-its log in ``store/redis.log``. Persistence is the scenario's choice,
+``redis-server`` on a free 127.0.0.1 port, configured on its command line,
+with its data in ``store/redis/`` and its log in ``store/redis.log``.
+Secrets are the exception: a password (``requirepass``, and any secret
+setting such as ``masterauth``) would be readable by every local user on
+the command line (``ps``), and the run directory is shared, so they go
+into a config file of mode 0600 in a private temporary folder (0700)
+outside the run directory, named as the server's first argument and
+removed when the store stops (see :mod:`knell.redact`). Persistence is the scenario's choice,
 because it is exactly what a store-crash fault tests:
 
 * ``always``: ``appendonly yes`` + ``appendfsync always``: a write is
@@ -20,6 +25,8 @@ the AOF says.
 
 from __future__ import annotations
 
+import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +34,8 @@ from redis.connection import Connection
 from redis.exceptions import BusyLoadingError, RedisError
 
 from knell.owners import Owner
+from knell.redact import is_secret_key
+from knell.stores import tempdirs
 from knell.stores.base import StoreError
 from knell.stores.redis.discovery import find_redis_server
 from knell.stores.server import ServerStore, ensure_writable
@@ -72,6 +81,8 @@ class RedisServer(ServerStore):
         self.password = password
         self.prefix = prefix
         self.settings = dict(settings or {})
+        self._secrets: Path | None = None
+        """The private folder of the secret settings' config file, once written."""
 
     @property
     def admin_url(self) -> str:
@@ -106,10 +117,29 @@ class RedisServer(ServerStore):
             **({"requirepass": self.password} if self.password else {}),
             **self.settings,
         }
+        secret = {k: v for k, v in settings.items() if is_secret_key(k)}
         command = [str(self.binary)]
+        if secret:
+            command.append(str(self._secret_config(secret)))
         for key, value in settings.items():
-            command += [f"--{key}", value]
+            if key not in secret:
+                command += [f"--{key}", value]
         return command
+
+    def _secret_config(self, secret: dict[str, str]) -> Path:
+        """Write the secret settings to a 0600 file in a 0700 folder of
+        this store's own (made once, recorded with the owner so a runner
+        that dies does not leave it behind) and return its path."""
+        if self._secrets is None:
+            self._secrets = tempdirs.make("redis", self.owner)
+            self._secrets.chmod(0o700)
+        path = self._secrets / "secrets.conf"
+        text = "".join(f"{key} {_conf_quote(value)}\n" for key, value in secret.items())
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        path.chmod(0o600)  # an existing file keeps its mode through O_CREAT
+        return path
 
     def _kept_options(self) -> dict[str, Any]:
         return {"cwd": self.data_dir}
@@ -135,6 +165,9 @@ class RedisServer(ServerStore):
 
     def stop(self) -> None:
         self._stop_server("terminate")
+        if self._secrets is not None:
+            shutil.rmtree(self._secrets, ignore_errors=True)
+            self._secrets = None
 
     @property
     def logs(self) -> list[Path]:
@@ -149,3 +182,19 @@ class RedisServer(ServerStore):
             "data_dir": str(self.data_dir),
             "persistence": self.persistence,
         }
+
+
+def _conf_quote(value: str) -> str:
+    """``value`` as one argument of a redis.conf line: double-quoted, with
+    a backslash, a quote and any non-printable byte escaped as Redis's
+    config parser reads them (``\\xHH``)."""
+    out = []
+    for byte in value.encode("utf-8"):
+        char = chr(byte)
+        if char in '"\\':
+            out.append("\\" + char)
+        elif 0x20 <= byte < 0x7F:
+            out.append(char)
+        else:
+            out.append(f"\\x{byte:02x}")
+    return '"' + "".join(out) + '"'

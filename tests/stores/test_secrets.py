@@ -1,0 +1,131 @@
+"""A store password stays secret through a whole run: short runs through the
+CLI with a password on a private Redis (``[store] password``, with and
+without HTTP bridges) and on an existing one (``--store-url``) leave no copy
+of it in any file under the run directory, in the terminal's output, or on
+the command line of any process the run starts (``ps``), the private server
+and its keeper included. The replay line names the existing server with a
+placeholder instead."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from knell.report.replay import PASSWORD_ENV
+from tests.integration.conftest import REPO
+from tests.servers import require_postgres, require_redis
+
+pytestmark = pytest.mark.integration
+
+PW = "Sekr1t-pw-0f-this-run"
+
+
+def _scenario(tmp_path: Path, base: str, store: str) -> Path:
+    """A shipped scenario with its store line replaced."""
+    text = (REPO / "scenarios" / f"{base}.toml").read_text(encoding="utf-8")
+    assert 'store = "sqlite"\n' in text
+    path = tmp_path / f"{base}-secret.toml"
+    path.write_text(text.replace('store = "sqlite"\n', f"store = {store}\n", 1), encoding="utf-8")
+    return path
+
+
+def _run_watching_ps(args: list[str], reports: Path) -> tuple[int, str, set[str]]:
+    """Run ``knell run`` and read every descendant's command line while it
+    runs: (exit code, output, the command lines seen). The command the user
+    typed is theirs: only what knell starts is looked at."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "knell", "run", *args, "--reports", str(reports)],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    seen: set[str] = set()
+    root = psutil.Process(proc.pid)
+    deadline = time.monotonic() + 240
+    while proc.poll() is None and time.monotonic() < deadline:
+        for child in _descendants(root):
+            try:
+                line = " ".join(child.cmdline())
+            except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+                continue
+            seen.add(line)
+        time.sleep(0.1)
+    out, _ = proc.communicate(timeout=60)
+    return proc.returncode, out, seen
+
+
+def _descendants(root: psutil.Process) -> Iterator[psutil.Process]:
+    try:
+        yield from root.children(recursive=True)
+    except psutil.NoSuchProcess:
+        return
+
+
+def _files_holding(folder: Path, secret: str) -> list[str]:
+    needle = secret.encode()
+    return [
+        str(p.relative_to(folder))
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and not p.is_symlink() and needle in p.read_bytes()
+    ]
+
+
+def _check(reports: Path, code: int, out: str, seen: set[str]) -> Path:
+    runs = list(reports.rglob("scenario.json"))
+    assert len(runs) == 1, out
+    run_dir = runs[0].parent
+    assert code in (0, 1, 2), out  # a verdict was reached, whatever it is
+    assert (run_dir / "workers").is_dir() and any((run_dir / "workers").iterdir())
+    assert (run_dir / "report.md").exists()
+    assert _files_holding(reports, PW) == []  # the run directory and the index
+    assert PW not in out
+    assert [line for line in seen if PW in line] == []
+    assert any("knell.workload" in line for line in seen), "the workers were looked at"
+    return run_dir
+
+
+@pytest.mark.parametrize(
+    ("kind", "base"),
+    [("redis", "quickstart"), ("redis", "bridge-mixed"), ("postgres", "quickstart")],
+)
+def test_a_private_store_password_is_nowhere_to_be_read(
+    tmp_path: Path, kind: str, base: str
+) -> None:
+    require_redis() if kind == "redis" else require_postgres()
+    scenario = _scenario(tmp_path, base, f'{{ kind = "{kind}", password = "{PW}" }}')
+    reports = tmp_path / "reports"
+    code, out, seen = _run_watching_ps([str(scenario), "--duration", "3s"], reports)
+    _check(reports, code, out, seen)
+    server = "redis-server" if kind == "redis" else "postgres -D"
+    assert any(server in line for line in seen), "the private server's command line was looked at"
+    if base == "bridge-mixed":
+        assert any("knell.bridge" in line for line in seen), "the bridges were looked at"
+
+
+def test_an_existing_store_password_is_nowhere_to_be_read(tmp_path: Path) -> None:
+    require_redis()
+    from knell.stores.redis.server import RedisServer
+
+    server = RedisServer(tmp_path / "server", persistence="none", password=PW)
+    server.start()
+    try:
+        command = " ".join(psutil.Process(server._server.pid).cmdline())  # type: ignore[union-attr]
+        assert PW not in command
+        url = f"redis://:{PW}@127.0.0.1:{server.port}/0"
+        reports = tmp_path / "reports"
+        code, out, seen = _run_watching_ps(
+            ["scenarios/quickstart.toml", "--duration", "3s", "--store-url", url], reports
+        )
+    finally:
+        server.stop()
+    run_dir = _check(reports, code, out, seen)
+    replay = next(line for line in out.splitlines() if line.startswith("replay: "))
+    assert f'--store-url "redis://:${{{PASSWORD_ENV}}}@127.0.0.1:{server.port}/0"' in replay
+    assert "--store-url" in (run_dir / "report.md").read_text(encoding="utf-8")
