@@ -11,8 +11,8 @@ page's own guard, so no header can show one however the file was made).
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
+from knell.redact import redact_url
 from knell.role_contracts import contracts_of_roles
 from knell.text import clean
 
@@ -21,10 +21,7 @@ __all__ = [
     "describe_store",
     "store_kind",
     "tested_contracts",
-    "without_password",
 ]
-
-_SECRET_KEYS = ("password", "pass", "passwd", "pwd")
 
 
 def store_kind(store: Any) -> str:
@@ -34,24 +31,6 @@ def store_kind(store: Any) -> str:
     return str(store) if isinstance(store, str) and store else "sqlite"
 
 
-def without_password(url: str) -> str:
-    """``url`` with any password (in its user part or its query) replaced
-    by ``***``; a URL that cannot be read is not shown at all."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "(a URL that could not be read)"
-    netloc = parts.netloc
-    user_info, at, host = netloc.rpartition("@")
-    if at and ":" in user_info:
-        netloc = f"{user_info.split(':', 1)[0]}:***@{host}"
-    query = "&".join(
-        f"{key}=***" if key.lower() in _SECRET_KEYS and sep else f"{key}{sep}{value}"
-        for key, sep, value in (pair.partition("=") for pair in parts.query.split("&"))
-    )
-    return urlunsplit(parts._replace(netloc=netloc, query=query if parts.query else ""))
-
-
 def describe_store(store: Any) -> str:
     """``postgres at postgres://knell:***@db:5432/x``, ``redis (compose)``,
     ``sqlite (private to the run)``."""
@@ -59,7 +38,7 @@ def describe_store(store: Any) -> str:
     table = store if isinstance(store, dict) else {}
     url = table.get("url")
     if isinstance(url, str) and url:
-        return clean(f"{kind} at {without_password(url)}", 200)
+        return clean(f"{kind} at {redact_url(url)}", 200)
     if table.get("provider") == "compose":
         return clean(f"{kind} (containers, compose)", 80)
     return clean(f"{kind} (private to the run)", 80)

@@ -181,7 +181,7 @@ def test_the_header_names_the_bus_and_store_in_words_without_a_password(
 
 
 def test_a_private_store_and_a_named_bus_read_as_words() -> None:
-    from knell.report.describe import describe_bus, describe_store, without_password
+    from knell.report.describe import describe_bus, describe_store
 
     assert describe_store("sqlite") == "sqlite (private to the run)"
     assert describe_store({"kind": "postgres", "provider": "compose"}) == (
@@ -190,8 +190,9 @@ def test_a_private_store_and_a_named_bus_read_as_words() -> None:
     assert describe_bus({"bus": "knell.buses.mutants:stale_ack_regresses"}) == (
         "knell.buses.mutants:stale_ack_regresses"
     )
-    assert without_password("postgres://u@h/db") == "postgres://u@h/db"
-    assert without_password("redis://:pw@h:1") == "redis://:***@h:1"
+    assert describe_store({"kind": "redis", "url": "redis://:pw@h:1"}) == (
+        "redis at redis://:***@h:1"
+    )
 
 
 def test_checks_with_nothing_to_judge_here_are_counted_apart(
