@@ -30,6 +30,7 @@ from urllib.parse import parse_qsl, quote, unquote, urlsplit, urlunsplit
 __all__ = [
     "BUS_URL_ENV",
     "MASK",
+    "STORE_URL_ENV",
     "bus_env",
     "is_secret_key",
     "redact_settings",
@@ -45,6 +46,12 @@ BUS_URL_ENV = "KNELL_BUS_URL"
 """The environment variable that hands a worker or a bridge its real bus
 URL (the password-bearing one); its spec file and command line carry the
 redacted form only."""
+
+STORE_URL_ENV = "KNELL_STORE_URL"
+"""The environment variable ``knell run`` reads an
+existing server's URL from when ``--store-url`` is not given: a password
+typed on the command line is readable by every user of the machine (``ps``)
+for as long as the run lasts; one in the environment is not."""
 
 _SECRET_KEY = re.compile(r"pass|secret|token|auth|credential|private|apikey|api_key", re.I)
 """Key names whose values are secrets: ``password``, ``requirepass``,

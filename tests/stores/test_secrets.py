@@ -8,6 +8,7 @@ placeholder instead."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -17,6 +18,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from knell.redact import STORE_URL_ENV
 from knell.report.replay import PASSWORD_ENV
 from tests.integration.conftest import REPO
 from tests.servers import require_postgres, require_redis
@@ -35,13 +37,19 @@ def _scenario(tmp_path: Path, base: str, store: str) -> Path:
     return path
 
 
-def _run_watching_ps(args: list[str], reports: Path) -> tuple[int, str, set[str]]:
+def _run_watching_ps(
+    args: list[str], reports: Path, env: dict[str, str] | None = None
+) -> tuple[int, str, set[str]]:
     """Run ``knell run`` and read every descendant's command line while it
     runs: (exit code, output, the command lines seen). The command the user
-    typed is theirs: only what knell starts is looked at."""
+    typed is theirs: only what knell starts is looked at. A child caught
+    between fork and exec still shows its parent's command line: that line
+    is the user's own too, and is left out."""
+    typed = [sys.executable, "-m", "knell", "run", *args, "--reports", str(reports)]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "knell", "run", *args, "--reports", str(reports)],
+        typed,
         cwd=REPO,
+        env={**os.environ, **(env or {})},
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -55,7 +63,8 @@ def _run_watching_ps(args: list[str], reports: Path) -> tuple[int, str, set[str]
                 line = " ".join(child.cmdline())
             except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
                 continue
-            seen.add(line)
+            if line != " ".join(typed):
+                seen.add(line)
         time.sleep(0.1)
     out, _ = proc.communicate(timeout=60)
     return proc.returncode, out, seen
@@ -109,7 +118,11 @@ def test_a_private_store_password_is_nowhere_to_be_read(
         assert any("knell.bridge" in line for line in seen), "the bridges were looked at"
 
 
-def test_an_existing_store_password_is_nowhere_to_be_read(tmp_path: Path) -> None:
+@pytest.mark.parametrize("given", ["argument", "environment"])
+def test_an_existing_store_password_is_nowhere_to_be_read(tmp_path: Path, given: str) -> None:
+    """Given on the command line, the URL is in the user's own command and
+    nowhere else; given in ``KNELL_STORE_URL``, it is on no command line at
+    all."""
     require_redis()
     from knell.stores.redis.server import RedisServer
 
@@ -120,9 +133,11 @@ def test_an_existing_store_password_is_nowhere_to_be_read(tmp_path: Path) -> Non
         assert PW not in command
         url = f"redis://:{PW}@127.0.0.1:{server.port}/0"
         reports = tmp_path / "reports"
-        code, out, seen = _run_watching_ps(
-            ["scenarios/quickstart.toml", "--duration", "3s", "--store-url", url], reports
-        )
+        args = ["scenarios/quickstart.toml", "--duration", "3s"]
+        if given == "argument":
+            code, out, seen = _run_watching_ps([*args, "--store-url", url], reports)
+        else:
+            code, out, seen = _run_watching_ps(args, reports, env={STORE_URL_ENV: url})
     finally:
         server.stop()
     run_dir = _check(reports, code, out, seen)

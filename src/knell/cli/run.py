@@ -20,6 +20,7 @@ from knell.cli.common import (
 )
 from knell.cli.progress import RunProgress
 from knell.errors import ExitCode
+from knell.redact import STORE_URL_ENV
 from knell.report import verdict_word
 from knell.report.markdown import not_applicable_line
 from knell.report.replay import replay_command
@@ -178,7 +179,11 @@ def update_index(reports: Path) -> Path | None:
 )
 @click.option(
     "--store-url",
-    help="Use an existing server (a fresh namespace per run: a schema, a key prefix).",
+    envvar=STORE_URL_ENV,
+    show_envvar=True,
+    help="Use an existing server (a fresh namespace per run: a schema, a key prefix). "
+    "Prefer the environment variable for a URL with a password: an argument is readable "
+    "by anyone on the machine (ps) while the run lasts.",
 )
 @click.option("--keep", is_flag=True, help="With --store-url: keep the run's schema or key prefix.")
 @click.option("-q", "--quiet", is_flag=True, help="Print only the verdict and report path.")
