@@ -21,7 +21,11 @@ start time), never a later one that reused the number.
 
 Kinds of resources and who removes them:
 
-* ``process``: a process tree (killed with :func:`knell.platform.kill_tree`);
+* ``process``: a process tree (killed with :func:`knell.platform.kill_tree`),
+  and, for a worker recorded with its ``session``, every process left in
+  that session that carries the runner's token (``marker``) in its
+  environment, re-parented grandchildren included
+  (:func:`knell.platform.signal_session`);
 * ``group``: a server, its process group and everything it forked
   (:func:`knell.platform.signal_server`);
 * anything else (``container``, ``network``, ``volume`` ...): a reaper
@@ -41,7 +45,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from knell.platform import kill_tree, pid_alive, process_started, signal_server
+from knell.platform import kill_tree, pid_alive, process_started, signal_server, signal_session
 
 __all__ = ["REAPERS", "Owner", "reap", "state_dir"]
 
@@ -96,17 +100,20 @@ class Owner:
                 with open(self.run_dir / "owners.jsonl", "a", encoding="utf-8") as fh:
                     fh.write(line)
 
-    def process(self, pid: int, name: str, *, group: bool = False) -> None:
+    def process(self, pid: int, name: str, *, group: bool = False, session: bool = False) -> None:
         """Record a process tree (or, ``group=True``, a process group whose
-        leader is ``pid``) that this run started."""
-        self._write(
-            {
-                "kind": "group" if group else "process",
-                "pid": pid,
-                "started": process_started(pid),
-                "name": name,
-            }
-        )
+        leader is ``pid``) that this run started. ``session=True``: ``pid``
+        also leads a session, whose every process carrying this runner's
+        token is its (a worker: see :mod:`knell.supervisor`)."""
+        record: dict[str, Any] = {
+            "kind": "group" if group else "process",
+            "pid": pid,
+            "started": process_started(pid),
+            "name": name,
+        }
+        if session:
+            record.update(session=pid, marker=self.token)
+        self._write(record)
 
     def resource(self, kind: str, ident: str, **info: Any) -> None:
         """Record any other resource (a container, a network...)."""
@@ -142,12 +149,20 @@ def _remove(record: dict[str, Any]) -> str | None:
         pid, started = record.get("pid"), record.get("started")
         if not isinstance(pid, int) or not isinstance(started, (int, float)):
             return None
-        if not pid_alive(pid, float(started)):
+        hit = 0
+        if pid_alive(pid, float(started)):
+            if kind == "group":
+                signal_server(pid, "kill")
+            else:
+                kill_tree(pid)
+            hit += 1
+        session, marker = record.get("session"), record.get("marker")
+        if isinstance(session, int) and isinstance(marker, str):
+            # The leader is gone (or just killed): only the runner's own
+            # token names what is left in its session.
+            hit += signal_session({session}, "kill", marker)
+        if not hit:
             return None
-        if kind == "group":
-            signal_server(pid, "kill")
-        else:
-            kill_tree(pid)
         return f"{kind} {record.get('name', '')} (pid {pid})"
     target = REAPERS.get(str(kind))
     if target is None:

@@ -12,6 +12,17 @@ start is recorded in the run's owner registry (:mod:`knell.owners`), and
 :meth:`Supervisor.shutdown` kills whatever is still alive, resuming
 paused trees first so nothing is left stopped. The OS calls themselves
 live in :mod:`knell.platform`, one module per platform.
+
+A worker is more than its process tree: it leads a session of its own,
+and whatever it or its adapters fork stays in that session even when it
+is re-parented out of the tree (a daemonised helper, the grandchild of an
+adapter that exited). So a kill or a pause acts on the whole session,
+the way a crashed machine or a frozen VM takes every process at once, and
+the shutdown sweeps the sessions of every incarnation the run started.
+Every process also inherits the run's owner token in its environment
+(:data:`knell.platform.OWNER_ENV`): once a session's leader is reaped, only
+processes that carry it are touched, so a session id the kernel reused
+for someone else is safe.
 """
 
 from __future__ import annotations
@@ -21,13 +32,22 @@ import os
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from knell.logcap import CappedLog
 from knell.owners import Owner
-from knell.platform import SPAWN_GROUP, contain, kill_tree, resume_tree, suspend_tree
+from knell.platform import (
+    OWNER_ENV,
+    SPAWN_GROUP,
+    contain,
+    kill_tree,
+    resume_tree,
+    signal_session,
+    suspend_tree,
+)
 from knell.redact import BUS_URL_ENV
 
 __all__ = ["Supervisor", "WorkerProcess"]
@@ -87,6 +107,11 @@ class Supervisor:
         # A bus URL is handed to each process on its own (WorkerProcess.env),
         # never inherited from whoever started knell.
         self.env.pop(BUS_URL_ENV, None)
+        self.marker = owner.token if owner is not None else uuid.uuid4().hex[:12]
+        """The token every process of this run inherits (:data:`OWNER_ENV`)."""
+        self.env[OWNER_ENV] = self.marker
+        self.sessions: set[int] = set()
+        """The session of every incarnation started (its leader's pid)."""
 
     def add(
         self, name: str, spec_path: Path, env: Mapping[str, str] | None = None
@@ -162,18 +187,21 @@ class Supervisor:
         assert worker.popen.stdout is not None
         worker.log = CappedLog(worker.popen.stdout, self.logs / f"{name}.{worker.incarnation}.log")
         worker.log.start()
+        self.sessions.add(worker.popen.pid)
         if self.owner is not None:
-            self.owner.process(worker.popen.pid, f"{name}.{worker.incarnation}")
+            self.owner.process(worker.popen.pid, f"{name}.{worker.incarnation}", session=True)
         return worker
 
     def kill(self, name: str) -> int | None:
-        """SIGKILL the process tree; returns the pid killed (None if it was
-        not running)."""
+        """SIGKILL the process tree and the rest of its session (what its
+        adapters forked); returns the pid killed (None if it was not
+        running)."""
         worker = self.workers[name]
         if not worker.alive() or worker.popen is None:
             return None
         pid = worker.popen.pid
         kill_tree(pid)
+        signal_session({pid}, "kill")  # not reaped yet: the session id is still ours
         worker.popen.wait()
         self._reap(worker)
         worker.paused = False
@@ -184,6 +212,7 @@ class Supervisor:
         if not worker.alive() or worker.paused or worker.pid is None:
             return None
         suspend_tree(worker.pid)
+        signal_session({worker.pid}, "stop")
         worker.paused = True
         return worker.pid
 
@@ -192,6 +221,7 @@ class Supervisor:
         if not worker.alive() or not worker.paused or worker.pid is None:
             worker.paused = False
             return None
+        signal_session({worker.pid}, "continue")
         resume_tree(worker.pid)
         worker.paused = False
         return worker.pid
@@ -211,18 +241,23 @@ class Supervisor:
 
     def shutdown(self) -> list[str]:
         """Kill every worker still alive (resuming paused ones first) and
-        reap them all. Returns the names that had to be killed."""
+        reap them all, then whatever is left in the session of any
+        incarnation of the run. Returns the names that had to be killed."""
         killed = []
         for worker in self.workers.values():
             if worker.alive() and worker.pid is not None:
                 if worker.paused:
+                    signal_session({worker.pid}, "continue")
                     resume_tree(worker.pid)
                 kill_tree(worker.pid)
+                signal_session({worker.pid}, "kill")
                 killed.append(worker.name)
             if worker.popen is not None:
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     worker.popen.wait(timeout=10)
                 self._reap(worker)
+        if self.sessions:
+            signal_session(self.sessions, "kill", self.marker)
         return killed
 
     def _reap(self, worker: WorkerProcess) -> None:

@@ -19,6 +19,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
@@ -94,6 +95,50 @@ def test_a_contained_tree_dies_with_the_process_that_holds_the_job() -> None:
         psutil.Process(holder.pid).kill()  # TerminateProcess: no cleanup code runs
         holder.wait(10)
         assert _gone(pids) == [], "the job did not kill its processes"
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+            holder.wait()
+        if holder.stdout is not None:
+            holder.stdout.close()
+        _gone(pids, timeout=0)
+
+
+_LEAVES_ONE = (
+    "import subprocess, sys; "
+    "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)', sys.argv[1]])"
+)
+
+
+def _marked(marker: str) -> list[psutil.Process]:
+    return [p for p in psutil.process_iter(["cmdline"]) if marker in (p.info["cmdline"] or [])]
+
+
+def test_what_an_exited_child_left_behind_dies_with_the_job() -> None:
+    """An adapter that started a helper and exited: the helper is in no
+    tree any more (its parent is gone), but it is still in the job of the
+    worker that started the adapter, and dies with that worker."""
+    marker = f"knell-probe-{uuid.uuid4().hex}"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLDER, sys.executable, "-c", _LEAVES_ONE, marker],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+    )
+    pids: list[int] = []
+    try:
+        assert holder.stdout is not None
+        said = json.loads(holder.stdout.readline())
+        assert said["contained"] is True
+        deadline = time.monotonic() + 20
+        while not _marked(marker) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        pids = [p.pid for p in _marked(marker)]
+        assert pids, "the child did not leave its helper"
+        assert _gone([said["child"]]) == [], "the child did not exit by itself"
+        psutil.Process(holder.pid).kill()  # TerminateProcess: the worker crashes
+        holder.wait(10)
+        assert _gone(pids) == [], "the helper outlived the job"
     finally:
         if holder.poll() is None:
             holder.kill()

@@ -11,7 +11,13 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["interrupt_on_terminate", "leash", "pid_alive", "process_started", "tree"]
+__all__ = ["OWNER_ENV", "interrupt_on_terminate", "leash", "pid_alive", "process_started", "tree"]
+
+OWNER_ENV = "KNELL_OWNER"
+"""The environment variable that carries a run's owner token into every
+process it starts, and so into everything those fork: how a process left
+behind is known as this run's after its parent, its tree and its runner
+are gone (:func:`knell.platform.signal_session`)."""
 
 
 def tree(pid: int) -> list[Any]:

@@ -5,6 +5,13 @@
 * A server is started in its own session (``start_new_session``), so its
   whole process group (a Postgres postmaster and every backend it forked)
   can be killed, stopped or continued at once with :func:`signal_group`.
+* A worker is the leader of its own session, and each stdio adapter it
+  starts leads a process group of its own inside that session
+  (:func:`leash_group`). Whatever an adapter forks stays in both, even
+  once it is re-parented out of every process tree (a daemonising helper,
+  a grandchild of an adapter that exited): the adapter's end kills its
+  group, and the supervisor kills or pauses a worker's whole session
+  (:func:`signal_session`), the way a crashed machine takes every process.
 * The leash: on Linux the kernel delivers SIGKILL to a child when the
   thread that started it exits (``PR_SET_PDEATHSIG``); on every POSIX
   system a watchdog thread also exits once the parent is gone (the orphan
@@ -18,25 +25,29 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from typing import Any, Literal
 
 from knell.platform import _common
-from knell.platform._common import pid_alive, process_started
+from knell.platform._common import OWNER_ENV, pid_alive, process_started
 
 assert sys.platform != "win32"
 
 __all__ = [
+    "OWNER_ENV",
     "SPAWN_GROUP",
     "contain",
     "die_with_parent",
+    "end_group",
     "give_to",
     "interrupt_on_terminate",
     "is_root",
     "kill_group",
     "kill_tree",
     "leash_child",
+    "leash_group",
     "parent_alive",
     "peak_rss",
     "pid_alive",
@@ -45,6 +56,7 @@ __all__ = [
     "run_as",
     "signal_group",
     "signal_server",
+    "signal_session",
     "suspend_tree",
     "user_exists",
 ]
@@ -119,6 +131,99 @@ def kill_group(pgid: int) -> bool:
     return signal_group(pgid, "kill")
 
 
+def _members(sessions: set[int], marker: str | None) -> list[Any]:
+    """The live processes (zombies aside, this one aside) whose session is
+    one of ``sessions`` and, when ``marker`` is given, whose environment
+    carries it as :data:`OWNER_ENV` (a process of another user, whose
+    environment cannot be read, is never one)."""
+    import psutil
+
+    found = []
+    for pid in psutil.pids():
+        if pid == os.getpid():
+            continue
+        try:
+            if os.getsid(pid) not in sessions:
+                continue
+            proc = psutil.Process(pid)
+            if proc.status() == psutil.STATUS_ZOMBIE:
+                continue
+            if marker is not None and proc.environ().get(OWNER_ENV) != marker:
+                continue
+        except (OSError, psutil.Error):
+            continue
+        found.append(proc)
+    return found
+
+
+def signal_session(
+    sessions: set[int], what: Literal["kill", "stop", "continue"], marker: str | None = None
+) -> int:
+    """Kill, stop or continue every process of the given sessions (a
+    worker's session holds the worker, its adapters' process groups and all
+    they forked, wherever they were re-parented); returns how many were hit.
+
+    A session id is safe to name while its leader is not yet reaped, or
+    while any process is still in the session: the kernel does not give
+    the number to a new process until both are gone. A caller that has
+    reaped the leader (or lost it: a runner that died) passes ``marker``,
+    the run's token every process it started inherits in its environment,
+    so a later session that reused the number is never touched. To kill or
+    stop, members are stopped first and the session scanned again until a
+    scan finds nothing new, so a process forking meanwhile is not missed."""
+    import psutil
+
+    if what == "continue":
+        members = _members(sessions, marker)
+        for proc in members:
+            with suppress(psutil.Error):
+                proc.send_signal(signal.SIGCONT)
+        return len(members)
+    hit: dict[int, Any] = {}
+    for _ in range(5):
+        fresh = [p for p in _members(sessions, marker) if p.pid not in hit]
+        if not fresh:
+            break
+        for proc in fresh:
+            with suppress(psutil.Error):
+                proc.send_signal(signal.SIGSTOP)
+            hit[proc.pid] = proc
+    if what == "kill":
+        for proc in hit.values():
+            with suppress(psutil.Error):
+                proc.send_signal(signal.SIGKILL)
+    return len(hit)
+
+
+def _exited(popen: subprocess.Popen[Any]) -> bool:
+    """Whether a child has exited, without reaping it: until it is reaped
+    its pid, and so its process-group id, names no other process."""
+    if popen.returncode is not None:
+        return True
+    try:
+        return os.waitid(os.P_PID, popen.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return True  # reaped by someone else
+
+
+def end_group(popen: subprocess.Popen[Any], timeout: float) -> int | None:
+    """Wait up to ``timeout`` seconds for a group leader started with
+    :func:`leash_group` to exit; then SIGKILL what is left of its process
+    group (what it forked and left behind), and reap it. Returns its exit
+    code, or None when it is still running (nothing is killed then).
+
+    The group is killed before the leader is reaped, never after, so the
+    group id cannot have been handed to someone else in between."""
+    deadline = time.monotonic() + timeout
+    while not _exited(popen):
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(0.01)
+    if popen.returncode is None:
+        signal_group(popen.pid, "kill")
+    return popen.wait()
+
+
 def contain(popen: subprocess.Popen[Any]) -> bool:
     """Windows puts each child in a kill-on-close job object here. POSIX
     needs nothing more: a child is already leashed by the parent-death
@@ -187,6 +292,34 @@ def leash_child() -> dict[str, Any]:
         return {"preexec_fn": _pdeathsig_preexec(os.getpid())}
     except (OSError, AttributeError):
         return {}
+
+
+def _group_preexec(parent: int | None) -> Callable[[], None]:
+    """What a child runs between ``fork`` and ``exec`` to lead a process
+    group of its own (staying in its parent's session), and, on Linux with
+    ``parent`` given, to be leashed as :func:`leash_child` describes."""
+    leash = _pdeathsig_preexec(parent) if parent is not None else None
+
+    def start() -> None:
+        os.setpgid(0, 0)
+        if leash is not None:
+            leash()
+
+    return start
+
+
+def leash_group() -> dict[str, Any]:
+    """:func:`leash_child`, and the child leads a new process group inside
+    the caller's session: a stdio adapter, whose every descendant can then
+    be killed at once (:func:`end_group`), and paused or killed with its
+    worker's whole session (:func:`signal_session`)."""
+    parent: int | None = None
+    if sys.platform.startswith("linux"):
+        parent = os.getpid()
+    try:
+        return {"preexec_fn": _group_preexec(parent)}
+    except (OSError, AttributeError):
+        return {"preexec_fn": _group_preexec(None)}
 
 
 def run_as(user: str | None) -> dict[str, Any]:

@@ -34,20 +34,23 @@ from contextlib import contextmanager
 from typing import Any, Literal
 
 from knell.platform import _common, _jobobject
-from knell.platform._common import pid_alive, process_started
+from knell.platform._common import OWNER_ENV, pid_alive, process_started
 
 assert sys.platform == "win32"
 
 __all__ = [
+    "OWNER_ENV",
     "SPAWN_GROUP",
     "contain",
     "die_with_parent",
+    "end_group",
     "give_to",
     "interrupt_on_terminate",
     "is_root",
     "kill_group",
     "kill_tree",
     "leash_child",
+    "leash_group",
     "parent_alive",
     "peak_rss",
     "pid_alive",
@@ -56,6 +59,7 @@ __all__ = [
     "run_as",
     "signal_group",
     "signal_server",
+    "signal_session",
     "suspend_tree",
     "user_exists",
 ]
@@ -224,6 +228,37 @@ def leash_child() -> dict[str, Any]:
     the caller killing its tree and by its stdin closing when the parent
     dies. Nothing to add to ``Popen``."""
     return {}
+
+
+def leash_group() -> dict[str, Any]:
+    """Windows has no process groups to signal: an adapter's descendants are
+    in its worker's kill-on-close job (:func:`contain`), and die with the
+    worker whatever they were re-parented to."""
+    return {}
+
+
+def end_group(popen: subprocess.Popen[Any], timeout: float) -> int | None:
+    """Wait up to ``timeout`` seconds for the child and reap it; None when
+    it still runs. What it started stays in the job until its worker
+    exits (see :func:`leash_group`)."""
+    try:
+        return popen.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return None
+
+
+def signal_session(
+    sessions: set[int], what: Literal["kill", "stop", "continue"], marker: str | None = None
+) -> int:
+    """Windows has no sessions to signal: act on each leader's tree (what a
+    worker leaves once it is gone dies with its job)."""
+    action = {"kill": "kill", "stop": "suspend", "continue": "resume"}[what]
+    count = 0
+    for leader in sessions:
+        procs = _common.tree(leader)
+        _common.each_in_tree(leader, action)
+        count += len(procs)
+    return count
 
 
 def is_root() -> bool:

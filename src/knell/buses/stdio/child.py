@@ -12,6 +12,16 @@ instead, each covering a way its worker can go:
 * everywhere: the worker's end of the adapter's stdin closes when the
   worker dies, and the protocol requires an adapter to exit on end of input.
 
+None of these reaches what the adapter itself forks once it is out of the
+adapter's tree (a helper that daemonised, or one left when the adapter
+exited: re-parented, and deaf to the end of input). So an adapter leads a
+process group of its own (:func:`knell.platform.leash_group`), and its end
+(a stop, a kill, an exit noticed) kills that group whole before the
+adapter is reaped (:func:`knell.platform.end_group`); a worker killed or
+paused by the nemesis takes its whole session, adapter groups included
+(:mod:`knell.supervisor`). On Windows the worker's kill-on-close job holds
+them all instead.
+
 Two daemon threads per adapter: one reads stdout lines into a queue (so a
 reply can be awaited with a timeout on every platform, and a line that
 arrives while nothing was asked is noticed), one copies stderr to the
@@ -26,14 +36,13 @@ import queue
 import subprocess
 import sys
 import threading
-import time
 from collections import deque
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, Final
 
 from knell.buses.stdio.wire import MAX_LINE, snippet
-from knell.platform import contain, kill_tree, leash_child
+from knell.platform import contain, end_group, kill_group, kill_tree, leash_group
 
 __all__ = ["EOF", "TIMEOUT", "AdapterProcess", "StderrSink", "adapter_env"]
 
@@ -122,7 +131,7 @@ class AdapterProcess:
             stderr=subprocess.PIPE,
             cwd=cwd,
             env=dict(env),
-            **leash_child(),
+            **leash_group(),
         )
         contain(self.popen)  # Windows: dies with knell (a kill-on-close job)
         self.pid = self.popen.pid
@@ -136,8 +145,7 @@ class AdapterProcess:
                 Path(trace).mkdir(parents=True, exist_ok=True)
                 self._trace = open(Path(trace) / f"adapter-{self.pid}.log", "ab")  # noqa: SIM115
             except OSError:
-                kill_tree(self.pid)
-                self.popen.wait()
+                self.kill()
                 raise
         assert self.popen.stdout is not None and self.popen.stderr is not None
         self._reader = threading.Thread(
@@ -211,10 +219,7 @@ class AdapterProcess:
         """How the adapter ended ("exited with code 3", "was killed by
         signal 9"), waiting up to ``wait`` seconds; then :meth:`stderr_tail`
         has its last words."""
-        try:
-            code: int | None = self.popen.wait(timeout=wait)
-        except subprocess.TimeoutExpired:
-            code = None
+        code = end_group(self.popen, wait)
         self._pump.join(timeout=1.0)  # let its last words reach the tail
         if code is None:
             status = "closed its stdout but is still running"
@@ -232,8 +237,9 @@ class AdapterProcess:
 
     def kill(self) -> None:
         """Kill the adapter and anything it started; reap it."""
-        if self.popen.poll() is None:
+        if self.popen.returncode is None:
             kill_tree(self.pid)
+            kill_group(self.pid)  # not reaped yet: the group id is still ours
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.popen.wait(timeout=5)
         self._close_pipes()
@@ -245,13 +251,7 @@ class AdapterProcess:
         with contextlib.suppress(OSError, ValueError):
             if self.popen.stdin is not None:
                 self.popen.stdin.close()
-        deadline = time.monotonic() + grace
-        code = None
-        while time.monotonic() < deadline:
-            code = self.popen.poll()
-            if code is not None:
-                break
-            time.sleep(0.01)
+        code = end_group(self.popen, grace)
         if code is None:
             self.kill()
             return None
@@ -275,9 +275,6 @@ class AdapterProcess:
             with self._trace_lock:
                 self._trace.close()
                 self._trace = None
-
-    def alive(self) -> bool:
-        return self.popen.poll() is None
 
 
 def adapter_env(base: Mapping[str, str], store: str, protocol: int) -> dict[str, str]:

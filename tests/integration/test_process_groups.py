@@ -1,0 +1,151 @@
+"""Nothing a worker's adapter starts outlives the run: the adapter leads its
+own process group inside its worker's session, and the supervisor, the
+adapter's own end and ``knell reap`` kill those whole.
+
+The adapter here (``adapters/forking.py``) forks a grandchild that closes
+its stdin and sleeps: the end of input never stops it, and once the
+adapter exits it is re-parented out of every process tree. Each test finds
+such grandchildren by a marker unique to the test in their argv.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tests.integration.conftest import REPO, knell
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(sys.platform == "win32", reason="Windows contains adapters in job objects"),
+]
+
+FORKING = Path(__file__).parent / "adapters" / "forking.py"
+ADAPTER = REPO / "examples" / "python-adapter" / "adapter.py"
+
+
+def forking_bus(marker: str) -> str:
+    return f"exec:{sys.executable} {FORKING} {marker} -- {sys.executable} {ADAPTER}"
+
+
+def marked(marker: str) -> list[psutil.Process]:
+    """Every live process (zombies aside) with ``marker`` in its argv."""
+    found = []
+    for proc in psutil.process_iter(["cmdline", "status"]):
+        cmdline = proc.info["cmdline"] or []
+        if marker in cmdline and proc.info["status"] != psutil.STATUS_ZOMBIE:
+            found.append(proc)
+    return found
+
+
+def left_after(marker: str, within: float = 3.0) -> list[int]:
+    """The marked processes still alive ``within`` seconds from now (a
+    SIGKILL takes a moment to land); the rest of them killed by the test."""
+    deadline = time.monotonic() + within
+    left = marked(marker)
+    while left and time.monotonic() < deadline:
+        time.sleep(0.05)
+        left = marked(marker)
+    for proc in left:  # never leave the machine dirty, whatever the verdict
+        proc.kill()
+    return [p.pid for p in left]
+
+
+def test_a_run_leaves_no_grandchild_of_an_adapter(tmp_path: Path) -> None:
+    marker = f"knell-probe-{uuid.uuid4().hex}"
+    proc = knell(
+        "run", "quickstart", "--duration", "2s", "--reports", str(tmp_path / "reports"),
+        "--bus", forking_bus(marker), KNELL_STATE_DIR=str(tmp_path / "state"), timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert not left_after(marker), "an adapter's grandchildren outlived the run"
+
+
+def test_reap_after_a_sigkilled_runner_kills_the_grandchildren(tmp_path: Path) -> None:
+    marker = f"knell-probe-{uuid.uuid4().hex}"
+    state = tmp_path / "state"
+    runner = subprocess.Popen(
+        [sys.executable, "-m", "knell", "run", "quickstart", "--duration", "60s",
+         "--reports", str(tmp_path / "reports"), "--bus", forking_bus(marker)],
+        cwd=REPO, env={**os.environ, "KNELL_STATE_DIR": str(state)},
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while len(marked(marker)) < 4 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert len(marked(marker)) >= 4, "the adapters did not start"
+        os.kill(runner.pid, signal.SIGKILL)
+        runner.wait(20)
+        time.sleep(0.5)  # the leashes take the workers and adapters
+        assert marked(marker), "nothing was left for reap to find: the test proves nothing"
+        proc = knell("reap", KNELL_STATE_DIR=str(state), timeout=60)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert not left_after(marker), "knell reap left an adapter's grandchildren"
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+            runner.wait()
+        left_after(marker, within=0)
+
+
+WORKER = """
+import sys, time
+from knell.buses.stdio import StdioBus
+bus = StdioBus([sys.executable, {forking!r}, {marker!r}, "--", sys.executable, {adapter!r}],
+               "sqlite:///" + {db!r}.lstrip("/"))
+bus.subscribe("w", "events")
+print("ready", flush=True)
+time.sleep(60)
+"""
+
+
+@pytest.fixture
+def supervised(tmp_path: Path):
+    """A supervisor with one worker-like process holding a forking adapter,
+    and the marker of that adapter's grandchild."""
+    from knell.supervisor import Supervisor
+
+    marker = f"knell-probe-{uuid.uuid4().hex}"
+    script = tmp_path / "worker.py"
+    code = WORKER.format(
+        forking=str(FORKING), marker=marker, adapter=str(ADAPTER), db=str(tmp_path / "bus.db")
+    )
+    script.write_text(code)
+    supervisor = Supervisor(tmp_path / "run")
+    supervisor.add_command("holder", [str(script)])
+    supervisor.start("holder")
+    try:
+        deadline = time.monotonic() + 30
+        while not marked(marker) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert marked(marker), "the adapter's grandchild did not start"
+        yield supervisor, marker
+    finally:
+        supervisor.shutdown()
+        left_after(marker, within=0)
+
+
+def test_a_fault_kill_of_a_worker_kills_its_adapters_grandchildren(supervised) -> None:
+    supervisor, marker = supervised
+    assert supervisor.kill("holder") is not None
+    assert not left_after(marker), "the killed worker's adapter left a grandchild"
+
+
+def test_pausing_a_worker_pauses_its_adapters_grandchildren(supervised) -> None:
+    supervisor, marker = supervised
+    supervisor.pause("holder")
+    (grandchild,) = marked(marker)
+    assert grandchild.status() == psutil.STATUS_STOPPED
+    supervisor.resume("holder")
+    assert grandchild.status() != psutil.STATUS_STOPPED
+    supervisor.shutdown()
+    assert not left_after(marker), "shutdown left the adapter's grandchild"
