@@ -10,6 +10,7 @@ such grandchildren by a marker unique to the test in their argv.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -149,3 +150,27 @@ def test_pausing_a_worker_pauses_its_adapters_grandchildren(supervised) -> None:
     assert grandchild.status() != psutil.STATUS_STOPPED
     supervisor.shutdown()
     assert not left_after(marker), "shutdown left the adapter's grandchild"
+
+
+def test_reap_spares_a_session_that_reused_a_recorded_id(tmp_path: Path) -> None:
+    """A dead runner's worker session whose id the kernel gave to someone
+    else: that session's processes do not carry the runner's token, and
+    reap leaves them alone."""
+    from knell.owners import reap
+
+    stranger = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(60)"],
+        start_new_session=True,
+        env={k: v for k, v in os.environ.items() if k != "KNELL_OWNER"},
+    )
+    try:
+        worker = {"kind": "process", "pid": stranger.pid, "started": 1.0, "name": "w.1"}
+        worker.update(session=stranger.pid, marker="deadbeef0000")
+        runner = {"kind": "runner", "pid": 999_999_999, "started": 1.0}
+        lines = [json.dumps(runner), json.dumps(worker)]
+        (tmp_path / "runner-1-dead.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+        assert reap(tmp_path) == []
+        assert stranger.poll() is None, "reap killed a session that was not the run's"
+    finally:
+        stranger.kill()
+        stranger.wait()
