@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 import sqlite3
 import subprocess
@@ -146,6 +147,31 @@ def test_what_an_exited_child_left_behind_dies_with_the_job() -> None:
         if holder.stdout is not None:
             holder.stdout.close()
         _gone(pids, timeout=0)
+
+
+def test_a_session_signal_with_a_marker_spares_a_tree_without_it() -> None:
+    """What a worker's recorded pid names after it was reaped may be anyone
+    else's process: only one that carries the run's token is killed."""
+    from knell.platform import OWNER_ENV, signal_session
+
+    env = {k: v for k, v in os.environ.items() if k != OWNER_ENV}
+    stranger = subprocess.Popen(SLEEPER, env=env, **SPAWN_GROUP)
+    ours = subprocess.Popen(SLEEPER, env={**env, OWNER_ENV: "tok123"}, **SPAWN_GROUP)
+    try:
+        deadline = time.monotonic() + 10  # the environment is readable once it started
+        while time.monotonic() < deadline:
+            with contextlib.suppress(psutil.Error):
+                if psutil.Process(ours.pid).environ().get(OWNER_ENV) == "tok123":
+                    break
+            time.sleep(0.1)
+        assert signal_session({stranger.pid, ours.pid}, "kill", "tok123") == 1
+        assert ours.wait(10) != 0
+        assert stranger.poll() is None, "a process without the token was killed"
+    finally:
+        for proc in (stranger, ours):
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
 
 
 def test_contain_reports_a_child_that_already_exited() -> None:

@@ -251,13 +251,22 @@ def signal_session(
     sessions: set[int], what: Literal["kill", "stop", "continue"], marker: str | None = None
 ) -> int:
     """Windows has no sessions to signal: act on each leader's tree (what a
-    worker leaves once it is gone dies with its job)."""
+    worker leaves once it is gone dies with its job). With ``marker``, only
+    on the processes whose environment carries it as :data:`OWNER_ENV`: a
+    leader that was reaped may have had its pid reused by anyone."""
+    import psutil
+
     action = {"kill": "kill", "stop": "suspend", "continue": "resume"}[what]
     count = 0
     for leader in sessions:
-        procs = _common.tree(leader)
-        _common.each_in_tree(leader, action)
-        count += len(procs)
+        for proc in _common.tree(leader):
+            try:
+                if marker is not None and proc.environ().get(OWNER_ENV) != marker:
+                    continue
+                getattr(proc, action)()
+            except psutil.Error:
+                continue
+            count += 1
     return count
 
 
