@@ -149,6 +149,31 @@ def test_what_an_exited_child_left_behind_dies_with_the_job() -> None:
         _gone(pids, timeout=0)
 
 
+def test_an_adapters_own_job_ends_with_it() -> None:
+    """An adapter that started a helper and exited: ending the adapter's
+    own job (what the stdio driver does when an adapter ends) kills the
+    helper at once, while the process that started the adapter lives on."""
+    from knell.platform import end_group
+
+    marker = f"knell-probe-{uuid.uuid4().hex}"
+    child = subprocess.Popen([sys.executable, "-c", _LEAVES_ONE, marker], **SPAWN_GROUP)
+    pids: list[int] = []
+    try:
+        assert contain(child, own_job=True) is True
+        deadline = time.monotonic() + 20
+        while not _marked(marker) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        pids = [p.pid for p in _marked(marker)]
+        assert pids, "the child did not leave its helper"
+        assert end_group(child, GONE_WITHIN) == 0
+        assert _gone(pids) == [], "the helper outlived its adapter's job"
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+        _gone(pids, timeout=0)
+
+
 def test_a_session_signal_with_a_marker_spares_a_tree_without_it() -> None:
     """What a worker's recorded pid names after it was reaped may be anyone
     else's process: only one that carries the run's token is killed."""

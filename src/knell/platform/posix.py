@@ -224,11 +224,11 @@ def end_group(popen: subprocess.Popen[Any], timeout: float) -> int | None:
     return popen.wait()
 
 
-def contain(popen: subprocess.Popen[Any]) -> bool:
-    """Windows puts each child in a kill-on-close job object here. POSIX
-    needs nothing more: a child is already leashed by the parent-death
-    signal (Linux), its own watchdog, and its process group. Returns False
-    (the child is in no job)."""
+def contain(popen: subprocess.Popen[Any], *, own_job: bool = False) -> bool:
+    """Windows puts each child in a kill-on-close job object here (with
+    ``own_job``, one of its own). POSIX needs nothing more: a child is
+    already leashed by the parent-death signal (Linux), its own watchdog,
+    and its process group. Returns False (the child is in no job)."""
     return False
 
 

@@ -97,6 +97,9 @@ class _Kernel32:
         self.CloseHandle = dll.CloseHandle
         self.CloseHandle.argtypes = [wintypes.HANDLE]
         self.CloseHandle.restype = wintypes.BOOL
+        self.TerminateJobObject = dll.TerminateJobObject
+        self.TerminateJobObject.argtypes = [wintypes.HANDLE, wintypes.UINT]
+        self.TerminateJobObject.restype = wintypes.BOOL
 
 
 def _fail(what: str) -> OSError:
@@ -104,9 +107,10 @@ def _fail(what: str) -> OSError:
 
 
 class _Job:
-    """This process's kill-on-close job: created on first use, its handle
-    never closed (the kernel closes it when this process exits, and that
-    is what kills the job's processes)."""
+    """A kill-on-close job: created on first use. This process's own job
+    (:data:`_JOB`) never has its handle closed (the kernel closes it when
+    this process exits, and that is what kills the job's processes); an
+    adapter's job (:func:`contain` with ``own_job``) is ended with it."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -143,17 +147,50 @@ class _Job:
             finally:
                 kernel32.CloseHandle(process)
 
+    def end(self) -> None:
+        """Kill every process of the job and close its handle."""
+        with self._lock:
+            if self._kernel32 is None or self._handle is None:
+                return
+            self._kernel32.TerminateJobObject(self._handle, 1)
+            self._kernel32.CloseHandle(self._handle)
+            self._handle = None
+
 
 _JOB = _Job()
 
+_OWN_JOBS: dict[int, _Job] = {}
+"""The job of each child started with a job of its own (an adapter), by pid."""
 
-def contain(popen: subprocess.Popen[Any]) -> bool:
+
+def _end_own_job(pid: int) -> None:
+    job = _OWN_JOBS.pop(pid, None)
+    if job is not None:
+        job.end()
+
+
+def contain(popen: subprocess.Popen[Any], *, own_job: bool = False) -> bool:
     """Put a child just started into this process's kill-on-close job, so
     it (and all it starts) dies when this process does. True when it is in
     the job; False when it has already exited or Windows refused (the
-    watchdog and the runner's own kill remain)."""
+    watchdog and the runner's own kill remain).
+
+    ``own_job``: a kill-on-close job of its own instead (nested in this
+    process's jobs, so it still dies with this process), which
+    :func:`end_group` ends with the child: what the child started and left
+    behind dies then, not only when this process exits. Where Windows
+    refuses a second job, the child goes into this process's job."""
     if popen.poll() is not None:
         return False
+    if own_job:
+        job = _Job()
+        try:
+            job.assign(popen.pid)
+        except OSError:
+            job.end()
+        else:
+            _OWN_JOBS[popen.pid] = job
+            return True
     try:
         _JOB.assign(popen.pid)
     except OSError:
@@ -201,7 +238,11 @@ def signal_server(pid: int, what: Literal["kill", "stop", "continue"]) -> bool:
 
 
 def kill_group(pgid: int) -> bool:
-    return signal_group(pgid, "kill")
+    """Kill the tree of ``pgid``, and end its own job if it has one
+    (:func:`contain` with ``own_job``)."""
+    hit = signal_group(pgid, "kill")
+    _end_own_job(pgid)
+    return hit
 
 
 def parent_alive(parent: int) -> bool:
@@ -231,20 +272,23 @@ def leash_child() -> dict[str, Any]:
 
 
 def leash_group() -> dict[str, Any]:
-    """Windows has no process groups to signal: an adapter's descendants are
-    in its worker's kill-on-close job (:func:`contain`), and die with the
-    worker whatever they were re-parented to."""
+    """Windows has no process groups: an adapter gets a kill-on-close job of
+    its own instead, once started (:func:`contain` with ``own_job``), which
+    holds all it starts, whatever they were re-parented to, and dies with
+    its worker. Nothing to add to ``Popen``."""
     return {}
 
 
 def end_group(popen: subprocess.Popen[Any], timeout: float) -> int | None:
-    """Wait up to ``timeout`` seconds for the child and reap it; None when
-    it still runs. What it started stays in the job until its worker
-    exits (see :func:`leash_group`)."""
+    """Wait up to ``timeout`` seconds for the child to exit; then end its
+    own job (what it started and left behind) and reap it. None when it
+    still runs (nothing is ended then)."""
     try:
-        return popen.wait(timeout=timeout)
+        code = popen.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
         return None
+    _end_own_job(popen.pid)
+    return code
 
 
 def signal_session(

@@ -19,8 +19,8 @@ process group of its own (:func:`knell.platform.leash_group`), and its end
 (a stop, a kill, an exit noticed) kills that group whole before the
 adapter is reaped (:func:`knell.platform.end_group`); a worker killed or
 paused by the nemesis takes its whole session, adapter groups included
-(:mod:`knell.supervisor`). On Windows the worker's kill-on-close job holds
-them all instead.
+(:mod:`knell.supervisor`). On Windows a kill-on-close job of the adapter's
+own does both: it is ended with the adapter and dies with its worker.
 
 Two daemon threads per adapter: one reads stdout lines into a queue (so a
 reply can be awaited with a timeout on every platform, and a line that
@@ -133,7 +133,7 @@ class AdapterProcess:
             env=dict(env),
             **leash_group(),
         )
-        contain(self.popen)  # Windows: dies with knell (a kill-on-close job)
+        contain(self.popen, own_job=True)  # Windows: its own kill-on-close job
         self.pid = self.popen.pid
         self.lines: queue.Queue[bytes | str] = queue.Queue()
         self.tail: deque[str] = deque(maxlen=TAIL_LINES)
