@@ -174,3 +174,33 @@ def test_reap_spares_a_session_that_reused_a_recorded_id(tmp_path: Path) -> None
     finally:
         stranger.kill()
         stranger.wait()
+
+
+DAEMONISER = """
+import os, sys
+if os.fork() == 0:
+    if os.fork() == 0:
+        os.execv(sys.executable, [sys.executable, "-c", "import time; time.sleep(60)", {marker!r}])
+    os._exit(0)
+os.wait()
+"""
+
+
+def test_shutdown_kills_what_a_worker_that_exited_left_in_its_session(tmp_path: Path) -> None:
+    """A worker that daemonised a helper and exited by itself: the helper
+    is in no tree and no adapter's group, only in the worker's session."""
+    from knell.supervisor import Supervisor
+
+    marker = f"knell-probe-{uuid.uuid4().hex}"
+    script = tmp_path / "worker.py"
+    script.write_text(DAEMONISER.format(marker=marker))
+    supervisor = Supervisor(tmp_path / "run")
+    supervisor.add_command("daemoniser", [str(script)])
+    supervisor.start("daemoniser")
+    try:
+        assert supervisor.wait_exit(["daemoniser"], timeout=20) == []
+        assert marked(marker), "the helper did not start"
+        assert supervisor.shutdown() == []  # nothing was alive to kill...
+        assert not left_after(marker), "...but the helper had to go"
+    finally:
+        left_after(marker, within=0)
