@@ -17,6 +17,12 @@ the ring's channel, seq, sender and reason, logged the moment the call
 returned so the checker can measure post-to-ring latency. The arm also
 records the handle's durable cursor per channel as this process last saw
 it: a ring naming a message at or below it is a spurious wake-up.
+
+The arm is an operation like every other, recorded by :meth:`Worker.op`:
+a refusal is ``fail``, anything else ``info``, and a fault of the driver
+between knell and the bus (a stdio adapter that dies or breaks the
+protocol while armed) is ``info`` marked ``knell_side``, which makes the
+run unknown instead of counting against the bus.
 """
 
 from __future__ import annotations
