@@ -43,7 +43,7 @@ from knell.buses import (
     require_contract,
     resolve_driver,
 )
-from knell.buses.deadline import DriverTimeout, within
+from knell.buses.deadline import DriverTimeout, close_within, within
 from knell.checker import CheckConfig, Verdict, check_events
 from knell.errors import KnellError
 from knell.final_phase import FINAL_ROLES, Final, finals
@@ -488,7 +488,7 @@ class _Run:
                 )
         finally:
             if not wedged:
-                within("close", shown, "close()", bus.close)
+                close_within(bus, shown, self.url)
 
     def _true_head(self, bus: Any, channel: str, shown: str) -> int:
         """The channel's head after the drain, read by the runner itself; a
@@ -622,7 +622,7 @@ def run_scenario(
                 for contract in scenario.contracts:
                     require_contract(bus, contract, shown, scenario.name)
             finally:
-                within("close", shown, "close()", bus.close)
+                close_within(bus, shown, store.url)
         except DriverError as exc:
             raise RunError(str(exc)) from None
     except BaseException:

@@ -5,7 +5,8 @@ Each is the reference bus with one call that sleeps forever, but only in
 the runner's process (workers run ``python -m knell.workload``), so the
 workers drive the bus as usual and only knell's own call hangs: the
 factory at setup, ``close()`` at setup, or the drain's read of the true
-head. They are loaded through the ``module:factory`` driver path like any
+head. One more raises in ``close()`` instead, which is the driver's error
+as well. They are loaded through the ``module:factory`` driver path like any
 user's bus."""
 
 from __future__ import annotations
@@ -42,6 +43,13 @@ class HangingCloseBus(_Reopened):
         super().close()
 
 
+class RaisingCloseBus(_Reopened):
+    def close(self) -> None:
+        super().close()
+        if _in_runner():
+            raise RuntimeError("the connection pool is already closed")
+
+
 class HangingHeadBus(_Reopened):
     def head(self, channel: str) -> int:
         if _in_runner():
@@ -59,3 +67,7 @@ def close_hangs(url: str) -> Any:
 
 def head_hangs(url: str) -> Any:
     return HangingHeadBus.open(url)
+
+
+def close_raises(url: str) -> Any:
+    return RaisingCloseBus.open(url)

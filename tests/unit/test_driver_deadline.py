@@ -11,7 +11,7 @@ import time
 import pytest
 
 from knell.buses import DriverError, DriverExited
-from knell.buses.deadline import TIMEOUT_VAR, DriverTimeout, bound, within
+from knell.buses.deadline import TIMEOUT_VAR, DriverTimeout, bound, close_within, within
 from knell.limits import DRIVER_CLOSE_TIMEOUT, DRIVER_OPEN_TIMEOUT
 
 
@@ -83,3 +83,26 @@ def test_the_bounds_come_from_the_limits_or_the_environment(
         monkeypatch.setenv(TIMEOUT_VAR, bad)
         with pytest.raises(DriverError, match=rf"\$KNELL_DRIVER_TIMEOUT='{bad}'"):
             bound("call")
+
+
+class _Closing:
+    def __init__(self, error: Exception | None) -> None:
+        self.error = error
+        self.closed = False
+
+    def close(self) -> None:
+        self.closed = True
+        if self.error is not None:
+            raise self.error
+
+
+def test_a_close_that_raises_is_the_drivers_error_without_the_password(short: float) -> None:
+    url = "redis://:hunter2@127.0.0.1:6399/0"
+    good = _Closing(None)
+    close_within(good, "mine:bus", url)
+    assert good.closed
+    with pytest.raises(DriverError) as caught:
+        close_within(_Closing(OSError(f"cannot reach {url}")), "mine:bus", url)
+    message = str(caught.value)
+    assert message.startswith("bus driver 'mine:bus': close() raised OSError: cannot reach ")
+    assert "hunter2" not in message

@@ -29,7 +29,7 @@ import contextvars
 import os
 import threading
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from knell.buses import DriverError, driver_call
 from knell.limits import (
@@ -38,11 +38,14 @@ from knell.limits import (
     DRIVER_OPEN_TIMEOUT,
     MAX_DURATION,
 )
+from knell.redact import scrub
+from knell.text import clean
 
 __all__ = [
     "TIMEOUT_VAR",
     "DriverTimeout",
     "bound",
+    "close_within",
     "within",
 ]
 
@@ -132,3 +135,19 @@ def within(
         return value  # type: ignore[return-value]
     assert isinstance(value, BaseException)
     raise value
+
+
+def close_within(bus: Any, name: str, url: str = "") -> None:
+    """Close ``bus`` (driver ``name``, opened at store ``url``) within the
+    close bound. A ``close()`` that raises is the driver's error as well
+    (exit 3, naming it), never a bug in knell: the message is the
+    exception's, without the URL's password."""
+    try:
+        within("close", name, "close()", bus.close)
+    except DriverError:
+        raise
+    except Exception as exc:
+        shown = scrub(clean(exc), url)
+        raise DriverError(
+            f"bus driver {name!r}: close() raised {type(exc).__name__}: {shown}"
+        ) from None
