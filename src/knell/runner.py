@@ -610,7 +610,7 @@ def run_scenario(
         store.start()
         try:
             shown = driver or store.describe_short()
-            within("open", shown, "loading it", lambda: resolve_driver(store.url, driver))
+            within("open", shown, "importing its module", lambda: resolve_driver(store.url, driver))
             bus = within(  # creates the schema before workers race to
                 "open",
                 shown,

@@ -54,12 +54,13 @@ def _run(tmp_path: Path, driver: str) -> tuple[int, str, float, list[psutil.Proc
 @pytest.mark.parametrize(
     ("driver", "call"),
     [
+        ("hanging_import:make_bus", "importing its module did not return"),
         ("hanging_buses:factory_sleeps", "its factory (opening the bus) did not return"),
         ("hanging_buses:close_hangs", "close() did not return"),
         ("hanging_buses:head_hangs", "head('events') did not return"),
         ("hanging_buses:close_raises", "close() raised RuntimeError: the connection pool"),
     ],
-    ids=["factory", "close", "drain-head", "close-raises"],
+    ids=["import", "factory", "close", "drain-head", "close-raises"],
 )
 def test_a_hung_driver_call_ends_the_run_with_exit_3(
     tmp_path: Path, driver: str, call: str
