@@ -43,8 +43,9 @@ timeouts a well-behaved driver has of its own (a stdio adapter gets 30 s
 to start and 30 s per reply, 5 s to go at close), so such a driver reports
 its own trouble first, with its own, better message:
 
-* :data:`DRIVER_OPEN_TIMEOUT` — importing the driver's module and calling
-  its factory: 60 s (a factory may connect to a server and create tables).
+* :data:`DRIVER_OPEN_TIMEOUT` — importing the driver's module, and calling
+  its factory: 60 s each (a factory may connect to a server and create
+  tables).
 * :data:`DRIVER_CALL_TIMEOUT` — one operation the runner makes (the
   drain's ``head``): 60 s.
 * :data:`DRIVER_CLOSE_TIMEOUT` — ``close()``: 30 s.
