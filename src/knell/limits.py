@@ -32,11 +32,34 @@ enough that a run within them still fits on a laptop:
 * :data:`MIN_FAULT_INTERVAL` — a nemesis ``every``: 1 ms. A fault is a real
   OS action (a signal, a proxy change); more often than this it is no
   longer a fault plan, and a plan's clock could stop advancing.
+
+The runner also calls the driver in its own process (loading it, opening
+the bus to create its schema, closing it, reading each channel's true head
+in the drain). A driver is input too, and one that never returns would
+hang ``knell run`` forever with nothing printed, so each of those calls
+has a bound (:mod:`knell.buses.deadline`); past it the run ends as the
+driver's error (exit 3, naming the call). The bounds sit above the
+timeouts a well-behaved driver has of its own (a stdio adapter gets 30 s
+to start and 30 s per reply, 5 s to go at close), so such a driver reports
+its own trouble first, with its own, better message:
+
+* :data:`DRIVER_OPEN_TIMEOUT` — importing the driver's module, and calling
+  its factory: 60 s each (a factory may connect to a server and create
+  tables).
+* :data:`DRIVER_CALL_TIMEOUT` — one operation the runner makes (the
+  drain's ``head``): 60 s.
+* :data:`DRIVER_CLOSE_TIMEOUT` — ``close()``: 30 s.
+
+``KNELL_DRIVER_TIMEOUT`` (seconds) replaces all three, for a driver that
+needs longer or a test that cannot wait a minute.
 """
 
 from __future__ import annotations
 
 __all__ = [
+    "DRIVER_CALL_TIMEOUT",
+    "DRIVER_CLOSE_TIMEOUT",
+    "DRIVER_OPEN_TIMEOUT",
     "MAX_DURATION",
     "MAX_PROCESSES",
     "MAX_SCHEDULE_ACTIONS",
@@ -55,6 +78,15 @@ MAX_SCHEDULE_ACTIONS = 1_000_000
 
 MIN_FAULT_INTERVAL = 0.001
 """Seconds: the shortest nemesis ``every``."""
+
+DRIVER_OPEN_TIMEOUT = 60.0
+"""Seconds: loading a driver and calling its factory, in the runner."""
+
+DRIVER_CALL_TIMEOUT = 60.0
+"""Seconds: one bus operation the runner itself makes (the drain's head)."""
+
+DRIVER_CLOSE_TIMEOUT = 30.0
+"""Seconds: a bus's ``close()``, called by the runner."""
 
 
 class LimitExceeded(ValueError):

@@ -39,11 +39,11 @@ from typing import Any
 from knell.buses import (
     DriverError,
     DriverExited,
-    driver_call,
     open_bus,
     require_contract,
     resolve_driver,
 )
+from knell.buses.deadline import DriverTimeout, close_within, within
 from knell.checker import CheckConfig, Verdict, check_events
 from knell.errors import KnellError
 from knell.final_phase import FINAL_ROLES, Final, finals
@@ -435,13 +435,20 @@ class _Run:
         self.say(f"draining {len(handles)} handle(s) to the true head")
         stuck = set(self.supervisor.wait_exit(list(pending), self.scenario.drain_timeout))
         bus: Any
-        name = self.driver or "the store's bus"
+        shown = self.driver or "the store's bus"
         try:
-            bus = open_bus(self.url, self.driver)
-        except DriverExited:
-            raise  # the driver ended itself: its error, not an unproven drain
+            bus = within(
+                "open",
+                shown,
+                "its factory (opening the bus)",
+                lambda: open_bus(self.url, self.driver),
+                discard=_close_quietly,
+            )
+        except (DriverExited, DriverTimeout):
+            raise  # the driver ended itself or hung: its error, not an unproven drain
         except Exception as exc:  # the store is gone: the drain cannot be proven
             bus = _Unreadable(exc)
+        wedged = False  # a call of the driver's hung: it is not called again
         try:
             for name, (handle, channel) in pending.items():
                 worker = self.supervisor.workers[name]
@@ -457,8 +464,10 @@ class _Run:
                     )
                     continue
                 try:
-                    with driver_call(name, "head"):
-                        heads = {channel: self._true_head(bus, channel)}
+                    heads = {channel: self._true_head(bus, channel, shown)}
+                except DriverTimeout:
+                    wedged = True
+                    raise
                 except DriverExited:
                     raise
                 except Exception as exc:
@@ -478,16 +487,19 @@ class _Run:
                     channel=channel,
                 )
         finally:
-            with driver_call(name, "close"):
-                bus.close()
+            if not wedged:
+                close_within(bus, shown, self.url)
 
-    def _true_head(self, bus: Any, channel: str) -> int:
+    def _true_head(self, bus: Any, channel: str, shown: str) -> int:
         """The channel's head after the drain, read by the runner itself; a
-        store still settling after the final heal gets a few seconds."""
+        store still settling after the final heal gets a few seconds. A
+        read that does not return at all is the driver's error."""
         deadline = time.monotonic() + max(5.0, 2 * self.scenario.op_timeout)
         while True:
             try:
-                return int(bus.head(channel))
+                return int(within("call", shown, f"head({channel!r})", lambda: bus.head(channel)))
+            except (DriverExited, DriverTimeout):
+                raise
             except Exception:
                 if time.monotonic() >= deadline:
                     raise
@@ -534,6 +546,11 @@ class _Run:
     @staticmethod
     def _final_value(final: Final) -> dict[str, Any]:
         return {"handle": final.name, "contract": final.contract}
+
+
+def _close_quietly(bus: Any) -> None:
+    """Close a bus that was opened after the runner stopped waiting for it."""
+    bus.close()
 
 
 class _Unreadable:
@@ -592,15 +609,20 @@ def run_scenario(
         say(f"store: {store.describe_short()}")
         store.start()
         try:
-            resolve_driver(store.url, driver)
-            bus = open_bus(store.url, driver)  # creates the schema before workers race to
             shown = driver or store.describe_short()
+            within("open", shown, "importing its module", lambda: resolve_driver(store.url, driver))
+            bus = within(  # creates the schema before workers race to
+                "open",
+                shown,
+                "its factory (opening the bus)",
+                lambda: open_bus(store.url, driver),
+                discard=_close_quietly,
+            )
             try:
                 for contract in scenario.contracts:
                     require_contract(bus, contract, shown, scenario.name)
             finally:
-                with driver_call(shown, "close"):
-                    bus.close()
+                close_within(bus, shown, store.url)
         except DriverError as exc:
             raise RunError(str(exc)) from None
     except BaseException:

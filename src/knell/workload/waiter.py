@@ -17,11 +17,18 @@ the ring's channel, seq, sender and reason, logged the moment the call
 returned so the checker can measure post-to-ring latency. The arm also
 records the handle's durable cursor per channel as this process last saw
 it: a ring naming a message at or below it is a spurious wake-up.
+
+The arm is an operation like every other, recorded by :meth:`Worker.op`:
+a refusal is ``fail``, anything else ``info``, and a fault of the driver
+between knell and the bus (a stdio adapter that dies or breaks the
+protocol while armed) is ``info`` marked ``knell_side``, which makes the
+run unknown instead of counting against the bus.
 """
 
 from __future__ import annotations
 
 from contextlib import suppress
+from typing import Any
 
 from knell.buses import Wake
 from knell.workload.consumer import catch_up
@@ -29,6 +36,21 @@ from knell.workload.params import WaiterParams
 from knell.workload.worker import OpFailed, Worker
 
 __all__ = ["run_waiter"]
+
+
+def _rang(worker: Worker, handle: str, wake: Wake | None) -> dict[str, Any]:
+    """The arm's ``ok`` value; first, the moment the call returned, the
+    ``wake`` event of a ring. A result that is not a wake raises here, and
+    :meth:`Worker.op` records the arm as unknown."""
+    if wake is not None:
+        worker.history.write(
+            "ok",
+            "wake",
+            {"seq": wake.seq, "sender": wake.sender, "reason": wake.reason},
+            handle=handle,
+            channel=wake.channel,
+        )
+    return {"rang": wake is not None}
 
 
 def run_waiter(worker: Worker, params: WaiterParams) -> None:
@@ -52,27 +74,17 @@ def run_waiter(worker: Worker, params: WaiterParams) -> None:
             with suppress(OpFailed):
                 worker.post(channel, msg_id, handle, None)
         armed = {ch: c for (h, ch), c in worker.cursors.items() if h == handle}
-        worker.history.write("invoke", "arm", {"timeout": timeout, "cursors": armed}, handle=handle)
         try:
-            wake: Wake | None = worker.bus.wait(handle, timeout)
-        except Exception as exc:
-            worker.history.write(
-                "info",
+            wake = worker.op(
                 "arm",
-                {"timeout": timeout, "error": f"{type(exc).__name__}: {exc}"},
+                {"timeout": timeout, "cursors": armed},
+                lambda: worker.bus.wait(handle, timeout),
+                lambda rang: _rang(worker, handle, rang),
                 handle=handle,
             )
+        except OpFailed:
             worker.sleep(0.05)
             continue
-        if wake is not None:
-            worker.history.write(
-                "ok",
-                "wake",
-                {"seq": wake.seq, "sender": wake.sender, "reason": wake.reason},
-                handle=handle,
-                channel=wake.channel,
-            )
-        worker.history.write("ok", "arm", {"rang": wake is not None}, handle=handle)
         if wake is None:
             continue
         rings += 1
