@@ -118,6 +118,53 @@ def test_a_private_store_password_is_nowhere_to_be_read(
         assert any("knell.bridge" in line for line in seen), "the bridges were looked at"
 
 
+@pytest.mark.parametrize(
+    ("kind", "setting"), [("postgres", '"app.api_token"'), ("redis", "masterauth")]
+)
+def test_a_secret_server_setting_is_nowhere_to_be_read(
+    tmp_path: Path, kind: str, setting: str
+) -> None:
+    """A ``[store] settings`` key that names a secret reaches the private
+    server through a config file of its own, never its command line."""
+    require_redis() if kind == "redis" else require_postgres()
+    store = f'{{ kind = "{kind}", settings = {{ {setting} = "{PW}" }} }}'
+    scenario = _scenario(tmp_path, "quickstart", store)
+    reports = tmp_path / "reports"
+    code, out, seen = _run_watching_ps([str(scenario), "--duration", "3s"], reports)
+    _check(reports, code, out, seen)
+    server = "redis-server" if kind == "redis" else "postgres -D"
+    assert any(server in line for line in seen), "the private server's command line was looked at"
+
+
+def test_a_secret_postgres_setting_is_read_back_as_given(tmp_path: Path) -> None:
+    """The config file quotes what Postgres's parser unquotes (a quote, a
+    backslash), survives a crash and restart, and is gone after the stop;
+    the cluster's own postgresql.conf still applies."""
+    require_postgres()
+    import psycopg
+
+    from knell.stores.postgres.server import PostgresServer
+
+    value = f"{PW}'with\\odd\"bits"
+    server = PostgresServer(tmp_path / "run", settings={"app.api_token": value})
+    server.start()
+    try:
+        assert value not in " ".join(psutil.Process(server._server.pid).cmdline())  # type: ignore[union-attr]
+        server.crash()
+        server.restart()
+        server.wait_ready(60)
+        with psycopg.connect(server.admin_url, autocommit=True) as conn:
+            assert conn.execute("SHOW app.api_token").fetchone() == (value,)
+            files = conn.execute("SELECT DISTINCT sourcefile FROM pg_file_settings").fetchall()
+        data = server.data_dir
+        folder = server._secrets
+        assert folder is not None and (folder / "postgresql.conf").stat().st_mode & 0o077 == 0
+        assert data is not None and (str(data.resolve() / "postgresql.conf"),) in files, files
+    finally:
+        server.stop()
+    assert not folder.exists()
+
+
 @pytest.mark.parametrize("given", ["argument", "environment"])
 def test_an_existing_store_password_is_nowhere_to_be_read(tmp_path: Path, given: str) -> None:
     """Given on the command line, the URL is in the user's own command and
