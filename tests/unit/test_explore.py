@@ -16,7 +16,7 @@ import pytest
 from hypothesis import Phase, find, settings
 
 from knell.explore import Judge, Run, Space, scenario_toml, size_of, write_repro
-from knell.explore.search import search
+from knell.explore.search import database_key, search
 from knell.scenario import Scenario, load_scenario
 from knell.schedule import expand
 
@@ -210,6 +210,19 @@ def test_a_reproduction_holding_a_store_secret_is_for_its_owner_only(
     assert PW not in schedule.read_text(encoding="utf-8")
     if os.name == "posix":
         assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+def test_the_search_cache_key_is_the_same_whatever_the_password(tmp_path: Path) -> None:
+    text = Path("scenarios/kill-consumers.toml").read_text(encoding="utf-8")
+    keys = []
+    for password in (PW, "another-one"):
+        source = tmp_path / "secret.toml"
+        store = f'store = {{ kind = "redis", password = "{password}" }}\n'
+        source.write_text(text.replace('store = "sqlite"\n', store, 1))
+        keys.append(database_key(Space(base=load_scenario(source)), None))
+    assert keys[0] == keys[1]  # the folder name is no digest of a password
+    other = load_scenario(Path("scenarios/kill-consumers.toml"))
+    assert database_key(Space(base=BASE), None) == database_key(Space(base=other), None)
 
 
 def test_a_reproduction_without_a_secret_is_written_as_any_file(tmp_path: Path) -> None:
