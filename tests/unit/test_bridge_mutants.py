@@ -70,3 +70,14 @@ def test_state_file_by_hand_is_keyed_by_the_url_without_its_password(
     one = state_file("redis://:hunter2@127.0.0.1:6380/0", "heads")
     assert one == state_file("redis://:other@127.0.0.1:6380/0", "heads")
     assert one != state_file("redis://:hunter2@127.0.0.1:6381/0", "heads")
+
+
+def test_stale_head_leaves_no_checkpoint_when_it_cached_nothing(url: str, tmp_path: Path) -> None:
+    # The runner opens the mutant only to read the true head at the drain:
+    # it must neither leave a file behind nor blank the bridges' checkpoint.
+    bus = open_bus(url, all_mutants()["bridge-stale-head"].factory)
+    try:
+        assert bus.head("a") == 0
+    finally:
+        bus.close()
+    assert not state_file(url, "bridge-heads").exists()

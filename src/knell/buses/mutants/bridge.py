@@ -287,6 +287,11 @@ class BridgeStaleHeadBus(_Wrapper):
 
     def _checkpoint(self) -> None:
         with self._lock:
+            if not self._heads:
+                # Nothing cached, nothing to keep: a process that only asked
+                # for the head (the runner's own, at the drain) leaves no
+                # file behind, and never blanks the bridges' checkpoint.
+                return
             text = json.dumps(self._heads)
         tmp = self.state.with_name(self.state.name + ".tmp")
         tmp.write_text(text, encoding="utf-8")
