@@ -14,7 +14,9 @@ through here first:
   (or another placeholder: a replay line uses a shell variable);
 * :func:`redact_settings` masks the values of secret-looking keys;
 * :func:`scrub` removes a URL's secrets from any text (an exception's
-  message may quote the password without the rest of the URL).
+  message may quote the password without the rest of the URL);
+* :func:`redact_text` removes the secrets of every URL written in a text
+  whose URLs are not known beforehand (an internal error's traceback).
 
 And a worker or bridge that must *use* the real URL gets it through its
 environment (:data:`BUS_URL_ENV`), which only its own user can read, never
@@ -34,6 +36,7 @@ __all__ = [
     "bus_env",
     "is_secret_key",
     "redact_settings",
+    "redact_text",
     "redact_url",
     "scrub",
     "secrets_of",
@@ -130,6 +133,26 @@ def scrub(text: str, *urls: str, placeholder: str = MASK) -> str:
         for secret in secrets_of(url):
             text = text.replace(secret, placeholder)
     return text
+
+
+_URL_PASSWORD = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://[^\s/?#@:]*:)[^\s/?#@]*@")
+"""The ``scheme://user:`` of a URL with a password, and the password up to ``@``."""
+
+_QUERY_OPTION = re.compile(r"([?&;]([^=&\s?#;]+)=)([^&\s#;'\"]*)")
+"""A query option ``?key=value`` (or ``&key=value``) in free text."""
+
+
+def redact_text(text: str, placeholder: str = MASK) -> str:
+    """``text`` with the password of every URL in it (``scheme://user:PW@``)
+    and the value of every secret query option (``?password=PW``) replaced
+    by ``placeholder``. For text whose URLs knell does not know beforehand
+    (a traceback); when it knows the URL, :func:`scrub` also hides the bare
+    password."""
+    text = _URL_PASSWORD.sub(lambda m: f"{m.group(1)}{placeholder}@", text)
+    return _QUERY_OPTION.sub(
+        lambda m: f"{m.group(1)}{placeholder}" if is_secret_key(m.group(2)) else m.group(0),
+        text,
+    )
 
 
 def redact_settings(settings: Mapping[str, object], placeholder: str = MASK) -> dict[str, object]:

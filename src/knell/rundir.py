@@ -63,11 +63,22 @@ def new_dir(parent: Path, *subdirs: str, now: datetime | None = None) -> Path:
     return path
 
 
-def atomic_write(path: Path, data: str | bytes) -> None:
-    """Write ``path`` whole or not at all."""
+def atomic_write(path: Path, data: str | bytes, *, private: bool = False) -> None:
+    """Write ``path`` whole or not at all; ``private``: readable by its
+    owner only (mode 0600 from the moment it exists, for a file that holds
+    a secret)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        if isinstance(data, str):
+        if private:
+            tmp.unlink(missing_ok=True)  # a leftover keeps its mode through O_CREAT
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            if isinstance(data, str):
+                with os.fdopen(fd, "w", encoding="utf-8") as text:
+                    text.write(data)
+            else:
+                with os.fdopen(fd, "wb") as raw:
+                    raw.write(data)
+        elif isinstance(data, str):
             tmp.write_text(data, encoding="utf-8")
         else:
             tmp.write_bytes(data)

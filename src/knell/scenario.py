@@ -757,6 +757,17 @@ def _field_path(loc: tuple[int | str, ...]) -> str:
     return path or "(top level)"
 
 
+def _shown(loc: tuple[Any, ...], value: Any) -> str:
+    """A refused value as an error message may quote it: masked when its
+    field names a secret (``store.password``, a ``requirepass`` setting),
+    a URL without its password (see :mod:`knell.redact`)."""
+    from knell.redact import MASK, is_secret_key, redact_url
+
+    if any(isinstance(part, str) and is_secret_key(part) for part in loc):
+        return MASK
+    return repr(redact_url(value) if isinstance(value, str) else value)
+
+
 def load_scenario(path: Path, **overrides: Any) -> Scenario:
     """Read and validate one scenario file; raise :class:`ScenarioError`."""
     try:
@@ -795,6 +806,6 @@ def load_scenario(path: Path, **overrides: Any) -> Scenario:
             if error["type"] == "extra_forbidden":
                 message = "unknown key"
             value = error.get("input")
-            shown = "" if isinstance(value, (dict, list)) else f" (value: {value!r})"
+            shown = "" if isinstance(value, (dict, list)) else f" (value: {_shown(loc, value)})"
             problems.append(f"{where}: {field}: {message}{shown}")
         raise ScenarioError("\n".join(problems)) from None

@@ -1,10 +1,12 @@
 """A store password stays secret through a whole run: short runs through the
-CLI with a password on a private Redis (``[store] password``, with and
-without HTTP bridges) and on an existing one (``--store-url``) leave no copy
-of it in any file under the run directory, in the terminal's output, or on
-the command line of any process the run starts (``ps``), the private server
-and its keeper included. The replay line names the existing server with a
-placeholder instead."""
+CLI with a password on a private Redis or Postgres (``[store] password``,
+with and without HTTP bridges), a secret ``[store] settings`` key on a
+private Postgres, and a password on an existing Redis or Postgres
+(``--store-url``, ``KNELL_STORE_URL``) leave no copy of it in any file under
+the run directory, in the terminal's output, or on the command line of any
+process the run starts (``ps``), the private server and its keeper
+included. The replay line names the existing server with a placeholder
+instead."""
 
 from __future__ import annotations
 
@@ -116,6 +118,69 @@ def test_a_private_store_password_is_nowhere_to_be_read(
     assert any(server in line for line in seen), "the private server's command line was looked at"
     if base == "bridge-mixed":
         assert any("knell.bridge" in line for line in seen), "the bridges were looked at"
+
+
+def test_a_secret_postgres_setting_is_nowhere_to_be_read(tmp_path: Path) -> None:
+    """A ``[store] settings`` key that names a secret reaches the private
+    server through a config file of its own, never its command line (Redis
+    does the same: test_a_private_store_password_is_nowhere_to_be_read)."""
+    require_postgres()
+    store = f'{{ kind = "postgres", settings = {{ "app.api_token" = "{PW}" }} }}'
+    scenario = _scenario(tmp_path, "quickstart", store)
+    reports = tmp_path / "reports"
+    code, out, seen = _run_watching_ps([str(scenario), "--duration", "3s"], reports)
+    _check(reports, code, out, seen)
+    assert any("postgres -D" in line for line in seen), "the server's command line was looked at"
+
+
+def test_a_secret_postgres_setting_is_read_back_as_given(tmp_path: Path) -> None:
+    """The config file quotes what Postgres's parser unquotes (a quote, a
+    backslash), survives a crash and restart, and is gone after the stop;
+    the cluster's own postgresql.conf still applies."""
+    require_postgres()
+    import psycopg
+
+    from knell.stores.postgres.server import PostgresServer
+
+    value = f"{PW}'with\\odd\"bits"
+    server = PostgresServer(tmp_path / "run", settings={"app.api_token": value})
+    server.start()
+    try:
+        assert value not in " ".join(psutil.Process(server._server.pid).cmdline())  # type: ignore[union-attr]
+        server.crash()
+        server.restart()
+        server.wait_ready(60)
+        with psycopg.connect(server.admin_url, autocommit=True) as conn:
+            assert conn.execute("SHOW app.api_token").fetchone() == (value,)
+            files = conn.execute("SELECT DISTINCT sourcefile FROM pg_file_settings").fetchall()
+        data = server.data_dir
+        folder = server._secrets
+        assert folder is not None and (folder / "postgresql.conf").stat().st_mode & 0o077 == 0
+        assert data is not None and (str(data.resolve() / "postgresql.conf"),) in files, files
+    finally:
+        server.stop()
+    assert not folder.exists()
+
+
+def test_an_existing_postgres_password_is_nowhere_to_be_read(tmp_path: Path) -> None:
+    """The same for a Postgres server of the user's own, given in the
+    environment: the run's schema is made and dropped through the URL."""
+    require_postgres()
+    from knell.stores.postgres.server import PostgresServer
+
+    server = PostgresServer(tmp_path / "server", password=PW)
+    server.start()
+    try:
+        url = server.admin_url
+        assert PW in url
+        reports = tmp_path / "reports"
+        args = ["scenarios/quickstart.toml", "--duration", "3s"]
+        code, out, seen = _run_watching_ps(args, reports, env={STORE_URL_ENV: url})
+    finally:
+        server.stop()
+    _check(reports, code, out, seen)
+    replay = next(line for line in out.splitlines() if line.startswith("replay: "))
+    assert f"${{{PASSWORD_ENV}}}@127.0.0.1:{server.port}" in replay
 
 
 @pytest.mark.parametrize("given", ["argument", "environment"])

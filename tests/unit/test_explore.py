@@ -6,6 +6,8 @@ real processes are in tests/integration/test_explore.py."""
 
 from __future__ import annotations
 
+import os
+import stat
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -14,7 +16,7 @@ import pytest
 from hypothesis import Phase, find, settings
 
 from knell.explore import Judge, Run, Space, scenario_toml, size_of, write_repro
-from knell.explore.search import search
+from knell.explore.search import database_key, search
 from knell.scenario import Scenario, load_scenario
 from knell.schedule import expand
 
@@ -176,6 +178,63 @@ def test_reproduction_file_round_trips(tmp_path: Path) -> None:
         expand(load_scenario(path)).to_json()["actions"]
         == (__import__("json").loads(schedule.read_text())["actions"])
     )
+
+
+PW = "Sekr1t-pw-0f-this-search"
+
+
+@pytest.mark.parametrize(
+    "store",
+    [
+        f'{{ kind = "redis", password = "{PW}" }}',
+        f'{{ kind = "postgres", settings = {{ "app.api_token" = "{PW}" }} }}',
+        f'{{ url = "redis://:{PW}@127.0.0.1:6390/0" }}',
+    ],
+)
+def test_a_reproduction_holding_a_store_secret_is_for_its_owner_only(
+    tmp_path: Path, store: str
+) -> None:
+    text = Path("scenarios/kill-consumers.toml").read_text(encoding="utf-8")
+    source = tmp_path / "secret.toml"
+    source.write_text(text.replace('store = "sqlite"\n', f"store = {store}\n", 1))
+    named = load_scenario(source).with_overrides(name="kc-repro")
+    out = tmp_path / "explore"
+    path = out / "kc-repro.toml"
+    schedule = write_repro(named, path, ["a header line"])
+    assert load_scenario(path) == named  # it runs as it is: the secret stays in it
+    written = path.read_text(encoding="utf-8")
+    assert written.startswith("# This file holds the store's secret")
+    assert "# a header line\n" in written
+    holding = [p.name for p in sorted(out.rglob("*")) if PW.encode() in p.read_bytes()]
+    assert holding == [path.name]  # not the plan beside it, nor a leftover temp file
+    assert PW not in schedule.read_text(encoding="utf-8")
+    if os.name == "posix":
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+def test_the_search_cache_key_is_the_same_whatever_the_password(tmp_path: Path) -> None:
+    text = Path("scenarios/kill-consumers.toml").read_text(encoding="utf-8")
+    keys = []
+    for password in (PW, "another-one"):
+        source = tmp_path / "secret.toml"
+        store = f'store = {{ kind = "redis", password = "{password}" }}\n'
+        source.write_text(text.replace('store = "sqlite"\n', store, 1))
+        keys.append(database_key(Space(base=load_scenario(source)), None))
+    assert keys[0] == keys[1]  # the folder name is no digest of a password
+    other = load_scenario(Path("scenarios/kill-consumers.toml"))
+    assert database_key(Space(base=BASE), None) == database_key(Space(base=other), None)
+
+
+def test_a_reproduction_without_a_secret_is_written_as_any_file(tmp_path: Path) -> None:
+    path = tmp_path / "kc-repro.toml"
+    umask = os.umask(0o022)
+    try:
+        write_repro(BASE.with_overrides(name="kc-repro"), path, ["a header line"])
+    finally:
+        os.umask(umask)
+    assert path.read_text(encoding="utf-8").startswith("# a header line\n")
+    if os.name == "posix":
+        assert stat.S_IMODE(path.stat().st_mode) == 0o644  # the umask decides, as for any file
 
 
 def test_scenario_toml_writes_durations_as_text() -> None:

@@ -15,6 +15,7 @@ from knell.redact import (
     bus_env,
     is_secret_key,
     redact_settings,
+    redact_text,
     redact_url,
     scrub,
     secrets_of,
@@ -181,3 +182,97 @@ def test_a_worker_spec_on_disk_holds_no_password_and_the_worker_gets_it(
     monkeypatch.setenv(BUS_URL_ENV, url)
     assert load_spec(path).bus_url == url
     assert BUS_URL_ENV not in os.environ
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        (
+            f"OperationalError: connection to postgresql://knell:{PW}@127.0.0.1:5432/db failed",
+            "OperationalError: connection to postgresql://knell:***@127.0.0.1:5432/db failed",
+        ),
+        (
+            f"KeyError: 'redis://:{PW}@h:6379/0?prefix=k:&op_timeout=5'",
+            "KeyError: 'redis://:***@h:6379/0?prefix=k:&op_timeout=5'",
+        ),
+        (
+            f"see http://h:8080/v1?timeout=3&token={PW} and postgresql://u@h/db?password={PW}",
+            "see http://h:8080/v1?timeout=3&token=*** and postgresql://u@h/db?password=***",
+        ),
+        ('File "/src/knell/x.py", line 3: a: b@c', 'File "/src/knell/x.py", line 3: a: b@c'),
+    ],
+)
+def test_text_loses_the_secrets_of_every_url_in_it(text: str, shown: str) -> None:
+    assert redact_text(text) == shown
+
+
+class _LeakyBus:
+    """A bus whose errors quote its URL, password and all (a test double of
+    a user's driver, inside a unit test of the worker around it)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    def post(self, *_: object) -> None:
+        raise ConnectionError(f"cannot reach {self.url}")
+
+    def ack(self, *_: object) -> None:
+        from knell.buses import DefiniteError
+
+        raise DefiniteError(f"refused by {self.url} (password {PW})")
+
+    def subscribe(self, *_: object) -> None: ...
+    def fetch(self, *_: object) -> None: ...
+    def cursor(self, *_: object) -> None: ...
+    def head(self, *_: object) -> None: ...
+    def wait(self, *_: object) -> None: ...
+    def close(self) -> None: ...
+
+
+def leaky_bus(url: str) -> _LeakyBus:
+    return _LeakyBus(url)
+
+
+def test_a_driver_error_quoting_the_url_is_recorded_without_its_password(
+    tmp_path: Path,
+) -> None:
+    from knell.workload.params import DrainParams
+    from knell.workload.worker import OpFailed, Worker, WorkerSpec
+
+    (tmp_path / "history").mkdir()
+    spec = WorkerSpec(
+        name="drain-1",
+        role="drain",
+        bus_url=f"redis://:{PW}@127.0.0.1:6379/0",
+        driver=f"{__name__}:leaky_bus",
+        history_dir=str(tmp_path / "history"),
+        control_dir=str(tmp_path),
+        params=DrainParams(handle="h", channel="c"),
+    )
+    worker = Worker(spec, 1, None)
+    try:
+        for f, call in (("post", worker.bus.post), ("ack", worker.bus.ack)):
+            with pytest.raises(OpFailed) as failed:
+                worker.op(f, {}, call, lambda _: {})
+            assert PW not in str(failed.value) and "***" in str(failed.value)
+    finally:
+        worker.close()
+    history = (tmp_path / "history" / "drain-1.1.jsonl").read_text(encoding="utf-8")
+    assert PW not in history and history.count("***") >= 2
+
+
+def test_an_internal_error_quoting_a_url_is_written_and_shown_without_its_password(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from knell.cli import _internal
+
+    monkeypatch.setenv("KNELL_STATE_DIR", str(tmp_path))
+    try:
+        raise RuntimeError(f"lost postgresql://knell:{PW}@127.0.0.1:5432/postgres")
+    except RuntimeError as exc:
+        assert _internal(exc) == 4
+    [crash] = (tmp_path / "knell-errors").iterdir()
+    text = crash.read_text(encoding="utf-8")
+    assert PW not in text and "knell:***@127.0.0.1" in text
+    shown = capsys.readouterr().err
+    assert "internal error" in shown and PW not in shown

@@ -70,6 +70,33 @@ def test_bad_input_is_named(tmp_path: Path, text: str, expected: list[str]) -> N
         assert part in message, message
 
 
+SECRET = "Sekr1t-0f-this-file"
+
+
+@pytest.mark.parametrize(
+    "store",
+    [
+        'store = { kind = "redis", password = 8675309123 }',
+        'store = { kind = "redis", settings = { masterauth = 8675309123 } }',
+    ],
+)
+def test_a_refused_secret_is_not_quoted(tmp_path: Path, store: str) -> None:
+    # a password of the wrong type is still the user's password
+    path = write(tmp_path, f"{store}\n{GOOD}")
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(path)
+    message = str(info.value)
+    assert "8675309123" not in message and "(value: ***)" in message, message
+
+
+def test_a_refused_url_is_quoted_without_its_password(tmp_path: Path) -> None:
+    path = write(tmp_path, GOOD.replace('name = "s"', f'name = "redis://:{SECRET}@h:6379/0"'))
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(path)
+    message = str(info.value)
+    assert SECRET not in message and "'redis://:***@h:6379/0'" in message, message
+
+
 def test_line_number_points_at_field(tmp_path: Path) -> None:
     path = write(tmp_path, GOOD.replace("count = 2", "count = 0"))
     with pytest.raises(ScenarioError, match=r"s\.toml:12: process\[1\]\.count"):

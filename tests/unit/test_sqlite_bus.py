@@ -191,6 +191,8 @@ def test_two_processes_post_and_ack_concurrently(url: str) -> None:
 def test_driver_errors_are_clear(tmp_path: Path) -> None:
     with pytest.raises(DriverError, match="unknown scheme"):
         open_bus("nosuch://x")
+    with pytest.raises(DriverError, match=r"'nosuch://u:\*\*\*@h/db': unknown scheme"):
+        open_bus("nosuch://u:Sekr1t@h/db")  # quoted without its password
     with pytest.raises(DriverError, match="cannot import"):
         open_bus(f"sqlite:///{tmp_path}/x.db", driver="no_such_module_xyz:make")
     with pytest.raises(DriverError, match=r"raised ValueError: .*unknown option"):

@@ -226,7 +226,7 @@ def resolve_driver(url: str, driver: str | None = None) -> Factory:
 
     stores = ", ".join(f"{s}://" for k in registry.kinds().values() for s in k.schemes[:1])
     raise DriverError(
-        f"bus driver {url!r}: unknown scheme {scheme!r} "
+        f"bus driver {_without_secrets(url)!r}: unknown scheme {scheme!r} "
         f"(built in: {stores}, http://, https://, exec:COMMAND; "
         "or give module:factory, "
         "or register a knell.buses entry point)"

@@ -32,6 +32,7 @@ from knell.cli.report import report
 from knell.cli.run import check, list_, run
 from knell.errors import ExitCode, KnellError
 from knell.proxy.cli import proxy
+from knell.redact import redact_text
 from knell.rundir import stamp
 from knell.stores.compose.cli import compose
 from knell.text import clean
@@ -87,7 +88,8 @@ def _crash_file() -> Path:
 
 
 def _internal(exc: BaseException) -> int:
-    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    # A message may quote a store URL, password and all (see knell.redact).
+    text = redact_text("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
     try:
         path = _crash_file()
         path.write_text(text, encoding="utf-8")
@@ -96,7 +98,7 @@ def _internal(exc: BaseException) -> int:
         where = "the traceback could not be written to a file"
     err.print(
         f"[bold red]knell: internal error[/] (a bug in knell, not a finding about the bus): "
-        f"{type(exc).__name__}: {clean(exc)}; {where}",
+        f"{type(exc).__name__}: {redact_text(clean(exc))}; {where}",
         soft_wrap=True,
     )
     return int(ExitCode.INTERNAL)

@@ -8,6 +8,13 @@ it expands to as ``schedule.json``. Its ``[[nemesis]]`` tables are one
 fault each, so ``knell run FILE`` replays the same plan whatever the seed,
 and ``bus`` names the driver it was found against.
 
+A scenario whose ``[store]`` holds a secret (a password, a URL with one,
+a secret setting: :mod:`knell.redact` decides) is written readable by its
+owner only (mode 0600), with a note at the top saying so: the file must
+run as it is (``knell run FILE``, and the re-runs below read it back), so
+the secret stays in it, as it is in the scenario file it was shrunk from,
+and the file is not for sharing until the secret is taken out.
+
 Then the file is run again, N times, each run from the file read back
 from disk, and the reproduction rate is what those runs say: the share of
 runs that were INVALID, and among them how many fired the same check as
@@ -29,13 +36,21 @@ from pydantic import BaseModel
 
 from knell.durations import parse_duration
 from knell.explore.trial import Run
+from knell.redact import redact_settings
 from knell.report import verdict_word
 from knell.rundir import atomic_write
 from knell.runner import run_scenario
 from knell.scenario import Scenario, load_scenario
 from knell.schedule import expand
 
-__all__ = ["Reproduction", "reproduce", "scenario_toml", "write_repro"]
+__all__ = [
+    "SECRET_NOTE",
+    "Reproduction",
+    "holds_secret",
+    "reproduce",
+    "scenario_toml",
+    "write_repro",
+]
 
 
 def _seconds(value: float) -> str:
@@ -118,11 +133,30 @@ def _is_tables(value: Any) -> bool:
     )
 
 
+SECRET_NOTE = [
+    "This file holds the store's secret (a password, or a URL or setting with",
+    "one), as the scenario it was shrunk from does: it is readable by its owner",
+    "only (mode 0600). Take the secret out before sharing it.",
+]
+"""The note at the top of a reproduction that holds a secret."""
+
+
+def holds_secret(scenario: Scenario) -> bool:
+    """Whether the scenario's ``[store]`` table holds anything
+    :mod:`knell.redact` would hide."""
+    store = scenario.store.model_dump(exclude_none=True)
+    return redact_settings(store) != store
+
+
 def write_repro(scenario: Scenario, path: Path, header: list[str]) -> Path:
     """Write ``scenario`` to ``path`` and its plan to ``<stem>.schedule.json``
-    beside it; check the file reads back to the same scenario and plan."""
+    beside it; check the file reads back to the same scenario and plan. A
+    scenario holding a secret is written 0600, with :data:`SECRET_NOTE`."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(path, scenario_toml(scenario, header))
+    secret = holds_secret(scenario)
+    if secret:
+        header = [*SECRET_NOTE, "", *header]
+    atomic_write(path, scenario_toml(scenario, header), private=secret)
     loaded = load_scenario(path)
     if loaded != scenario or expand(loaded) != expand(scenario):
         raise AssertionError(f"{path} does not read back to the shrunk candidate")

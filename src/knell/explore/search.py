@@ -23,6 +23,7 @@ design).
 from __future__ import annotations
 
 import hashlib
+import json
 import random
 import time
 from pathlib import Path
@@ -37,6 +38,7 @@ from hypothesis.errors import NoSuchExample
 
 from knell.explore.space import Space
 from knell.explore.trial import Judge
+from knell.redact import redact_settings
 from knell.scenario import Scenario
 
 __all__ = ["MIN_EXAMPLES", "database_key", "search"]
@@ -48,10 +50,24 @@ so the limit is scaled to the budget (a real candidate takes seconds) and
 only bounds how long Hypothesis spends drawing candidates it will not run."""
 
 
+def _scenario_key(scenario: Scenario) -> str:
+    """The scenario as the key sees it: its store's secrets masked (a digest
+    of a password in a folder name is a way to guess it, and a changed
+    password is the same experiment). A scenario without one keys as it
+    always has."""
+    store = scenario.store.model_dump(mode="json")
+    shown = redact_settings(store)
+    if shown == store:
+        return scenario.model_dump_json()
+    data = scenario.model_dump(mode="json")
+    data["store"] = shown
+    return json.dumps(data, sort_keys=True)
+
+
 def database_key(space: Space, driver: str | None) -> bytes:
     """Which past failures a search replays: same scenario, bus and space."""
     parts = [
-        space.base.model_dump_json(),
+        _scenario_key(space.base),
         driver or "",
         repr((space.kinds, space.targets, space.max_faults, space.min_duration, space.longest)),
         repr((space.min_hold, space.max_hold, space.drop_groups)),

@@ -24,6 +24,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from knell.redact import redact_text
 from knell.report.rundata import load_run
 from knell.rundir import atomic_write
 from knell.text import clean
@@ -135,10 +136,11 @@ def render_run(run_dir: Path, *, source: str | None = None) -> RenderResult:
         result.bytes = write_page(path, "run.html.j2", page=page)
     except Exception as exc:
         result.problems.append(
-            f"the page could not be built: {type(exc).__name__}: {clean(exc, 600)}"
+            f"the page could not be built: {type(exc).__name__}: {redact_text(clean(exc, 600))}"
         )
         try:
-            (run_dir / ERROR_FILE).write_text(traceback.format_exc(), encoding="utf-8")
+            text = redact_text(traceback.format_exc())  # a message may quote a store URL
+            (run_dir / ERROR_FILE).write_text(text, encoding="utf-8")
             result.problems.append(f"traceback in {run_dir / ERROR_FILE}")
         except OSError:
             pass

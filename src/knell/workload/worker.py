@@ -30,6 +30,7 @@ import orjson
 from knell.buses import Bus, DefiniteError, DriverFault, Message, open_bus
 from knell.history import HistoryWriter
 from knell.platform import die_with_parent
+from knell.redact import scrub
 from knell.workload.params import WorkerParams, params_from_json, params_to_json
 
 __all__ = ["OpFailed", "Worker", "WorkerSpec"]
@@ -125,14 +126,17 @@ class Worker:
         try:
             result = call()
         except DefiniteError as exc:
-            outcome = {**value, "error": str(exc)}
+            error = scrub(str(exc), self.spec.bus_url)
+            outcome = {**value, "error": error}
             refusal = getattr(exc, "refusal", None)
             if isinstance(refusal, str):
                 outcome["refused"] = refusal  # required by the contract: its checks judge it
             self.history.write("fail", f, outcome, handle=handle, channel=channel)
-            raise OpFailed(True, str(exc), refusal) from exc
+            raise OpFailed(True, error, refusal) from exc
         except Exception as exc:
-            error = f"{type(exc).__name__}: {exc}"
+            # a driver's message may quote its URL, password and all: the
+            # history is in the run directory (see knell.redact)
+            error = scrub(f"{type(exc).__name__}: {exc}", self.spec.bus_url)
             outcome = {**value, "error": error}
             if isinstance(exc, DriverFault):
                 outcome["knell_side"] = True

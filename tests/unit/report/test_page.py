@@ -130,6 +130,24 @@ def test_a_page_that_cannot_be_built_falls_back_and_keeps_the_verdict(
     assert (run / "render-error.txt").read_text().startswith("Traceback")
 
 
+def test_a_page_error_quoting_a_store_url_is_kept_without_its_password(
+    lossy_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(lossy_run, run)
+    secret = "Sekr1t-of-the-store"
+
+    def broken(*_a: object, **_k: object) -> int:
+        raise TypeError(f"cannot draw postgresql://knell:{secret}@127.0.0.1:5432/postgres")
+
+    monkeypatch.setattr(report_html, "write_page", broken)
+    result = render_run(run)
+    assert [p for p in result.problems if secret in p] == []
+    for name in ("render-error.txt", "index.html"):
+        text = (run / name).read_text(encoding="utf-8")
+        assert secret not in text and "knell:***@127.0.0.1" in text, name
+
+
 def test_check_run_reports_render_problems_without_changing_the_exit_code(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -41,6 +41,7 @@ from urllib.parse import urlsplit
 
 from knell.buses.contract import AckBeyondHead, Bus, JoinAt, Message, Wake
 from knell.buses.mutants.registry import mutant
+from knell.redact import redact_url
 
 __all__ = [
     "BridgeAckBeforeCommitBus",
@@ -217,17 +218,26 @@ class BridgeDropsIdempotencyKeyBus(_Wrapper):
 
 
 def state_file(url: str, name: str) -> Path:
-    """Where a bridge mutant keeps state across its own restarts: beside
-    a SQLite store's file; else in the run directory of the run that
-    started it (``KNELL_RUN_DIR``, so nothing outlives the run), or the temp
-    folder for a bridge started by hand; keyed by the URL."""
+    """Where a bridge mutant keeps state across its own restarts: the
+    place every process serving *the same store* finds it again.
+
+    Beside a SQLite store's file. Else, in a run (``KNELL_RUN_DIR``, so
+    nothing outlives the run), one file per mutant in the run's control
+    folder, whatever address the URL gives: a run has one store, and its
+    processes reach it at different addresses (the bridges through their
+    link to the store, the runner's drain directly), so a key made of the
+    URL would hand the drain a cold cache of its own, and a restarted
+    bridge's stale state would go unseen there. Outside a run (a bridge
+    started by hand), the temp folder, keyed by the URL without its
+    secrets (a digest of a password is a way to guess it)."""
     parts = urlsplit(url)
     if parts.scheme == "sqlite" and parts.path:
         return Path(parts.path).with_name(Path(parts.path).name + f".{name}.json")
-    digest = hashlib.sha1(url.encode()).hexdigest()[:16]
     run_dir = os.environ.get("KNELL_RUN_DIR")
-    folder = Path(run_dir) / "control" if run_dir else Path(tempfile.gettempdir())
-    return folder / f"knell-{name}-{digest}.json"
+    if run_dir:
+        return Path(run_dir) / "control" / f"knell-{name}.json"
+    digest = hashlib.sha1(redact_url(url).encode()).hexdigest()[:16]
+    return Path(tempfile.gettempdir()) / f"knell-{name}-{digest}.json"
 
 
 @mutant(
@@ -277,6 +287,11 @@ class BridgeStaleHeadBus(_Wrapper):
 
     def _checkpoint(self) -> None:
         with self._lock:
+            if not self._heads:
+                # Nothing cached, nothing to keep: a process that only asked
+                # for the head (the runner's own, at the drain) leaves no
+                # file behind, and never blanks the bridges' checkpoint.
+                return
             text = json.dumps(self._heads)
         tmp = self.state.with_name(self.state.name + ".tmp")
         tmp.write_text(text, encoding="utf-8")

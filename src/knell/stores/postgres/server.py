@@ -15,6 +15,14 @@ record in the owner registry until it is removed. The server's output goes
 to ``store/postgres.log`` in the run directory through a file descriptor
 the runner opened, so that user never needs to reach the run directory.
 
+Settings go on the server's command line as ``-c name=value``, secrets
+excepted: a setting whose name says it is one (:func:`knell.redact.is_secret_key`)
+would be readable there by every local user (``ps``), and the data
+directory may sit in the run directory, which is shared. Those go into a
+main config file of mode 0600 in a private temporary folder (0700) outside
+the run directory (``-c config_file=...``), which includes the cluster's
+own ``postgresql.conf`` first and is removed when the store stops.
+
 A crash is SIGKILL of the server's process group (postmaster and backends
 alike: nothing gets to flush or say goodbye); a restart runs crash
 recovery on the same data directory and port.
@@ -31,6 +39,7 @@ import psycopg
 
 from knell.owners import Owner
 from knell.platform import give_to, is_root
+from knell.redact import is_secret_key
 from knell.stores import tempdirs
 from knell.stores.base import StoreError, tail
 from knell.stores.postgres.discovery import PostgresBinaries, find_postgres
@@ -91,6 +100,8 @@ class PostgresServer(ServerStore):
         self.binaries: PostgresBinaries | None = None
         self.initdb_log = self.store_dir / "initdb.log"
         self._temp: Path | None = None
+        self._secrets: Path | None = None
+        """The private folder of the secret settings' config file, once written."""
 
     # -- the URL --------------------------------------------------------------
 
@@ -214,10 +225,38 @@ class PostgresServer(ServerStore):
             "log_line_prefix": "%m [%p] ",
             **self.settings,
         }
+        secret = {k: v for k, v in settings.items() if is_secret_key(k)}
         command = [str(self.binaries.postgres), "-D", str(self.data_dir)]
+        if secret:
+            command += ["-c", f"config_file={self._secret_config(secret)}"]
         for key, value in settings.items():
-            command += ["-c", f"{key}={value}"]
+            if key not in secret:
+                command += ["-c", f"{key}={value}"]
         return command
+
+    def _secret_config(self, secret: dict[str, str]) -> Path:
+        """Write the server's main config file, the cluster's own
+        ``postgresql.conf`` and then the secret settings, 0600 in a 0700
+        folder of this store's own (made once, recorded with the owner so a
+        runner that dies does not leave it behind, given to the server's
+        user) and return its path. The data directory and the HBA file stay
+        where ``-D`` puts them."""
+        assert self.data_dir is not None
+        if self._secrets is None:
+            self._secrets = tempdirs.make("postgres-conf", self.owner)
+            self._secrets.chmod(0o700)
+        path = self._secrets / "postgresql.conf"
+        own = Path(self.data_dir).resolve() / "postgresql.conf"
+        text = f"include_if_exists {_conf_quote(str(own))}\n" + "".join(
+            f"{key} = {_conf_quote(value)}\n" for key, value in secret.items()
+        )
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        path.chmod(0o600)  # an existing file keeps its mode through O_CREAT
+        if self.user is not None:
+            give_to(self._secrets, self.user)
+        return path
 
     def _kept_options(self) -> dict[str, Any]:
         return {"user": self.user}
@@ -234,6 +273,9 @@ class PostgresServer(ServerStore):
         self._stop_server("interrupt")  # "fast" shutdown: no waiting for clients
         if self._temp is not None and not self.keep:
             shutil.rmtree(self._temp, ignore_errors=True)
+        if self._secrets is not None:
+            shutil.rmtree(self._secrets, ignore_errors=True)
+            self._secrets = None
 
     @property
     def logs(self) -> list[Path]:
@@ -250,3 +292,12 @@ class PostgresServer(ServerStore):
             "fsync": self.fsync,
             "synchronous_commit": self.synchronous_commit,
         }
+
+
+def _conf_quote(value: str) -> str:
+    """``value`` as a quoted postgresql.conf value: single quotes doubled,
+    backslashes and line breaks escaped as the config parser reads them."""
+    escaped = (
+        value.replace("\\", "\\\\").replace("'", "''").replace("\n", "\\n").replace("\r", "\\r")
+    )
+    return f"'{escaped}'"
