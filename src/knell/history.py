@@ -196,6 +196,8 @@ class HistoryReader:
 
     path: Path
     torn: list[str] = field(default_factory=list)
+    line: int = 0
+    """The line number of the event last yielded (for messages that name it)."""
 
     def __iter__(self) -> Iterator[Event]:
         # Streamed line by line: memory stays one line, however long the file.
@@ -232,6 +234,7 @@ class HistoryReader:
                         or type(event.get("f")) is not str
                     ):
                         raise HistoryError(f"{self.path}:{number}: {_what_is_wrong(event)}")
+                    self.line = number
                     yield event
             except OSError as exc:
                 raise HistoryError(f"{self.path}: cannot read history: {exc.strerror}") from None
