@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 __all__ = [
     "EVENTS",
     "OPERATION_FS",
+    "PLACES",
     "SINGLE_FS",
     "nemesis_problem",
     "value_problem",
@@ -261,6 +262,26 @@ for _f, (_invoke, _ok) in _OPERATIONS.items():
     EVENTS[(_f, "fail")] = EVENTS[(_f, "info")] = _ended(_invoke)
 for _f, _model in _SINGLE.items():
     EVENTS[(_f, "ok")] = _model
+
+_BROADCAST = ("handle", "channel")
+_CHANNEL = ("channel",)
+PLACES: dict[str, tuple[str, ...]] = {
+    "post": _CHANNEL,
+    "subscribe": _BROADCAST,
+    "fetch": _BROADCAST,
+    "ack": _BROADCAST,
+    "cursor": _BROADCAST,
+    "head": _CHANNEL,
+    "arm": ("handle",),
+    "wake": _BROADCAST,
+    "handle": _BROADCAST,
+    **dict.fromkeys(("declare", "claim", "renew", "done", "release", "dead", "work"), _CHANNEL),
+    **dict.fromkeys(("claim_role", "release_role", "receive", "read", "stranded"), _CHANNEL),
+    "drain": _BROADCAST,
+}
+"""f -> the top-level fields naming where it happened, which its events
+always carry (the handle and channel of a broadcast operation, a queue's
+or role's channel; a nemesis ``drain``, the handle it drains)."""
 
 OPERATION_FS = frozenset(_OPERATIONS)
 """The ``f`` of every operation: an invoke, then one completion."""

@@ -11,9 +11,10 @@ guarantees:
 
 * **Schema.** Every event has the envelope knell writes (``time`` in
   nanoseconds, ``process``, ``incarnation``, ``type``, ``f``, ``value``
-  an object; ``handle`` and ``channel`` strings when present), an ``f`` a
-  worker or the nemesis writes, and the value that ``f`` carries, field
-  by field (:mod:`knell.history_schema`).
+  an object; ``handle`` and ``channel`` strings, present where its ``f``
+  happens on a handle or channel), an ``f`` a worker or the nemesis
+  writes, and the value that ``f`` carries, field by field
+  (:mod:`knell.history_schema`).
 * **Numbering.** A merged history numbers its events ``0, 1, 2, ...`` in
   ``index``: a duplicated, dropped or moved line breaks the count. A
   history without indexes (one from another harness) must have none.
@@ -25,10 +26,11 @@ guarantees:
 
 Each of these refuses the file (:class:`~knell.history.HistoryError`,
 exit 3) with the file, line, field and value. One property is a doubt
-rather than a refusal: **time going backwards** within a process
-incarnation. Knell writes the wall clock, which an administrator or NTP
-may step back, so a real history can show it; but the checks order
-events by it, so a history where it happens cannot be judged. It makes
+rather than a refusal: **time going backwards**, within a process
+incarnation or from one line of the file to the next. Knell writes the
+wall clock, which an administrator or NTP may step back, so a real
+history can show it; but the checks order events by it, so a history
+where it happens cannot be judged. It makes
 the verdict "unknown" with the reason, whatever the checks found
 (:attr:`WellFormed.doubts`).
 """
@@ -40,7 +42,13 @@ from pathlib import Path
 from typing import Any
 
 from knell.history import Event, HistoryError
-from knell.history_schema import OPERATION_FS, SINGLE_FS, nemesis_problem, value_problem
+from knell.history_schema import (
+    OPERATION_FS,
+    PLACES,
+    SINGLE_FS,
+    nemesis_problem,
+    value_problem,
+)
 from knell.nemesis.registry import kinds
 
 __all__ = ["NEMESIS_FS", "WellFormed", "nemesis_fs"]
@@ -92,6 +100,8 @@ class WellFormed:
         self._last_time: dict[tuple[str, int], int] = {}
         self._pending: dict[tuple[str, int], tuple[Event, int]] = {}
         self._backwards: set[tuple[str, int]] = set()
+        self._latest = 0
+        self._unordered = False
 
     def _where(self) -> int:
         return self._line() if self._line is not None else self._count
@@ -131,6 +141,9 @@ class WellFormed:
             raise self._refuse(f"no worker writes an event {f!r} (process {process!r})")
         if problem is not None:
             raise self._refuse(problem)
+        for name in PLACES.get(f, ()):
+            if event.get(name) is None:
+                raise self._refuse(f"a {f} event without its {name!r}")
         key = (process, event["incarnation"])
         self._clock(key, event)
         if process != "nemesis":
@@ -153,6 +166,14 @@ class WellFormed:
 
     def _clock(self, key: tuple[str, int], event: Event) -> None:
         now: int = event["time"]
+        if now < self._latest and not self._unordered:
+            self._unordered = True
+            self.doubts.append(
+                f"{self.path}:{self._where()}: events out of time order "
+                f"({(self._latest - now) / 1e9:.6f} s back): a merged history is in time "
+                "order unless a clock was stepped back, and the checks order events by it"
+            )
+        self._latest = max(self._latest, now)
         last = self._last_time.get(key)
         self._last_time[key] = now if last is None or now > last else last
         if last is not None and now < last and key not in self._backwards:

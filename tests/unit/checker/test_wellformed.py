@@ -231,3 +231,14 @@ def test_every_stored_real_history_is_one_knell_could_have_written(
     wellformed = WellFormed(path, lambda: reader.line)
     assert sum(1 for _ in wellformed.events(reader)) > 0
     assert wellformed.doubts == []
+
+
+def test_an_event_without_the_handle_it_happened_on(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    events = _events()
+    at = _first(events, "handle", "ok")
+    del events[at]["handle"]
+    _write(tmp_path, events)
+    code, output = _check(tmp_path, capsys)
+    _refused(code, output, f"history.jsonl:{at + 1}:", "a handle event without its 'handle'")
