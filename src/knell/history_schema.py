@@ -16,7 +16,9 @@ the one statement of the format that two parties share:
 
 Models are strict (no ``"3"`` for ``3``, no ``true`` for ``1``) and allow
 extra fields: a field the checks do not read cannot mislead them, and a
-harness may record more than knell does. A ``fail`` or ``info``
+harness may record more than knell does. An optional field is absent or
+of its type, never ``null`` (knell leaves out what it does not know; the
+defaults below are never read). A ``fail`` or ``info``
 completion carries its invoke's value plus ``error`` (text), and may
 carry ``refused`` (the refusal the contract requires) and ``knell_side``
 (the fault was knell's own, not the bus's).
@@ -52,7 +54,7 @@ class _Empty(_Value):
 class _PostInvoke(_Value):
     id: str
     sender: str
-    key: str | None = None
+    key: str = ""  # absent without a key, never null
 
 
 class _PostOk(_PostInvoke):
@@ -90,7 +92,7 @@ class _HeadOk(_Value):
 
 class _ArmInvoke(_Value):
     timeout: float
-    cursors: dict[str, int] | None = None
+    cursors: dict[str, int] = {}  # absent when not recorded (derived: knell.checker.wake)
 
 
 class _ArmOk(_Value):
@@ -120,10 +122,10 @@ class _ClaimInvoke(_Value):
 
 
 class _ClaimOk(_ClaimInvoke):
-    id: str | None
-    msg: str | None = None
-    seq: int | None = None
-    deliveries: int | None = None
+    id: str | None  # null: nothing was claimable, and the rest is absent
+    msg: str = ""
+    seq: int = 0
+    deliveries: int = 0
 
 
 class _Held(_Value):
@@ -183,7 +185,7 @@ class _ReadInvoke(_Run):
 
 
 class _StrandedInvoke(_Value):
-    run: str | None = None
+    run: str = ""
 
 
 class _StrandedMessage(_Delivered):
@@ -247,7 +249,7 @@ def _ended(invoke: type[_Value]) -> type[_Value]:
 
     class Ended(invoke):  # type: ignore[valid-type,misc]  # a model built per operation
         error: str
-        refused: str | None = None
+        refused: str = ""
         knell_side: bool = False
 
     Ended.__name__ = f"{invoke.__name__}Ended"
@@ -340,15 +342,16 @@ class _NemesisValue(_Value):
     reads a fault's window from its apply and heal; no-loss reads a drain's
     heads); the rest of a nemesis event is for people."""
 
-    target: str | None = None
-    fault: int | None = None
-    kind: str | None = None
-    effect: str | None = None
-    grace_s: float | None = None
-    radius: dict[str, Any] | None = None
-    handle: str | None = None
-    heads: dict[str, int] | None = None
-    error: str | None = None
+    target: str = ""
+    fault: int = 0
+    kind: str = ""
+    effect: str = ""
+    grace_s: float = 0.0
+    radius: dict[str, Any] = {}
+    handle: str = ""
+    heads: dict[str, int] = {}
+    error: str = ""
+    contract: str = ""
 
 
 _NEMESIS = _NemesisValue.__pydantic_validator__

@@ -24,7 +24,6 @@ from __future__ import annotations
 import json
 import lzma
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -82,17 +81,34 @@ def _fields(draw: Any, line: bytes) -> tuple[dict[str, Any], list[str]] | None:
     return event, [draw(st.sampled_from(sorted(event)))]
 
 
-@dataclass(repr=False)
 class Mangled:
     """A real history and the same file mangled; shown as the steps taken
     (the files themselves are hundreds of kilobytes)."""
 
-    original: bytes
-    data: bytes
-    steps: list[str] = field(default_factory=list)
+    def __init__(self, original: bytes, data: bytes, steps: list[str]) -> None:
+        self.original = original
+        self.data = data
+        self.steps = steps
 
     def __repr__(self) -> str:
         return f"Mangled({'; '.join(self.steps)})"
+
+
+def _kind(value: Any) -> str:
+    """A JSON value's type (an integer is a number where a number is due)."""
+    return "bool" if isinstance(value, bool) else type(value).__name__
+
+
+def _retyped(old: Any, new: Any) -> bool:
+    """``new`` is of another JSON type than ``old``: a retype, where a new
+    value of the same type may be a history another run could have written
+    (a bus may well answer seq 0)."""
+    return _kind(new) != _kind(old) and not (_kind(old) == "float" and _kind(new) == "int")
+
+
+OPTIONAL = {"pid", "key", "cursors", "refused", "knell_side", "probe"}
+"""Fields the format lets an event leave out: deleting one leaves a history
+knell could have written (every other deletion must be caught)."""
 
 
 def _mangle(draw: Any, lines: list[bytes], steps: list[str], indexed: bool) -> list[bytes]:
@@ -127,11 +143,18 @@ def _mangle(draw: Any, lines: list[bytes], steps: list[str], indexed: bool) -> l
                 if not isinstance(event.get("value"), dict) or not event["value"]:
                     continue
                 target = event["value"]
-            key = draw(st.sampled_from(sorted(target)))
             if how == "delete-field":
+                keys = [k for k in target if k not in OPTIONAL]
+                if event.get("process") == "nemesis" and target is not event:
+                    keys = []  # what the nemesis records beside its envelope is optional
+                if not keys:
+                    continue
+                key = draw(st.sampled_from(sorted(keys)))
                 del target[key]
             else:
-                target[key] = draw(json_values)
+                key = draw(st.sampled_from(sorted(target)))
+                before = target[key]
+                target[key] = draw(json_values.filter(lambda v, b=before: _retyped(b, v)))
             steps.append(f"  {key!r} -> {target.get(key, '(deleted)')!r}")
             lines[i] = json.dumps(event).encode()
         elif how == "truncate":

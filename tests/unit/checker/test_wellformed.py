@@ -242,3 +242,23 @@ def test_an_event_without_the_handle_it_happened_on(
     _write(tmp_path, events)
     code, output = _check(tmp_path, capsys)
     _refused(code, output, f"history.jsonl:{at + 1}:", "a handle event without its 'handle'")
+
+
+@pytest.mark.parametrize(
+    ("f", "type_", "field", "needle"),
+    [
+        ("kill", "info", "target", "kill info: value.target must be a string, got None"),
+        ("post", "invoke", "key", "post invoke: value.key must be a string, got None"),
+    ],
+)
+def test_an_optional_field_is_absent_or_of_its_type_never_null(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], f: str, type_: str, field: str, needle: str
+) -> None:
+    # A kill whose target is null would open a fault window over nothing,
+    # and every error inside it would be charged to the bus.
+    events = _events()
+    at = _first(events, f, type_)
+    events[at]["value"][field] = None
+    _write(tmp_path, events)
+    code, output = _check(tmp_path, capsys)
+    _refused(code, output, f"history.jsonl:{at + 1}:", needle)
