@@ -24,7 +24,7 @@ handle     (single ok event)                    {"seq", "id"}
 ack        {"up_to"}                            {"cursor"}
 cursor     {}                                   {"cursor"}
 head       {}                                   {"head"}
-arm        {"timeout", "cursors"}               {"rang": bool}
+arm        {"timeout", "cursors"?}              {"rang": bool}
 wake       (single ok event)                    {"seq", "sender", "reason"}
 =========  ===================================  ==========================================
 
@@ -56,7 +56,10 @@ A ``fail`` that is a refusal the contract requires (a lapsed holder's
 ``done``, a ``read`` by another run) carries ``"refused": kind`` as well.
 
 ``fail``/``info`` completions carry ``{"error": text}`` merged into the
-invoke's value. Nemesis actions (kill, pause, resume, restart, ...) are
+invoke's value. Each value's fields and types are pydantic models in
+:mod:`knell.history_schema`; the page ``docs/history.md`` says which check
+reads which field and what ``knell check`` holds a history to
+(:mod:`knell.checker.wellformed`). Nemesis actions (kill, pause, resume, restart, ...) are
 events of the process ``"nemesis"`` with the target in ``value``.
 
 Why a hand-written writer: the one property that matters is that SIGKILL
@@ -196,6 +199,8 @@ class HistoryReader:
 
     path: Path
     torn: list[str] = field(default_factory=list)
+    line: int = 0
+    """The line number of the event last yielded (for messages that name it)."""
 
     def __iter__(self) -> Iterator[Event]:
         # Streamed line by line: memory stays one line, however long the file.
@@ -232,6 +237,7 @@ class HistoryReader:
                         or type(event.get("f")) is not str
                     ):
                         raise HistoryError(f"{self.path}:{number}: {_what_is_wrong(event)}")
+                    self.line = number
                     yield event
             except OSError as exc:
                 raise HistoryError(f"{self.path}: cannot read history: {exc.strerror}") from None

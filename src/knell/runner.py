@@ -45,6 +45,7 @@ from knell.buses import (
 )
 from knell.buses.deadline import DriverTimeout, close_within, within
 from knell.checker import CheckConfig, Verdict, check_events
+from knell.checker.wellformed import WellFormed
 from knell.errors import KnellError
 from knell.final_phase import FINAL_ROLES, Final, finals
 from knell.history import HistoryReader, HistoryWriter, merge_histories
@@ -774,7 +775,10 @@ def _check_run(run_dir: Path, say: Callable[[str], None]) -> RunOutcome:
     stats = RunStats()
     series = RunSeries()
     reader = HistoryReader(merged)
-    verdict = check_events(reader, config, extra=[stats, series])
+    wellformed = WellFormed(merged, lambda: reader.line)
+    verdict = check_events(wellformed.events(reader), config, extra=[stats, series])
+    for doubt in wellformed.doubts:
+        verdict.cannot_judge(doubt)
     if reader.torn:
         # The merged file is written whole by knell: a torn line there means
         # it was truncated, and whatever followed is missing.

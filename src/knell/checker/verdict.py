@@ -133,6 +133,14 @@ class Verdict:
         if self.valid is True:
             self.valid = "unknown"
 
+    def cannot_judge(self, reason: str) -> None:
+        """Record why the history itself cannot be judged (its clock went
+        back: :mod:`knell.checker.wellformed`). Unlike :meth:`undecided`
+        this overrides a finding too: the checks' witnesses rest on the
+        event order the reason puts in doubt, so they prove nothing."""
+        self.problems.append(reason)
+        self.valid = "unknown"
+
     def fired(self) -> dict[str, list[str]]:
         """Check name -> the anomaly kinds it found, for the checks that
         failed: what a scenario's ``expect`` is matched against."""

@@ -27,8 +27,13 @@ top level. Anomalies, with ``B`` the configured ``wake_bound``:
   sender (above the handle's cursor) completed during the arm more than
   ``B`` before the arm completed;
 * ``spurious-ring``: a ring naming a message at or below the handle's
-  durable cursor as the waiter knew it when it armed (the arm records it):
-  the doorbell woke the agent for work it had already done. A waiter that
+  durable cursor as the waiter knew it when it armed: the doorbell woke
+  the agent for work it had already done. What the waiter knew is the
+  arm's ``cursors`` (channel -> cursor) when it records them, else the
+  highest cursor its own process incarnation had seen for that handle
+  and channel in ``subscribe``, ``ack`` and ``cursor`` results before the
+  arm (exactly what a knell waiter records), so a history written
+  without the field is judged the same way. A waiter that
   keeps waking for nothing is the resident poller the doorbell exists to
   replace, burning a session's turns;
 * ``repeated-ring``: one waiter incarnation woken twice for the same
@@ -62,11 +67,13 @@ _NS = 1_000_000_000
 class _Arm:
     __slots__ = ("backlog", "cursors", "during", "handle", "invoke")
 
-    def __init__(self, invoke: Event, handle: Any) -> None:
+    def __init__(self, invoke: Event, handle: Any, seen: dict[Any, int]) -> None:
         self.invoke = invoke
         self.handle = handle
         cursors = (invoke.get("value") or {}).get("cursors")
-        self.cursors: dict[Any, Any] = cursors if isinstance(cursors, dict) else {}
+        # What the waiter knew: recorded by the arm, else read back from
+        # the cursors its own process saw before arming.
+        self.cursors: dict[Any, Any] = cursors if isinstance(cursors, dict) else dict(seen)
         # (channel, seq, post ok) of the highest backlog by others, per channel
         self.backlog: list[tuple[Any, int, Event]] = []
         # channel -> [(time, seq, post ok)] posts by others completed while armed
@@ -90,6 +97,9 @@ class WakeCheck(Check):
         self._others_max: dict[Any, dict[Any, tuple[int, Event]]] = {}
         self._subs: dict[Any, set[Any]] = {}
         self._cursor: dict[tuple[Any, Any], int] = {}
+        # (process, incarnation, handle) -> channel -> the highest cursor that
+        # process saw in its own subscribe, ack and cursor results
+        self._seen: dict[tuple[Any, Any, Any], dict[Any, int]] = {}
         self._active: dict[int, _Arm] = {}  # id(arm invoke) -> arm
         self._armed: dict[tuple[Any, Any], _Arm] = {}  # (process, incarnation) -> its arm
         # (process, incarnation) -> acks completed ok, and (channel, seq) -> the
@@ -154,6 +164,14 @@ class WakeCheck(Check):
     def _cursor_ok(self, event: Event) -> None:
         value = (event.get("value") or {}).get("cursor")
         self._raise_cursor(event.get("handle"), event.get("channel"), value)
+        if isinstance(value, int):
+            key = (event["process"], event.get("incarnation"), event.get("handle"))
+            seen = self._seen.get(key)
+            if seen is None:
+                seen = self._seen[key] = {}
+            channel = event.get("channel")
+            if value > seen.get(channel, value - 1):
+                seen[channel] = value
 
     @on("ack", "invoke")
     def _ack_invoke(self, event: Event) -> None:
@@ -191,7 +209,9 @@ class WakeCheck(Check):
     def _arm_invoke(self, event: Event) -> None:
         self._arms += 1
         handle = event.get("handle")
-        arm = _Arm(event, handle)
+        arm = _Arm(
+            event, handle, self._seen.get((event["process"], event.get("incarnation"), handle), {})
+        )
         for channel in self._subs.get(handle, ()):
             top: tuple[int, Event] | None = None
             for sender, best in self._others_max.get(channel, {}).items():

@@ -29,6 +29,7 @@ import orjson
 
 from knell.buses import Bus, DefiniteError, DriverFault, Message, open_bus
 from knell.history import HistoryWriter
+from knell.history_schema import value_problem
 from knell.platform import die_with_parent
 from knell.redact import scrub
 from knell.workload.params import WorkerParams, params_from_json, params_to_json
@@ -144,6 +145,9 @@ class Worker:
             raise OpFailed(False, error) from exc
         try:
             seen = ok(result)
+            problem = value_problem(f, "ok", seen)
+            if problem is not None:  # an ok the history format does not allow
+                raise ValueError(problem)
         except Exception as exc:
             # The bus answered with something that is not what the contract
             # returns: the operation's outcome is unknown.

@@ -194,13 +194,17 @@ class History:
             self.ack(process, handle, channel, messages[-1][0])
 
     def drain(self, handle: str, heads: dict[str, int]) -> tuple[Event, Event]:
-        inv = self.invoke("nemesis", "drain", {"handle": handle})
-        ok = self.ok("nemesis", "drain", {"handle": handle, "heads": heads})
+        where = {"handle": handle, "channel": next(iter(heads), "events")}  # as the runner
+        inv = self.invoke("nemesis", "drain", {"handle": handle}, **where)
+        ok = self.ok("nemesis", "drain", {"handle": handle, "heads": heads}, **where)
         return inv, ok
 
-    def drain_info(self, handle: str, error: str = "timed out") -> tuple[Event, Event]:
-        inv = self.invoke("nemesis", "drain", {"handle": handle})
-        info = self.info("nemesis", "drain", {"handle": handle, "error": error})
+    def drain_info(
+        self, handle: str, error: str = "timed out", channel: str = "events"
+    ) -> tuple[Event, Event]:
+        where = {"handle": handle, "channel": channel}
+        inv = self.invoke("nemesis", "drain", {"handle": handle}, **where)
+        info = self.info("nemesis", "drain", {"handle": handle, "error": error}, **where)
         return inv, info
 
     def nemesis(self, f: str, target: str) -> Event:

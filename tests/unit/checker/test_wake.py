@@ -7,6 +7,7 @@ import pytest
 from knell.checker import CheckConfig, check_events
 from knell.checker.wake import WakeCheck
 from knell.checker.windows import FaultWindows
+from knell.history import Event
 
 from .builder import History, only, run
 
@@ -228,12 +229,59 @@ def test_ringing_twice_for_one_message_after_a_successful_ack() -> None:
     arm = h.arm_invoke("waiter-1", "reviewer", 2.0)
     h.wake("waiter-1", "reviewer", "events", 1, "producer", reason="backlog")
     h.arm_ok(arm, True)
-    h.ack("waiter-1", "reviewer", "events", 1)
-    arm2 = h.arm_invoke("waiter-1", "reviewer", 2.0)  # an old waiter: no cursors recorded
+    h.ack("waiter-1", "reviewer", "other", 1)  # an ack, but not of the message that rang
+    arm2 = h.arm_invoke("waiter-1", "reviewer", 2.0)
     again = h.wake("waiter-1", "reviewer", "events", 1, "producer", reason="backlog")
     h.arm_ok(arm2, True)
     r = run(h, WakeCheck, CONFIG)
     assert only(r, "repeated-ring") == [arm2["index"], again["index"]]
+
+
+def _acked_3_then_rung_for_2(cursors: dict[str, int] | None) -> tuple[History, Event, Event]:
+    """A waiter handles and acks seqs 1..3, arms, and is rung for seq 2."""
+    h = waiting()
+    for seq in (1, 2, 3):
+        h.post("p1", "events", f"m{seq}", seq, sender="producer")
+    h.ack("waiter-1", "reviewer", "events", 3)
+    arm = h.arm_invoke("waiter-1", "reviewer", 2.0, cursors=cursors)
+    ring = h.wake("waiter-1", "reviewer", "events", 2, "producer", reason="backlog")
+    h.arm_ok(arm, True)
+    return h, arm, ring
+
+
+@pytest.mark.parametrize("cursors", [None, {"events": 3}], ids=["derived", "recorded"])
+def test_a_ring_below_what_the_waiter_had_acked_is_spurious(
+    cursors: dict[str, int] | None,
+) -> None:
+    # Without the arm's own record (the documented shape), what the waiter
+    # knew is read back from the acks its process completed before arming.
+    h, arm, ring = _acked_3_then_rung_for_2(cursors)
+    r = run(h, WakeCheck, CONFIG)
+    assert r.valid is False
+    assert only(r, "spurious-ring") == [arm["index"], ring["index"]]
+    assert "cursor 3" in r.anomalies[0].message
+
+
+def test_what_another_process_acked_is_not_what_the_waiter_knew() -> None:
+    h = waiting()
+    for seq in (1, 2, 3):
+        h.post("p1", "events", f"m{seq}", seq, sender="producer")
+    h.ack("consumer-1", "reviewer", "events", 3)  # the same handle, from another process
+    arm = h.arm_invoke("waiter-1", "reviewer", 2.0)
+    h.wake("waiter-1", "reviewer", "events", 2, "producer", reason="backlog")
+    h.arm_ok(arm, True)
+    assert run(h, WakeCheck, CONFIG).valid is True
+
+
+def test_a_ring_above_what_the_waiter_had_acked_is_valid_without_the_record() -> None:
+    h = waiting()
+    for seq in (1, 2, 3):
+        h.post("p1", "events", f"m{seq}", seq, sender="producer")
+    h.ack("waiter-1", "reviewer", "events", 2)
+    arm = h.arm_invoke("waiter-1", "reviewer", 2.0)
+    h.wake("waiter-1", "reviewer", "events", 3, "producer", reason="backlog")
+    h.arm_ok(arm, True)
+    assert run(h, WakeCheck, CONFIG).valid is True
 
 
 def test_a_restarted_waiter_may_ring_again_for_unacked_backlog() -> None:
