@@ -117,7 +117,8 @@ def serve(backing: Path, mountpoint: Path, control: Path) -> None:
     if reason is not None:
         raise MountError(reason)
     _check_folders(backing, mountpoint)
-    _serve_posix(backing, mountpoint, control)
+    # Absolute: libfuse may change the working folder once mounted.
+    _serve_posix(backing.resolve(), mountpoint.resolve(), control.absolute())
 
 
 if sys.platform != "win32":
@@ -145,6 +146,15 @@ if sys.platform != "win32":
                 entry_timeout=0,
                 negative_timeout=0,
             )
+        except RuntimeError as exc:
+            # fuse_main returns 8 when its loop ends with an error, and the
+            # signal handler of libfuse records the signal as one: SIGTERM
+            # and SIGINT end here, after libfuse has unmounted.
+            if exc.args != (8,) or is_mounted(mountpoint):
+                raise MountError(
+                    f"{mountpoint}: libfuse could not mount or serve (fuse_main returned "
+                    f"{exc.args[0] if exc.args else exc})"
+                ) from None
         finally:
             server.stop()
 
