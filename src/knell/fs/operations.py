@@ -30,6 +30,8 @@ from knell.fs.faults import FaultSwitches  # noqa: E402
 
 __all__ = ["FaultyOperations"]
 
+_UTIME_NOW = (1 << 30) - 1
+_UTIME_OMIT = (1 << 30) - 2
 _STAT_KEYS = ("st_mode", "st_nlink", "st_size", "st_uid", "st_gid", "st_ino", "st_blocks")
 
 
@@ -79,10 +81,19 @@ class FaultyOperations(mfusepy.Operations):  # type: ignore[misc]
         return 0
 
     def utimens(self, path: str, times: tuple[int, int] | None = None) -> int:
+        real = self._real(path)
         if times is None:
-            os.utime(self._real(path), follow_symlinks=False)
-        else:
-            os.utime(self._real(path), ns=times, follow_symlinks=False)
+            os.utime(real, follow_symlinks=False)
+            return 0
+        # mfusepy folds each timespec into nanoseconds, so UTIME_NOW and
+        # UTIME_OMIT (tv_sec 0 and a special tv_nsec) arrive as these numbers.
+        st = os.lstat(real)
+        now = time.time_ns()
+        atime, mtime = (
+            now if t == _UTIME_NOW else old if t == _UTIME_OMIT else t
+            for t, old in zip(times, (st.st_atime_ns, st.st_mtime_ns), strict=True)
+        )
+        os.utime(real, ns=(atime, mtime), follow_symlinks=False)
         return 0
 
     def statfs(self, path: str) -> dict[str, int]:
@@ -160,32 +171,34 @@ class FaultyOperations(mfusepy.Operations):  # type: ignore[misc]
 
     # -- contents --------------------------------------------------------
 
-    def create(self, path: str, mode: int, fi: Any = None) -> int:
+    def _open(self, path: str, flags: int, mode: int = 0o666) -> int:
+        """Open the backing file. The kernel gives write offsets itself
+        (also for O_APPEND); a truncation on open (O_TRUNC, which libfuse
+        passes on with atomic_o_trunc) goes through the page cache like any
+        other; and a write-only file is opened for reading too: the page
+        cache reads a page's durable bytes before its first write."""
         real = self._real(path)
+        base = flags & ~(os.O_TRUNC | os.O_APPEND)
+        if base & os.O_ACCMODE == os.O_WRONLY:
+            try:
+                fd = os.open(real, (base & ~os.O_ACCMODE) | os.O_RDWR, mode)
+            except PermissionError:
+                fd = os.open(real, base, mode)
+        else:
+            fd = os.open(real, base, mode)
+        if flags & os.O_TRUNC:
+            self.disk.before_truncate(fd, 0)
+            os.ftruncate(fd, 0)
+        return fd
+
+    def create(self, path: str, mode: int, flags: int = os.O_RDWR) -> int:
         with self.disk.lock:
             self.disk.before_entry_change(path)
-            flags = os.O_RDWR | os.O_CREAT
-            return os.open(real, flags, mode)
+            return self._open(path, flags | os.O_CREAT, mode)
 
     def open(self, path: str, flags: int) -> int:
-        real = self._real(path)
         with self.disk.lock:
-            # The kernel gives write offsets itself (also for O_APPEND), and
-            # a truncation on open goes through the page cache like any other.
-            # A write-only file is opened for reading too: the page cache
-            # reads a page's durable bytes before the first write to it.
-            flags &= ~(os.O_CREAT | os.O_EXCL | os.O_TRUNC | os.O_APPEND)
-            if flags & os.O_ACCMODE == os.O_WRONLY:
-                try:
-                    fd = os.open(real, (flags & ~os.O_ACCMODE) | os.O_RDWR)
-                except PermissionError:
-                    fd = os.open(real, flags)
-            else:
-                fd = os.open(real, flags)
-            if flags & os.O_TRUNC:
-                self.disk.before_truncate(fd, 0)
-                os.ftruncate(fd, 0)
-            return fd
+            return self._open(path, flags & ~(os.O_CREAT | os.O_EXCL))
 
     def read(self, path: str, size: int, offset: int, fh: int) -> bytes:
         return os.pread(fh, size, offset)

@@ -191,3 +191,28 @@ def test_checkpoint_makes_everything_durable(mounted: Mounted) -> None:
     mounted.control.checkpoint()
     mounted.control.lose_unsynced()
     assert (mounted.root / "a").read_bytes() == b"data"
+
+
+def test_open_with_o_trunc_truncates_and_a_power_cut_undoes_it(mounted: Mounted) -> None:
+    durable_file(mounted, "f", b"long durable content")
+    child("open('f', 'wb').write(b'ab')", mounted.root)  # O_WRONLY | O_CREAT | O_TRUNC
+    assert (mounted.root / "f").read_bytes() == b"ab"
+    mounted.control.lose_unsynced()
+    assert (mounted.root / "f").read_bytes() == b"long durable content"
+
+
+def test_touch_sets_the_times_to_now(mounted: Mounted) -> None:
+    durable_file(mounted, "f", b"x")
+    os.utime(mounted.root / "f", ns=(10**18, 10**18))
+    before = time.time_ns()
+    os.utime(mounted.root / "f")  # UTIME_NOW for both
+    st = os.stat(mounted.root / "f")
+    assert st.st_mtime_ns >= before - 10**9 and st.st_atime_ns >= before - 10**9
+    os.utime(mounted.root / "f", ns=(2 * 10**18, 10**18 + 5))
+    assert os.stat(mounted.root / "f").st_mtime_ns == 10**18 + 5
+
+
+def test_create_with_o_excl_refuses_an_existing_file(mounted: Mounted) -> None:
+    durable_file(mounted, "f", b"x")
+    with pytest.raises(FileExistsError):
+        os.open(mounted.root / "f", os.O_CREAT | os.O_EXCL | os.O_WRONLY)
