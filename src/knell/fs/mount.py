@@ -124,19 +124,22 @@ def serve(backing: Path, mountpoint: Path, control: Path) -> None:
 if sys.platform != "win32":
 
     def _serve_posix(backing: Path, mountpoint: Path, control: Path) -> None:
-        import mfusepy
-
         from knell.fs.cache import LazyDisk
         from knell.fs.control_channel import ControlServer
         from knell.fs.faults import FaultSwitches
-        from knell.fs.operations import FaultyOperations
+        from knell.fs.operations import FaultyFUSE, FaultyOperations
 
         disk = LazyDisk(backing)
         switches = FaultSwitches()
-        server = ControlServer(control, disk, switches)
+        try:
+            server = ControlServer(control, disk, switches)
+        except OSError as exc:
+            raise MountError(
+                f"{control}: cannot serve the control socket there: {exc.strerror or exc}"
+            ) from None
         server.start()
         try:
-            mfusepy.FUSE(
+            FaultyFUSE(
                 FaultyOperations(disk, switches),
                 str(mountpoint.resolve()),
                 foreground=True,

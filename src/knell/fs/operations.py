@@ -28,7 +28,7 @@ import mfusepy  # noqa: E402
 from knell.fs.cache import LazyDisk  # noqa: E402
 from knell.fs.faults import FaultSwitches  # noqa: E402
 
-__all__ = ["FaultyOperations"]
+__all__ = ["FaultyFUSE", "FaultyOperations"]
 
 _UTIME_NOW = (1 << 30) - 1
 _UTIME_OMIT = (1 << 30) - 2
@@ -266,6 +266,18 @@ class FaultyOperations(mfusepy.Operations):  # type: ignore[misc]
                 os.fsync(fh)
             self.disk.synced(fh)
         return 0
+
+
+class FaultyFUSE(mfusepy.FUSE):  # type: ignore[misc]
+    """mfusepy's mount loop, refusing ``renameat2`` flags: mfusepy drops
+    them, which would turn RENAME_NOREPLACE into an overwrite and
+    RENAME_EXCHANGE into a plain rename. EINVAL is what a filesystem
+    without them answers, and callers fall back to a plain rename."""
+
+    def rename_fuse_3(self, old: bytes, new: bytes, flags: int) -> int:
+        if flags:
+            return -errno.EINVAL
+        return int(super().rename_fuse_3(old, new, flags))
 
 
 class _FsyncFailed(Exception):

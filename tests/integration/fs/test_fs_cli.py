@@ -94,6 +94,10 @@ def test_fault_commands_reach_the_mount(mounted: Mounted) -> None:
             ["fs", "mount", "{missing}", "{tmp}", "--control", "c"],
             ["backing folder does not exist"],
         ),
+        (
+            ["fs", "mount", "{backing}", "{tmp}", "--control", "{missing}/c.sock"],
+            ["c.sock", "cannot serve the control socket"],
+        ),
     ],
 )
 def test_bad_input_is_one_line_and_exit_3(
@@ -103,8 +107,10 @@ def test_bad_input_is_one_line_and_exit_3(
         "sock": str(mounted.control.path),
         "missing": str(tmp_path / "missing.sock"),
         "tmp": str(tmp_path / "empty"),
+        "backing": str(tmp_path / "other"),
     }
     (tmp_path / "empty").mkdir()
+    (tmp_path / "other").mkdir()
     _one_line_error(knell(*(a.format(**values) for a in args)), *words)
 
 

@@ -216,3 +216,18 @@ def test_create_with_o_excl_refuses_an_existing_file(mounted: Mounted) -> None:
     durable_file(mounted, "f", b"x")
     with pytest.raises(FileExistsError):
         os.open(mounted.root / "f", os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+
+
+def test_rename_exchange_is_refused_not_turned_into_an_overwrite(mounted: Mounted) -> None:
+    import ctypes
+
+    durable_file(mounted, "a", b"a")
+    durable_file(mounted, "b", b"b")
+    libc = ctypes.CDLL(None, use_errno=True)
+    at_fdcwd, rename_exchange = -100, 2
+    rc = libc.renameat2(
+        at_fdcwd, bytes(mounted.root / "a"), at_fdcwd, bytes(mounted.root / "b"), rename_exchange
+    )
+    assert rc == -1 and ctypes.get_errno() == errno.EINVAL
+    assert (mounted.root / "b").read_bytes() == b"b"
+    assert (mounted.root / "a").read_bytes() == b"a"
