@@ -148,6 +148,10 @@ if sys.platform != "win32":
                 attr_timeout=0,
                 entry_timeout=0,
                 negative_timeout=0,
+                # Root's mount is shared with every user (a server running
+                # as its own user), with the kernel checking permissions.
+                allow_other=os.geteuid() == 0,
+                default_permissions=True,
             )
         except RuntimeError as exc:
             # fuse_main returns 8 when its loop ends with an error, and the

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import errno
 import os
-import shutil
 import sys
 import time
 from typing import Any
@@ -27,6 +26,7 @@ import mfusepy  # noqa: E402
 
 from knell.fs.cache import LazyDisk  # noqa: E402
 from knell.fs.faults import FaultSwitches  # noqa: E402
+from knell.platform import set_owner  # noqa: E402
 
 __all__ = ["FaultyFUSE", "FaultyOperations"]
 
@@ -77,8 +77,17 @@ class FaultyOperations(mfusepy.Operations):  # type: ignore[misc]
         return 0
 
     def chown(self, path: str, uid: int, gid: int) -> int:
-        shutil.chown(self._real(path), uid, gid)
+        set_owner(self._real(path), uid, gid)
         return 0
+
+    def _own(self, path: str) -> None:
+        """Give a new node to the process that made it: the filesystem runs
+        as root (so a server running as its own user, such as Postgres,
+        can share the mount), and a passthrough would make root its owner."""
+        if os.geteuid() == 0:
+            uid, gid, _ = mfusepy.fuse_get_context()
+            if uid != 0 or gid != 0:
+                set_owner(self._real(path), uid, gid)
 
     def utimens(self, path: str, times: tuple[int, int] | None = None) -> int:
         real = self._real(path)
@@ -120,18 +129,21 @@ class FaultyOperations(mfusepy.Operations):  # type: ignore[misc]
         with self.disk.lock:
             self.disk.before_entry_change(path)
             os.mkdir(self._real(path), mode)
+            self._own(path)
         return 0
 
     def mknod(self, path: str, mode: int, dev: int) -> int:
         with self.disk.lock:
             self.disk.before_entry_change(path)
             os.mknod(self._real(path), mode, dev)
+            self._own(path)
         return 0
 
     def symlink(self, target: str, source: str) -> int:
         with self.disk.lock:
             self.disk.before_entry_change(target)
             os.symlink(source, self._real(target))
+            self._own(target)
         return 0
 
     def link(self, target: str, source: str) -> int:
@@ -194,7 +206,9 @@ class FaultyOperations(mfusepy.Operations):  # type: ignore[misc]
     def create(self, path: str, mode: int, flags: int = os.O_RDWR) -> int:
         with self.disk.lock:
             self.disk.before_entry_change(path)
-            return self._open(path, flags | os.O_CREAT, mode)
+            fd = self._open(path, flags | os.O_CREAT, mode)
+            self._own(path)
+            return fd
 
     def open(self, path: str, flags: int) -> int:
         with self.disk.lock:

@@ -233,6 +233,12 @@ def give_to(path: str | os.PathLike[str], user: str) -> None:
             os.chown(os.path.join(root, name), entry.pw_uid, entry.pw_gid, follow_symlinks=False)
 
 
+def set_owner(path: str | os.PathLike[str], uid: int, gid: int) -> None:
+    """Make ``uid``:``gid`` the owner of ``path`` itself (a symlink, not
+    its target)."""
+    os.chown(path, uid, gid, follow_symlinks=False)
+
+
 @contextmanager
 def interrupt_on_terminate() -> Iterator[None]:
     """SIGTERM and SIGHUP unwind the runner like Ctrl-C (see :mod:`._common`)."""

@@ -240,6 +240,10 @@ def give_to(path: str | os.PathLike[str], user: str) -> None:
     """Ownership is not how Windows grants a server its folder: nothing to do."""
 
 
+def set_owner(path: str | os.PathLike[str], uid: int, gid: int) -> None:
+    """Ownership is not how Windows grants access: nothing to do."""
+
+
 def run_as(user: str | None) -> dict[str, Any]:
     if user is not None:
         raise OSError(f"cannot start a process as user {user!r} on Windows")

@@ -231,3 +231,24 @@ def test_rename_exchange_is_refused_not_turned_into_an_overwrite(mounted: Mounte
     assert rc == -1 and ctypes.get_errno() == errno.EINVAL
     assert (mounted.root / "b").read_bytes() == b"b"
     assert (mounted.root / "a").read_bytes() == b"a"
+
+
+def test_a_server_running_as_its_own_user_owns_what_it_creates(mounted: Mounted) -> None:
+    import pwd
+    import shutil
+
+    if os.geteuid() != 0 or shutil.which("runuser") is None:
+        pytest.skip("needs root and runuser (a server as another user is root's case)")
+    try:
+        user = pwd.getpwnam("postgres")
+    except KeyError:
+        pytest.skip("no postgres user to run as")
+    os.chown(mounted.root / ".", user.pw_uid, user.pw_gid)
+    done = subprocess.run(
+        ["runuser", "-u", "postgres", "--", "sh", "-c", "mkdir d && echo x > d/f && ln -s d/f l"],
+        cwd=mounted.root, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    for name in ("d", "d/f", "l"):
+        st = os.lstat(mounted.backing / name)
+        assert (st.st_uid, st.st_gid) == (user.pw_uid, user.pw_gid), name
