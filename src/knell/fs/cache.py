@@ -246,6 +246,9 @@ class LazyDisk:
                 raise OSError(39, os.strerror(39), str(dst))  # ENOTEMPTY
             if self._durably_named(replaced.st_ino):
                 dst.rename(self._grave / str(replaced.st_ino))
+            else:
+                # Gone for good: its inode number may be reused by a new node.
+                self.files.pop(replaced.st_ino, None)
         os.rename(src, dst)
 
     def synced_dir(self, path: str) -> None:
@@ -289,7 +292,8 @@ class LazyDisk:
             tree = self._walk()
             found = sorted((str(self._path(tree, i)), i) for i in self.files if i in tree)
             for path, ino in found:
-                self._revert(Path(path), self.files[ino], seed, report)
+                if stat.S_ISREG(os.lstat(path).st_mode):
+                    self._revert(Path(path), self.files[ino], seed, report)
             self.files.clear()
             self._restore_entries(tree, report)
             return report

@@ -258,3 +258,11 @@ def test_what_a_previous_mount_left_in_the_reserved_folder_is_cleared(tmp_path: 
     (tmp_path / ".knell-fs" / "grave" / "123").write_bytes(b"stale")
     LazyDisk(tmp_path)
     assert list((tmp_path / ".knell-fs" / "grave").iterdir()) == []
+
+
+def test_a_file_replaced_by_a_rename_leaves_no_record_for_a_reused_inode(files: Files) -> None:
+    files.create("a", b"x")
+    files.create("b", b"y")  # neither durable: "a" is deleted for real below
+    replaced = files.disk.real("a").stat().st_ino
+    files.disk.rename("b", "a")
+    assert replaced not in files.disk.files
