@@ -65,13 +65,21 @@ def fs() -> None:
     type=click.Path(path_type=Path, dir_okay=False),
     help="The Unix socket the fault commands talk to.",
 )
-def mount(backing: Path, mountpoint: Path, control: Path) -> None:
+@click.option(
+    "--entries",
+    type=click.Choice(["posix", "journaled"]),
+    default="posix",
+    show_default=True,
+    help="When a created, renamed or unlinked entry is durable: after an fsync of its folder "
+    "(posix), or after any fsync, as ext4 and XFS commit their journal (journaled).",
+)
+def mount(backing: Path, mountpoint: Path, control: Path, entries: str) -> None:
     """Mount BACKING at MOUNTPOINT in the foreground; SIGTERM or Ctrl-C
     unmounts cleanly. Until a file (or folder) is fsynced, its changes can
     be lost by the fault commands."""
     from knell.fs.mount import serve
 
-    serve(backing, mountpoint, control)
+    serve(backing, mountpoint, control, entries)
 
 
 @fs.command()

@@ -19,7 +19,11 @@ next to it, kept as an undo log rather than a copy:
   mount), so a power cut can bring it back. This is POSIX: a file created
   or renamed, even one whose data was fsynced, has no durable name until
   its directory is fsynced; knell takes the strict reading (the entry
-  vanishes or reverts), the one a bus must survive.
+  vanishes or reverts), the one a bus must survive. The other mode,
+  ``journaled``, is what ext4 and XFS do and what Postgres relies on (it
+  never fsyncs the folder of a new relation file): every sync commits the
+  journal, so every entry change made before any successful sync is
+  durable with it.
 
 Faults on top of the model: :meth:`LazyDisk.lose_unsynced` (a power cut),
 :meth:`LazyDisk.torn` (a power cut during writeback: a seeded subset of the
@@ -46,7 +50,11 @@ from pathlib import Path
 
 assert sys.platform != "win32"
 
-__all__ = ["PAGE", "RESERVED", "Dirty", "LazyDisk", "LossReport"]
+__all__ = ["ENTRY_MODES", "PAGE", "RESERVED", "Dirty", "LazyDisk", "LossReport"]
+
+ENTRY_MODES = ("posix", "journaled")
+"""When a directory entry is durable: after an fsync of its folder
+(``posix``), or after any successful sync at all (``journaled``)."""
 
 PAGE = 4096
 """The page size of the cache: the unit a torn write keeps or loses."""
@@ -111,7 +119,10 @@ class LazyDisk:
     Paths are relative to the backing root, with or without a leading
     ``/`` (as the mount sees them)."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, entries: str = "posix") -> None:
+        if entries not in ENTRY_MODES:
+            raise ValueError(f"entries must be one of {', '.join(ENTRY_MODES)}, not {entries!r}")
+        self.entries = entries
         self.root = Path(root).resolve()
         self.lock = threading.RLock()
         self.files: dict[int, Dirty] = {}
@@ -180,6 +191,7 @@ class LazyDisk:
         """A sync of the file succeeded: its contents are durable, except
         the pages a failed fsync dropped (fsyncgate)."""
         st = os.fstat(fd)
+        self._journal_commit()
         dirty = self.files.pop(st.st_ino, None)
         if dirty is None or not dirty.poisoned:
             return
@@ -255,7 +267,13 @@ class LazyDisk:
         """A sync of the folder succeeded: its entries are durable. Nodes
         in the graveyard no durable entry names any more are deleted."""
         ino = self.real(path).stat().st_ino
+        self._journal_commit()
         if self.dirs.pop(ino, None) is not None:
+            self._bury()
+
+    def _journal_commit(self) -> None:
+        if self.entries == "journaled" and self.dirs:
+            self.dirs.clear()
             self._bury()
 
     def _bury(self) -> None:

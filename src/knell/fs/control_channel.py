@@ -73,6 +73,7 @@ def _handle(disk: LazyDisk, faults: FaultSwitches, request: dict[str, Any]) -> d
                 **faults.as_dict(),
                 "dirty_files": len(disk.files),
                 "dirty_dirs": len(disk.dirs),
+                "entries": disk.entries,
                 "pid": os.getpid(),
             }
     raise ValueError(f"unknown operation {op!r}")

@@ -110,7 +110,7 @@ def _check_folders(backing: Path, mountpoint: Path) -> None:
         raise MountError(f"{mountpoint}: the mount point and the backing folder {backing} overlap")
 
 
-def serve(backing: Path, mountpoint: Path, control: Path) -> None:
+def serve(backing: Path, mountpoint: Path, control: Path, entries: str = "posix") -> None:
     """Mount and serve in the foreground until SIGTERM, SIGINT or an
     unmount; libfuse unmounts cleanly on the signals."""
     reason = fuse_missing()
@@ -118,18 +118,18 @@ def serve(backing: Path, mountpoint: Path, control: Path) -> None:
         raise MountError(reason)
     _check_folders(backing, mountpoint)
     # Absolute: libfuse may change the working folder once mounted.
-    _serve_posix(backing.resolve(), mountpoint.resolve(), control.absolute())
+    _serve_posix(backing.resolve(), mountpoint.resolve(), control.absolute(), entries)
 
 
 if sys.platform != "win32":
 
-    def _serve_posix(backing: Path, mountpoint: Path, control: Path) -> None:
+    def _serve_posix(backing: Path, mountpoint: Path, control: Path, entries: str) -> None:
         from knell.fs.cache import LazyDisk
         from knell.fs.control_channel import ControlServer
         from knell.fs.faults import FaultSwitches
         from knell.fs.operations import FaultyFUSE, FaultyOperations
 
-        disk = LazyDisk(backing)
+        disk = LazyDisk(backing, entries)
         switches = FaultSwitches()
         try:
             server = ControlServer(control, disk, switches)
@@ -176,7 +176,7 @@ if sys.platform != "win32":
 
 else:
 
-    def _serve_posix(backing: Path, mountpoint: Path, control: Path) -> None:
+    def _serve_posix(backing: Path, mountpoint: Path, control: Path, entries: str) -> None:
         raise MountError(INSTALL_HINT)
 
     def _answers(control: Path) -> bool:
@@ -190,7 +190,10 @@ class MountProcess:
     socket answers; ``stop`` sends SIGTERM (a clean unmount) and falls back
     to a lazy unmount if the process is gone or stuck."""
 
-    def __init__(self, backing: Path, mountpoint: Path, control: Path, log: Path) -> None:
+    def __init__(
+        self, backing: Path, mountpoint: Path, control: Path, log: Path, entries: str = "posix"
+    ) -> None:
+        self.entries = entries
         self.backing, self.mountpoint, self.control, self.log = (
             Path(backing),
             Path(mountpoint),
@@ -201,7 +204,7 @@ class MountProcess:
 
     def start(self, timeout: float = 20.0) -> MountProcess:
         argv = [sys.executable, "-m", "knell", "fs", "mount", str(self.backing)]
-        argv += [str(self.mountpoint), "--control", str(self.control)]
+        argv += [str(self.mountpoint), "--control", str(self.control), "--entries", self.entries]
         with self.log.open("ab") as log:
             self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + timeout

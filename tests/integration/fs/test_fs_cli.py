@@ -44,6 +44,7 @@ def test_sigterm_unmounts_cleanly(tmp_path: Path) -> None:
             time.sleep(0.05)
         done = knell("fs", "status", str(tmp_path / "c.sock"))
         assert done.returncode == 0 and '"disk_full": false' in done.stdout
+        assert '"entries": "posix"' in done.stdout
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(20) == 0
         assert not is_mounted(tmp_path / "m")

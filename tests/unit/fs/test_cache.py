@@ -266,3 +266,19 @@ def test_a_file_replaced_by_a_rename_leaves_no_record_for_a_reused_inode(files: 
     replaced = files.disk.real("a").stat().st_ino
     files.disk.rename("b", "a")
     assert replaced not in files.disk.files
+
+
+def test_journaled_entries_are_durable_after_any_sync(tmp_path: Path) -> None:
+    files = Files(LazyDisk(tmp_path, "journaled"))
+    files.create("new", b"x")
+    files.create("other", b"y")
+    files.fsync("other")  # one sync commits every entry change before it
+    files.create("late", b"z")
+    files.disk.lose_unsynced()
+    assert files.names() == {"new", "other"}
+    assert files.read("new") == b""  # the entry is durable, its data is not
+
+
+def test_an_unknown_entry_mode_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="entries must be one of posix, journaled"):
+        LazyDisk(tmp_path, "ext4")
