@@ -54,6 +54,7 @@ __all__ = [
     "process_started",
     "resume_tree",
     "run_as",
+    "set_owner",
     "signal_group",
     "signal_server",
     "suspend_tree",
