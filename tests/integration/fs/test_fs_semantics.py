@@ -252,3 +252,25 @@ def test_a_server_running_as_its_own_user_owns_what_it_creates(mounted: Mounted)
     for name in ("d", "d/f", "l"):
         st = os.lstat(mounted.backing / name)
         assert (st.st_uid, st.st_gid) == (user.pw_uid, user.pw_gid), name
+
+
+def test_a_journaled_mount_keeps_entries_made_before_any_fsync(tmp_path: Path) -> None:
+    from knell.fs.control_channel import FsControl
+    from knell.fs.mount import MountProcess
+    from tests.integration.fs.conftest import require_fuse
+
+    require_fuse()
+    backing, root = tmp_path / "backing", tmp_path / "mnt"
+    backing.mkdir()
+    root.mkdir()
+    with MountProcess(backing, root, tmp_path / "c.sock", tmp_path / "log", entries="journaled"):
+        child(
+            "os.mkdir('dir')\n"  # the parent is never fsynced, as Redis does
+            "fd = os.open('dir/aof', os.O_CREAT | os.O_WRONLY, 0o644)\n"
+            "os.write(fd, b'acked'); os.fsync(fd); os.close(fd)\n"
+            "open('late', 'wb').close()",
+            root,
+        )
+        FsControl(tmp_path / "c.sock").lose_unsynced()
+        assert (root / "dir" / "aof").read_bytes() == b"acked"
+        assert not (root / "late").exists()
