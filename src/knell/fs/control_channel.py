@@ -95,6 +95,8 @@ class ControlServer:
                         reply = {"ok": True, "result": _handle(disk, faults, request)}
                     except (ValueError, OSError) as exc:
                         reply = {"ok": False, "error": str(exc)}
+                    except Exception as exc:  # a bug here must still answer
+                        reply = {"ok": False, "error": f"internal: {type(exc).__name__}: {exc}"}
                     self.wfile.write(json.dumps(reply).encode() + b"\n")
                     self.wfile.flush()
 
