@@ -239,6 +239,7 @@ class LazyDisk:
             real.rename(self._grave / str(ino))
         elif real.is_dir() and not real.is_symlink():
             real.rmdir()
+            self.dirs.pop(ino, None)  # its inode number may come back
         else:
             real.unlink()
             self.files.pop(ino, None)
@@ -261,6 +262,7 @@ class LazyDisk:
             else:
                 # Gone for good: its inode number may be reused by a new node.
                 self.files.pop(replaced.st_ino, None)
+                self.dirs.pop(replaced.st_ino, None)
         os.rename(src, dst)
 
     def synced_dir(self, path: str) -> None:
@@ -282,6 +284,7 @@ class LazyDisk:
             if not self._durably_named(ino):
                 _remove(node)
                 self.files.pop(ino, None)
+                self.dirs.pop(ino, None)
 
     # -- faults ----------------------------------------------------------
 

@@ -282,3 +282,16 @@ def test_journaled_entries_are_durable_after_any_sync(tmp_path: Path) -> None:
 def test_an_unknown_entry_mode_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="entries must be one of posix, journaled"):
         LazyDisk(tmp_path, "ext4")
+
+
+def test_a_folder_removed_for_good_leaves_no_entry_snapshot_for_a_reused_inode(
+    files: Files,
+) -> None:
+    files.disk.before_entry_change("d")
+    files.disk.real("d").mkdir()
+    files.create("d/a")  # snapshots d's (empty) entries
+    files.disk.remove("d/a")
+    gone = files.disk.real("d").stat().st_ino
+    assert gone in files.disk.dirs
+    files.disk.remove("d")  # never durable: removed for real
+    assert gone not in files.disk.dirs
