@@ -171,7 +171,11 @@ class FaultyOperations(mfusepy.Operations):  # type: ignore[misc]
         return 0
 
     def fsyncdir(self, path: str, datasync: int, fh: int) -> int:
-        self._sync_faults(path)
+        try:
+            self._sync_faults(path)
+        except _FsyncFailed:
+            # The entries stay unsynced; a later fsync of the folder syncs them.
+            raise _fail(errno.EIO) from None
         with self.disk.lock:
             fd = os.open(self._real(path), os.O_RDONLY | os.O_DIRECTORY)
             try:

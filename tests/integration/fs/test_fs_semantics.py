@@ -274,3 +274,14 @@ def test_a_journaled_mount_keeps_entries_made_before_any_fsync(tmp_path: Path) -
         FsControl(tmp_path / "c.sock").lose_unsynced()
         assert (root / "dir" / "aof").read_bytes() == b"acked"
         assert not (root / "late").exists()
+
+
+def test_an_armed_fsync_error_fails_a_directory_fsync_with_eio(mounted: Mounted) -> None:
+    mounted.control.fsync_error(count=1)
+    out = child(
+        "d = os.open('.', os.O_RDONLY)\n"
+        "try:\n    os.fsync(d)\nexcept OSError as e:\n    print(e.errno)\n"
+        "os.fsync(d)",
+        mounted.root,
+    )
+    assert out.split() == [str(errno.EIO)]
