@@ -2,7 +2,7 @@
 
 One module per group of commands (:mod:`.run`: run, check, list;
 :mod:`.report`; :mod:`.matrix`; :mod:`.explore`; :mod:`.bench`; :mod:`.admin`: reap,
-doctor), and here the entry
+doctor; :mod:`.fs`), and here the entry
 point, which owns the exit-code contract (:mod:`knell.errors`): a command
 ends with 0 (valid), 1 (invalid), 2 (unknown); bad input or environment is
 one line on stderr and exit 3; anything else is a bug in knell, written
@@ -27,6 +27,7 @@ from knell.cli.admin import doctor, reap
 from knell.cli.bench import bench
 from knell.cli.common import err
 from knell.cli.explore import explore
+from knell.cli.fs import fs
 from knell.cli.matrix import matrix
 from knell.cli.report import report
 from knell.cli.run import check, list_, run
@@ -70,6 +71,7 @@ for _command in (
     proxy,
     bridge,
     compose,
+    fs,
 ):
     cli.add_command(_command)
 

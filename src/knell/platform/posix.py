@@ -54,6 +54,7 @@ __all__ = [
     "process_started",
     "resume_tree",
     "run_as",
+    "set_owner",
     "signal_group",
     "signal_server",
     "signal_session",
@@ -364,6 +365,12 @@ def give_to(path: str | os.PathLike[str], user: str) -> None:
     for root, dirs, files in os.walk(path):
         for name in dirs + files:
             os.chown(os.path.join(root, name), entry.pw_uid, entry.pw_gid, follow_symlinks=False)
+
+
+def set_owner(path: str | os.PathLike[str], uid: int, gid: int) -> None:
+    """Make ``uid``:``gid`` the owner of ``path`` itself (a symlink, not
+    its target)."""
+    os.chown(path, uid, gid, follow_symlinks=False)
 
 
 @contextmanager

@@ -57,6 +57,7 @@ __all__ = [
     "process_started",
     "resume_tree",
     "run_as",
+    "set_owner",
     "signal_group",
     "signal_server",
     "signal_session",
@@ -326,6 +327,10 @@ def user_exists(user: str) -> bool:
 
 def give_to(path: str | os.PathLike[str], user: str) -> None:
     """Ownership is not how Windows grants a server its folder: nothing to do."""
+
+
+def set_owner(path: str | os.PathLike[str], uid: int, gid: int) -> None:
+    """Ownership is not how Windows grants access: nothing to do."""
 
 
 def run_as(user: str | None) -> dict[str, Any]:
