@@ -174,6 +174,19 @@ def test_token_required_when_configured(bridges: Bridges, tmp_path: Path) -> Non
         assert snapshot(db) == before
         good = {"authorization": "Bearer s3cret-token"}
         assert client.post("/channels/a/messages", json=post, headers=good).json()["seq"] == 1
+        # The scheme is case-insensitive (RFC 7235); another scheme is refused.
+        for n, value in enumerate(["bearer s3cret-token", "BEARER s3cret-token",
+                                   "bEaReR  s3cret-token"], start=2):  # fmt: skip
+            answer = client.post(
+                "/channels/a/messages", json=post, headers={"authorization": value}
+            )
+            assert answer.status_code == 200, (value, answer.text)
+            assert answer.json()["seq"] == n
+        for value in ["Basic s3cret-token", "Bearer", "Bearers3cret-token", "Bearer s3cret-tokenX"]:
+            answer = client.post(
+                "/channels/a/messages", json=post, headers={"authorization": value}
+            )
+            assert answer.status_code == 401, value
 
 
 def test_driver_takes_the_token_from_url_or_environment(

@@ -365,7 +365,7 @@ class _Guard:
 
     def __init__(self, app: ASGIApp, *, token: str | None, hosts: frozenset[str] | None) -> None:
         self.app = app
-        self.expected = None if token is None else f"Bearer {token}".encode()
+        self.expected = None if token is None else token.encode()
         self.hosts = hosts
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -386,10 +386,19 @@ class _Guard:
                 )
         if self.expected is not None:
             given = headers.get(b"authorization")
-            if given is None or not hmac.compare_digest(given, self.expected):
+            if given is None or not hmac.compare_digest(_bearer(given), self.expected):
                 detail = "a bearer token is required" if given is None else "wrong bearer token"
                 return envelope("unauthorized", detail, headers={"WWW-Authenticate": "Bearer"})
         return None
+
+
+def _bearer(header: bytes) -> bytes:
+    """The token of an ``Authorization: Bearer TOKEN`` header (``b""`` for
+    another scheme). The scheme is case-insensitive (RFC 7235 section 2.1:
+    ``bearer``, ``BEARER`` and ``Bearer`` are one scheme), and one or more
+    spaces may separate it from the token."""
+    scheme, _, rest = header.strip().partition(b" ")
+    return rest.lstrip(b" ") if scheme.lower() == b"bearer" else b""
 
 
 def _hostname(host: str) -> str:
