@@ -4,6 +4,8 @@ from the SQLite file itself), and the bridge keeps serving."""
 
 from __future__ import annotations
 
+import http.client
+import json
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -209,3 +211,35 @@ def test_driver_takes_the_token_from_url_or_environment(
     from_env = open_bus(bridge.url)
     assert from_env.post("a", "y", "p").seq == 2
     from_env.close()
+
+
+@pytest.mark.parametrize("chunked", [False, True], ids=["content-length", "chunked"])
+def test_an_oversized_body_is_answered_413_not_reset(
+    served: tuple[Path, str], chunked: bool
+) -> None:
+    """A client that asks for ``Connection: close`` (as urllib does) and
+    sends a body far over the limit reads the 413 envelope: the bridge
+    drains the body before it answers, so no unread bytes are left in its
+    socket to turn its close into a reset that would discard the answer."""
+    db, url = served
+    before = snapshot(db)
+    port = int(url.rsplit(":", 1)[1])
+    size = 8 << 20  # far beyond the socket buffers, over a 4 KiB --max-body
+    headers = {"Content-Type": "application/json", "Connection": "close"}
+    body: bytes | Iterator[bytes] = b"x" * size
+    if chunked:
+        headers["Transfer-Encoding"] = "chunked"
+        body = iter([b"x" * (64 << 10)] * (size // (64 << 10)))
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=20)
+    try:
+        conn.request("POST", "/channels/a/messages", body=body, headers=headers,
+                     encode_chunked=chunked)  # fmt: skip
+        response = conn.getresponse()
+        assert response.status == 413
+        answer = json.loads(response.read())
+    finally:
+        conn.close()
+    assert answer["error"] == "body-too-large" and answer["outcome"] == "definite"
+    assert snapshot(db) == before
+    with httpx.Client(base_url=url, timeout=10) as client:
+        assert client.get("/channels/a/head").json() == {"head": 2}

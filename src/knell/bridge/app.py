@@ -57,7 +57,7 @@ import math
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -66,7 +66,7 @@ from pydantic import BaseModel, ValidationError
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -317,12 +317,19 @@ async def _body(request: Request, model: type[_M], limit: int) -> _M:
         )
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit:
-        raise Problem("body-too-large", f"the body is {declared} bytes; the limit is {limit}")
+        await _refuse_oversized(
+            request, f"the body is {declared} bytes; the limit is {limit}", read=0
+        )
     raw = bytearray()
-    async for chunk in request.stream():
-        raw += chunk
-        if len(raw) > limit:
-            raise Problem("body-too-large", f"the body is over the limit of {limit} bytes")
+    try:
+        async for chunk in request.stream():
+            raw += chunk
+            if len(raw) > limit:
+                await _refuse_oversized(
+                    request, f"the body is over the limit of {limit} bytes", read=len(raw)
+                )
+    except ClientDisconnect:
+        raise Problem("invalid-request", "the client went away before its body was read") from None
     try:
         data = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
@@ -333,6 +340,38 @@ async def _body(request: Request, model: type[_M], limit: int) -> _M:
         return model.model_validate(data)
     except ValidationError as exc:
         raise _invalid(exc) from None
+
+
+DRAIN = 64 << 20
+"""Bytes of an oversized body the bridge reads and throws away before it
+answers 413. A server that answers without reading the rest and then
+closes the connection (as it must when the client asked for
+``Connection: close``) leaves unread bytes in its socket, so the kernel
+sends a reset, which discards the 413 before the client reads it: the
+client sees "connection reset" where it should see ``body-too-large``.
+Past this bound the bridge stops reading, answers with
+``Connection: close`` and lets the reset happen: a client sending more
+than this is not one worth answering politely."""
+
+
+async def _refuse_oversized(request: Request, detail: str, *, read: int) -> NoReturn:
+    """Refuse an oversized body with 413, after draining what is left of it
+    (up to :data:`DRAIN` bytes) so the client can read the answer."""
+    drained = read
+    finished = False
+    try:
+        async for chunk in request.stream():
+            drained += len(chunk)
+            if drained > DRAIN:
+                break
+        else:
+            finished = True
+    except RuntimeError:  # Starlette's "Stream consumed": the last chunk was the one too many
+        finished = True
+    except ClientDisconnect:
+        pass  # gone: nobody to answer
+    headers = None if finished else {"Connection": "close"}
+    raise Problem("body-too-large", detail, headers=headers)
 
 
 def _kind(value: Any) -> str:
