@@ -74,7 +74,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from knell.bridge.errors import JsonResponse, Problem, bus_problem, envelope
 from knell.bridge.models import request_model
 from knell.buses.contract import Bus, Wake, contracts_of
-from knell.buses.http_protocol import MAX_LIMIT, ROUTES, name_problem
+from knell.buses.http_protocol import MAX_INT, MAX_LIMIT, MAX_WAIT, ROUTES, name_problem
 from knell.buses.operations import OPERATIONS, Operation
 
 __all__ = ["BridgeConfig", "create_app"]
@@ -96,7 +96,7 @@ class BridgeConfig:
     """Worker threads for ordinary bus calls."""
     max_waits: int = 64
     """Long polls (``wait``) served at once; one more is refused with 503."""
-    max_wait: float = 300.0
+    max_wait: float = MAX_WAIT
     """Longest ``wait`` timeout a client may ask for, in seconds."""
     allowed_hosts: frozenset[str] | None = LOOPBACK_HOSTS
     """Host names a request's ``Host`` header may name (``None``: any)."""
@@ -218,7 +218,7 @@ class _Bridge:
         from knell.bridge.openapi import openapi_document
 
         _query(request, ())
-        return JsonResponse(openapi_document())
+        return JsonResponse(openapi_document(self.config.max_wait))
 
     def routes(self) -> list[Route]:
         return [
@@ -273,15 +273,19 @@ def _int_param(query: dict[str, str], key: str, *, low: int, high: int | None) -
     raw = query.get(key)
     if raw is None:
         return None
-    if not raw.isascii() or not raw.isdigit() or len(raw) > 18:
+    if not raw.isascii() or not raw.isdigit():
         raise Problem(
             "invalid-request",
             f"query parameter {key!r} must be a non-negative integer, got {raw!r}",
         )
-    value = int(raw)
-    if value < low or (high is not None and value > high):
-        bound = f"at least {low}" if high is None else f"between {low} and {high}"
-        raise Problem("invalid-request", f"query parameter {key!r} must be {bound}, got {value}")
+    high = MAX_INT if high is None else high
+    value = int(raw) if len(raw) <= 20 else MAX_INT + 1  # no 4300-digit int() for a huge one
+    if value < low or value > high:
+        shown = raw if len(raw) <= 24 else raw[:21] + "..."
+        raise Problem(
+            "invalid-request",
+            f"query parameter {key!r} must be between {low} and {high}, got {shown}",
+        )
     return value
 
 

@@ -15,7 +15,7 @@ from typing import IO, Any
 
 import click
 
-from knell.buses.http_protocol import TOKEN_ENV
+from knell.buses.http_protocol import MAX_WAIT, TOKEN_ENV
 from knell.redact import BUS_URL_ENV
 
 __all__ = ["EXIT_STARTUP", "bridge", "main"]
@@ -99,7 +99,7 @@ def _mutant_driver(name: str) -> str:
 )
 @click.option(
     "--max-wait",
-    default=300.0,
+    default=MAX_WAIT,
     show_default=True,
     type=click.FloatRange(min=0),
     help="Longest wait timeout a client may ask for, in seconds.",
