@@ -11,6 +11,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -28,8 +29,8 @@ SLACK = 2.5
 
 
 @pytest.fixture
-def bridge(bridges: Bridges, tmp_path: pytest.TempPathFactory) -> Bridge:
-    url = sqlite_url(tmp_path / "bus.db")  # type: ignore[operator]
+def bridge(bridges: Bridges, tmp_path: Path) -> Bridge:
+    url = sqlite_url(tmp_path / "bus.db")
     bus = open_bus(url)
     bus.subscribe("w", "a")
     bus.close()
