@@ -217,33 +217,53 @@ def test_driver_takes_the_token_from_url_or_environment(
     from_env.close()
 
 
-@pytest.mark.parametrize("chunked", [False, True], ids=["content-length", "chunked"])
-def test_an_oversized_body_is_answered_413_not_reset(
-    served: tuple[Path, str], chunked: bool
-) -> None:
-    """A client that asks for ``Connection: close`` (as urllib does) and
-    sends a body far over the limit reads the 413 envelope: the bridge
-    drains the body before it answers, so no unread bytes are left in its
-    socket to turn its close into a reset that would discard the answer."""
-    db, url = served
-    before = snapshot(db)
-    port = int(url.rsplit(":", 1)[1])
-    size = 8 << 20  # far beyond the socket buffers, over a 4 KiB --max-body
-    headers = {"Content-Type": "application/json", "Connection": "close"}
+def _send_big(url: str, headers: dict[str, str], chunked: bool) -> tuple[int, dict[str, Any]]:
+    """POST an 8 MiB body, far beyond the socket buffers, asking for
+    ``Connection: close`` (as urllib does); the status and the envelope."""
+    size = 8 << 20
     body: bytes | Iterator[bytes] = b"x" * size
+    headers = {**headers, "Connection": "close"}
     if chunked:
         headers["Transfer-Encoding"] = "chunked"
         body = iter([b"x" * (64 << 10)] * (size // (64 << 10)))
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=20)
+    conn = http.client.HTTPConnection("127.0.0.1", int(url.rsplit(":", 1)[1]), timeout=20)
     try:
         conn.request("POST", "/channels/a/messages", body=body, headers=headers,
                      encode_chunked=chunked)  # fmt: skip
         response = conn.getresponse()
-        assert response.status == 413
-        answer = json.loads(response.read())
+        return response.status, json.loads(response.read())
     finally:
         conn.close()
-    assert answer["error"] == "body-too-large" and answer["outcome"] == "definite"
+
+
+@pytest.mark.parametrize("chunked", [False, True], ids=["content-length", "chunked"])
+@pytest.mark.parametrize(
+    ("media", "status", "code"),
+    [("application/json", 413, "body-too-large"),
+     ("text/plain", 415, "unsupported-media-type")],
+    ids=["too-large", "wrong-media-type"],
+)  # fmt: skip
+def test_a_request_refused_before_its_body_is_read_gets_its_answer_not_a_reset(
+    served: tuple[Path, str], chunked: bool, media: str, status: int, code: str
+) -> None:
+    """The bridge refuses these before reading the body, then closes the
+    connection as the client asked: without reading the rest first, the
+    unread bytes turn its close into a reset that discards the answer."""
+    db, url = served
+    before = snapshot(db)
+    answer = _send_big(url, {"Content-Type": media}, chunked)
+    assert answer[0] == status
+    assert answer[1]["error"] == code and answer[1]["outcome"] == "definite"
     assert snapshot(db) == before
     with httpx.Client(base_url=url, timeout=10) as client:
         assert client.get("/channels/a/head").json() == {"head": 2}
+
+
+def test_a_refused_token_with_a_large_body_gets_its_401_not_a_reset(
+    bridges: Bridges, tmp_path: Path
+) -> None:
+    db = tmp_path / "bus.db"
+    open_bus(sqlite_url(db)).close()
+    bridge = bridges.start("--bus", sqlite_url(db), "--token", "s3cret-token")
+    status, body = _send_big(bridge.url, {"Content-Type": "application/json"}, chunked=False)
+    assert (status, body["error"]) == (401, "unauthorized")

@@ -39,6 +39,11 @@ Safety by default, for a server that can write to a store:
 * a body must be ``application/json``, which a browser cannot send
   cross-origin without a CORS preflight this bridge never grants.
 
+A request refused before its body is read (401, 413, 415...) still has
+its body read and dropped before the answer goes out
+(:mod:`knell.bridge.drain`), so the client reads the envelope rather than
+a connection reset.
+
 Why Starlette with a hand-written route table and not FastAPI: FastAPI
 would derive the OpenAPI document by itself, but its validation errors,
 its 404s and its 405s have their own shape, and every one of them would
@@ -57,7 +62,7 @@ import math
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, NoReturn, TypeVar
+from typing import Any, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -71,6 +76,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from knell.bridge.drain import Drain
 from knell.bridge.errors import JsonResponse, Problem, bus_problem, envelope
 from knell.bridge.models import request_model
 from knell.buses.contract import Bus, Wake, contracts_of
@@ -321,17 +327,13 @@ async def _body(request: Request, model: type[_M], limit: int) -> _M:
         )
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit:
-        await _refuse_oversized(
-            request, f"the body is {declared} bytes; the limit is {limit}", read=0
-        )
+        raise Problem("body-too-large", f"the body is {declared} bytes; the limit is {limit}")
     raw = bytearray()
     try:
         async for chunk in request.stream():
             raw += chunk
             if len(raw) > limit:
-                await _refuse_oversized(
-                    request, f"the body is over the limit of {limit} bytes", read=len(raw)
-                )
+                raise Problem("body-too-large", f"the body is over the limit of {limit} bytes")
     except ClientDisconnect:
         raise Problem("invalid-request", "the client went away before its body was read") from None
     try:
@@ -344,38 +346,6 @@ async def _body(request: Request, model: type[_M], limit: int) -> _M:
         return model.model_validate(data)
     except ValidationError as exc:
         raise _invalid(exc) from None
-
-
-DRAIN = 64 << 20
-"""Bytes of an oversized body the bridge reads and throws away before it
-answers 413. A server that answers without reading the rest and then
-closes the connection (as it must when the client asked for
-``Connection: close``) leaves unread bytes in its socket, so the kernel
-sends a reset, which discards the 413 before the client reads it: the
-client sees "connection reset" where it should see ``body-too-large``.
-Past this bound the bridge stops reading, answers with
-``Connection: close`` and lets the reset happen: a client sending more
-than this is not one worth answering politely."""
-
-
-async def _refuse_oversized(request: Request, detail: str, *, read: int) -> NoReturn:
-    """Refuse an oversized body with 413, after draining what is left of it
-    (up to :data:`DRAIN` bytes) so the client can read the answer."""
-    drained = read
-    finished = False
-    try:
-        async for chunk in request.stream():
-            drained += len(chunk)
-            if drained > DRAIN:
-                break
-        else:
-            finished = True
-    except RuntimeError:  # Starlette's "Stream consumed": the last chunk was the one too many
-        finished = True
-    except ClientDisconnect:
-        pass  # gone: nobody to answer
-    headers = None if finished else {"Connection": "close"}
-    raise Problem("body-too-large", detail, headers=headers)
 
 
 def _kind(value: Any) -> str:
@@ -486,7 +456,10 @@ def create_app(bus: Bus, config: BridgeConfig | None = None) -> Starlette:
     }
     app = Starlette(
         routes=bridge.routes(),
-        middleware=[Middleware(_Guard, token=config.token, hosts=config.allowed_hosts)],
+        middleware=[
+            Middleware(Drain),  # outermost: it also drains before the guard's refusals
+            Middleware(_Guard, token=config.token, hosts=config.allowed_hosts),
+        ],
         exception_handlers=handlers,
         lifespan=bridge.lifespan,
     )

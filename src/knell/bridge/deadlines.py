@@ -77,7 +77,8 @@ class _DeadlineProtocol(H11Protocol):
         self._disarm()
         # Between requests uvicorn's keep-alive timer bounds the idle time,
         # but it arms that timer only when a response completes: a body
-        # drained after an early answer (a 401, a 415) leaves it unarmed.
+        # uvicorn drops after an answer that went out before it (one the
+        # app's drain did not hold back, a 500) leaves it unarmed.
         between = state is h11.IDLE and self.cycle.response_complete
         if between and self.timeout_keep_alive_task is None and not self.transport.is_closing():
             self.timeout_keep_alive_task = self.loop.call_later(
