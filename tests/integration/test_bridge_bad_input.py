@@ -4,6 +4,8 @@ from the SQLite file itself), and the bridge keeps serving."""
 
 from __future__ import annotations
 
+import http.client
+import json
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -79,8 +81,12 @@ BAD: list[tuple[str, str, str, dict[str, Any], int, str]] = [
      {"json": {"up_to": -1}}, 422, "invalid-request"),
     ("fractional-up-to", "POST", "/channels/a/subscribers/w/ack",
      {"json": {"up_to": 2.5}}, 422, "invalid-request"),
-    ("float-up-to", "POST", "/channels/a/subscribers/w/ack",
-     {"json": {"up_to": 2.0}}, 422, "invalid-request"),
+    ("up-to-beyond-64-bits", "POST", "/channels/a/subscribers/w/ack",
+     {"json": {"up_to": 2**64 - 1}}, 422, "invalid-request"),
+    ("max-deliveries-beyond-64-bits", "PUT", "/queues/q",
+     {"json": {"max_deliveries": 2**64 - 1}}, 422, "invalid-request"),
+    ("fetch-after-beyond-64-bits", "GET", "/channels/a/subscribers/w/messages",
+     {"params": {"after": str(2**63)}}, 422, "invalid-request"),
     ("string-up-to", "POST", "/channels/a/subscribers/w/ack",
      {"json": {"up_to": "2"}}, 422, "invalid-request"),
     ("boolean-up-to", "POST", "/channels/a/subscribers/w/ack",
@@ -174,6 +180,19 @@ def test_token_required_when_configured(bridges: Bridges, tmp_path: Path) -> Non
         assert snapshot(db) == before
         good = {"authorization": "Bearer s3cret-token"}
         assert client.post("/channels/a/messages", json=post, headers=good).json()["seq"] == 1
+        # The scheme is case-insensitive (RFC 7235); another scheme is refused.
+        for n, value in enumerate(["bearer s3cret-token", "BEARER s3cret-token",
+                                   "bEaReR  s3cret-token"], start=2):  # fmt: skip
+            answer = client.post(
+                "/channels/a/messages", json=post, headers={"authorization": value}
+            )
+            assert answer.status_code == 200, (value, answer.text)
+            assert answer.json()["seq"] == n
+        for value in ["Basic s3cret-token", "Bearer", "Bearers3cret-token", "Bearer s3cret-tokenX"]:
+            answer = client.post(
+                "/channels/a/messages", json=post, headers={"authorization": value}
+            )
+            assert answer.status_code == 401, value
 
 
 def test_driver_takes_the_token_from_url_or_environment(
@@ -196,3 +215,55 @@ def test_driver_takes_the_token_from_url_or_environment(
     from_env = open_bus(bridge.url)
     assert from_env.post("a", "y", "p").seq == 2
     from_env.close()
+
+
+def _send_big(url: str, headers: dict[str, str], chunked: bool) -> tuple[int, dict[str, Any]]:
+    """POST an 8 MiB body, far beyond the socket buffers, asking for
+    ``Connection: close`` (as urllib does); the status and the envelope."""
+    size = 8 << 20
+    body: bytes | Iterator[bytes] = b"x" * size
+    headers = {**headers, "Connection": "close"}
+    if chunked:
+        headers["Transfer-Encoding"] = "chunked"
+        body = iter([b"x" * (64 << 10)] * (size // (64 << 10)))
+    conn = http.client.HTTPConnection("127.0.0.1", int(url.rsplit(":", 1)[1]), timeout=20)
+    try:
+        conn.request("POST", "/channels/a/messages", body=body, headers=headers,
+                     encode_chunked=chunked)  # fmt: skip
+        response = conn.getresponse()
+        return response.status, json.loads(response.read())
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("chunked", [False, True], ids=["content-length", "chunked"])
+@pytest.mark.parametrize(
+    ("media", "status", "code"),
+    [("application/json", 413, "body-too-large"),
+     ("text/plain", 415, "unsupported-media-type")],
+    ids=["too-large", "wrong-media-type"],
+)  # fmt: skip
+def test_a_request_refused_before_its_body_is_read_gets_its_answer_not_a_reset(
+    served: tuple[Path, str], chunked: bool, media: str, status: int, code: str
+) -> None:
+    """The bridge refuses these before reading the body, then closes the
+    connection as the client asked: without reading the rest first, the
+    unread bytes turn its close into a reset that discards the answer."""
+    db, url = served
+    before = snapshot(db)
+    answer = _send_big(url, {"Content-Type": media}, chunked)
+    assert answer[0] == status
+    assert answer[1]["error"] == code and answer[1]["outcome"] == "definite"
+    assert snapshot(db) == before
+    with httpx.Client(base_url=url, timeout=10) as client:
+        assert client.get("/channels/a/head").json() == {"head": 2}
+
+
+def test_a_refused_token_with_a_large_body_gets_its_401_not_a_reset(
+    bridges: Bridges, tmp_path: Path
+) -> None:
+    db = tmp_path / "bus.db"
+    open_bus(sqlite_url(db)).close()
+    bridge = bridges.start("--bus", sqlite_url(db), "--token", "s3cret-token")
+    status, body = _send_big(bridge.url, {"Content-Type": "application/json"}, chunked=False)
+    assert (status, body["error"]) == (401, "unauthorized")

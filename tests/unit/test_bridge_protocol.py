@@ -31,7 +31,7 @@ from knell.buses import (
     resolve_driver,
 )
 from knell.buses.http import HttpBus, open_http
-from knell.buses.http_protocol import CODES, ROUTES, name_problem
+from knell.buses.http_protocol import CODES, MAX_INT, MAX_WAIT, ROUTES, name_problem
 
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED = REPO / "docs" / "bridge-openapi.json"
@@ -193,12 +193,15 @@ class _BroadcastOnly:
             setattr(self, name, getattr(bus, name))
 
 
-def _ask(bus: object, *requests: tuple[str, str, dict[str, Any] | None]) -> list[httpx.Response]:
+def _ask(
+    bus: object, *requests: tuple[str, str, dict[str, Any] | None], max_wait: float = MAX_WAIT
+) -> list[httpx.Response]:
     """Requests to an in-process bridge serving ``bus`` (no socket, no lifespan:
     the ordinary routes need neither)."""
     from knell.bridge.app import BridgeConfig
 
-    app = create_app(bus, BridgeConfig(allowed_hosts=None))  # type: ignore[arg-type]
+    config = BridgeConfig(allowed_hosts=None, max_wait=max_wait)
+    app = create_app(bus, config)  # type: ignore[arg-type]
 
     async def run() -> list[httpx.Response]:
         transport = httpx.ASGITransport(app=app)
@@ -237,3 +240,52 @@ def test_a_server_that_does_not_answer_is_taken_to_serve_every_contract() -> Non
     bus = open_http("http://127.0.0.1:9")  # nothing listens: the probe is refused
     assert bus.contracts == {"broadcast", "queue", "at-most-once"}
     bus.close()
+
+
+def test_a_number_with_no_fraction_is_an_integer() -> None:
+    """JSON has one number type and the document's JSON Schema calls ``1.0``
+    an integer, so the bridge takes it as 1 (the bridge fuzzer sent
+    ``{"up_to": 293.0}`` and was refused 422 for a schema-valid request)."""
+    posted, acked, declared, half, flag = _ask(
+        open_bus("sqlite:///:memory:"),
+        ("POST", "/channels/a/messages", {"body": "x", "sender": "p"}),
+        ("POST", "/channels/a/subscribers/w/ack", {"up_to": 1.0}),
+        ("PUT", "/queues/q", {"max_deliveries": 3e0}),
+        ("POST", "/channels/a/subscribers/w/ack", {"up_to": 0.5}),
+        ("POST", "/channels/a/subscribers/w/ack", {"up_to": True}),
+    )
+    assert posted.status_code == 200
+    assert acked.status_code == 404  # not subscribed: it reached the bus, as 1
+    assert declared.status_code == 200 and declared.json()["queue"]["max_deliveries"] == 3
+    assert half.status_code == 422 and flag.status_code == 422
+
+
+def test_integers_beyond_64_bits_are_refused_before_the_bus() -> None:
+    """A store keeps signed 64-bit integers: a larger one is a 422, not the
+    store's OverflowError as a 500 (``max_deliveries`` 2**64-1 was)."""
+    declared, acked, after, largest = _ask(
+        open_bus("sqlite:///:memory:"),
+        ("PUT", "/queues/q", {"max_deliveries": 2**64 - 1}),
+        ("POST", "/channels/a/subscribers/w/ack", {"up_to": MAX_INT + 1}),
+        ("GET", f"/channels/a/subscribers/w/messages?after={MAX_INT + 1}", None),
+        ("GET", f"/channels/a/subscribers/w/messages?after={MAX_INT}", None),
+    )
+    for answer in (declared, acked, after):
+        assert answer.status_code == 422, answer.text
+        assert answer.json()["error"] == "invalid-request"
+    assert largest.status_code == 200 and largest.json() == {"messages": []}  # in range
+
+
+def test_the_served_document_bounds_wait_by_the_bridges_own_max_wait() -> None:
+    """A wait over the bridge's --max-wait is refused, so the document it
+    serves says so (the fuzzer sent a timeout the document allowed and got
+    422); the shipped copy states the default."""
+
+    def bound(doc: dict[str, Any]) -> object:
+        params = doc["paths"]["/handles/{handle}/wait"]["get"]["parameters"]
+        return next(p["schema"].get("maximum") for p in params if p["name"] == "timeout")
+
+    (served,) = _ask(open_bus("sqlite:///:memory:"), ("GET", "/openapi.json", None), max_wait=0.5)
+    assert bound(served.json()) == 0.5
+    assert bound(openapi_document()) == MAX_WAIT
+    validate(openapi_document(0.5))

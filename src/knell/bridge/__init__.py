@@ -17,7 +17,10 @@ more process under chaos, and its mutants
 * :mod:`.models`: the JSON bodies, built from the operations table;
   :mod:`.openapi`: the OpenAPI document;
 * :mod:`.errors`: the envelope and the bus-error mapping;
-* :mod:`.app`: the ASGI app; :mod:`.server`: one bridge process;
+* :mod:`.app`: the ASGI app; :mod:`.drain`: a refused request's body
+  read before its answer, so the answer is not lost to a reset;
+* :mod:`.server`: one bridge process; :mod:`.deadlines`: a read deadline
+  on every request, so a slow client cannot hold a connection;
   :mod:`.cli`: ``knell bridge`` / ``python -m knell.bridge``.
 
 This package's ``__init__`` imports nothing, so importing one module of

@@ -39,6 +39,11 @@ Safety by default, for a server that can write to a store:
 * a body must be ``application/json``, which a browser cannot send
   cross-origin without a CORS preflight this bridge never grants.
 
+A request refused before its body is read (401, 413, 415...) still has
+its body read and dropped before the answer goes out
+(:mod:`knell.bridge.drain`), so the client reads the envelope rather than
+a connection reset.
+
 Why Starlette with a hand-written route table and not FastAPI: FastAPI
 would derive the OpenAPI document by itself, but its validation errors,
 its 404s and its 405s have their own shape, and every one of them would
@@ -66,15 +71,16 @@ from pydantic import BaseModel, ValidationError
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from knell.bridge.drain import Drain
 from knell.bridge.errors import JsonResponse, Problem, bus_problem, envelope
 from knell.bridge.models import request_model
 from knell.buses.contract import Bus, Wake, contracts_of
-from knell.buses.http_protocol import MAX_LIMIT, ROUTES, name_problem
+from knell.buses.http_protocol import MAX_INT, MAX_LIMIT, MAX_WAIT, ROUTES, name_problem
 from knell.buses.operations import OPERATIONS, Operation
 
 __all__ = ["BridgeConfig", "create_app"]
@@ -96,7 +102,7 @@ class BridgeConfig:
     """Worker threads for ordinary bus calls."""
     max_waits: int = 64
     """Long polls (``wait``) served at once; one more is refused with 503."""
-    max_wait: float = 300.0
+    max_wait: float = MAX_WAIT
     """Longest ``wait`` timeout a client may ask for, in seconds."""
     allowed_hosts: frozenset[str] | None = LOOPBACK_HOSTS
     """Host names a request's ``Host`` header may name (``None``: any)."""
@@ -218,7 +224,7 @@ class _Bridge:
         from knell.bridge.openapi import openapi_document
 
         _query(request, ())
-        return JsonResponse(openapi_document())
+        return JsonResponse(openapi_document(self.config.max_wait))
 
     def routes(self) -> list[Route]:
         return [
@@ -273,15 +279,19 @@ def _int_param(query: dict[str, str], key: str, *, low: int, high: int | None) -
     raw = query.get(key)
     if raw is None:
         return None
-    if not raw.isascii() or not raw.isdigit() or len(raw) > 18:
+    if not raw.isascii() or not raw.isdigit():
         raise Problem(
             "invalid-request",
             f"query parameter {key!r} must be a non-negative integer, got {raw!r}",
         )
-    value = int(raw)
-    if value < low or (high is not None and value > high):
-        bound = f"at least {low}" if high is None else f"between {low} and {high}"
-        raise Problem("invalid-request", f"query parameter {key!r} must be {bound}, got {value}")
+    high = MAX_INT if high is None else high
+    value = int(raw) if len(raw) <= 20 else MAX_INT + 1  # no 4300-digit int() for a huge one
+    if value < low or value > high:
+        shown = raw if len(raw) <= 24 else raw[:21] + "..."
+        raise Problem(
+            "invalid-request",
+            f"query parameter {key!r} must be between {low} and {high}, got {shown}",
+        )
     return value
 
 
@@ -319,10 +329,13 @@ async def _body(request: Request, model: type[_M], limit: int) -> _M:
     if declared.isdigit() and int(declared) > limit:
         raise Problem("body-too-large", f"the body is {declared} bytes; the limit is {limit}")
     raw = bytearray()
-    async for chunk in request.stream():
-        raw += chunk
-        if len(raw) > limit:
-            raise Problem("body-too-large", f"the body is over the limit of {limit} bytes")
+    try:
+        async for chunk in request.stream():
+            raw += chunk
+            if len(raw) > limit:
+                raise Problem("body-too-large", f"the body is over the limit of {limit} bytes")
+    except ClientDisconnect:
+        raise Problem("invalid-request", "the client went away before its body was read") from None
     try:
         data = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
@@ -365,7 +378,7 @@ class _Guard:
 
     def __init__(self, app: ASGIApp, *, token: str | None, hosts: frozenset[str] | None) -> None:
         self.app = app
-        self.expected = None if token is None else f"Bearer {token}".encode()
+        self.expected = None if token is None else token.encode()
         self.hosts = hosts
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -386,10 +399,19 @@ class _Guard:
                 )
         if self.expected is not None:
             given = headers.get(b"authorization")
-            if given is None or not hmac.compare_digest(given, self.expected):
+            if given is None or not hmac.compare_digest(_bearer(given), self.expected):
                 detail = "a bearer token is required" if given is None else "wrong bearer token"
                 return envelope("unauthorized", detail, headers={"WWW-Authenticate": "Bearer"})
         return None
+
+
+def _bearer(header: bytes) -> bytes:
+    """The token of an ``Authorization: Bearer TOKEN`` header (``b""`` for
+    another scheme). The scheme is case-insensitive (RFC 7235 section 2.1:
+    ``bearer``, ``BEARER`` and ``Bearer`` are one scheme), and one or more
+    spaces may separate it from the token."""
+    scheme, _, rest = header.strip().partition(b" ")
+    return rest.lstrip(b" ") if scheme.lower() == b"bearer" else b""
 
 
 def _hostname(host: str) -> str:
@@ -434,7 +456,10 @@ def create_app(bus: Bus, config: BridgeConfig | None = None) -> Starlette:
     }
     app = Starlette(
         routes=bridge.routes(),
-        middleware=[Middleware(_Guard, token=config.token, hosts=config.allowed_hosts)],
+        middleware=[
+            Middleware(Drain),  # outermost: it also drains before the guard's refusals
+            Middleware(_Guard, token=config.token, hosts=config.allowed_hosts),
+        ],
         exception_handlers=handlers,
         lifespan=bridge.lifespan,
     )

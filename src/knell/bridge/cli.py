@@ -15,7 +15,7 @@ from typing import IO, Any
 
 import click
 
-from knell.buses.http_protocol import TOKEN_ENV
+from knell.buses.http_protocol import MAX_WAIT, TOKEN_ENV
 from knell.redact import BUS_URL_ENV
 
 __all__ = ["EXIT_STARTUP", "bridge", "main"]
@@ -99,7 +99,7 @@ def _mutant_driver(name: str) -> str:
 )
 @click.option(
     "--max-wait",
-    default=300.0,
+    default=MAX_WAIT,
     show_default=True,
     type=click.FloatRange(min=0),
     help="Longest wait timeout a client may ask for, in seconds.",
@@ -110,6 +110,22 @@ def _mutant_driver(name: str) -> str:
     show_default=True,
     type=click.IntRange(min=1),
     help="Threads for ordinary bus calls.",
+)
+@click.option(
+    "--read-timeout",
+    default=30.0,
+    show_default=True,
+    type=click.FloatRange(min=0, min_open=True),
+    metavar="SECONDS",
+    help="Time a client has to send a whole request (head and body); then it is cut off.",
+)
+@click.option(
+    "--idle-timeout",
+    default=30,
+    show_default=True,
+    type=click.IntRange(min=1),
+    metavar="SECONDS",
+    help="Time a keep-alive connection may sit idle between requests.",
 )
 @click.option("--access-log", is_flag=True, help="Log every request to stdout.")
 def bridge(
@@ -124,6 +140,8 @@ def bridge(
     max_waits: int,
     max_wait: float,
     threads: int,
+    read_timeout: float,
+    idle_timeout: int,
     access_log: bool,
 ) -> None:
     """Serve the bus at store URL --bus over HTTP + JSON (the knell bridge).
@@ -163,6 +181,8 @@ def bridge(
             ready_file=ready_file,
             config=config,
             access_log=access_log,
+            read_timeout=read_timeout,
+            idle_timeout=idle_timeout,
             say=lambda line: click.echo(line, err=True),
         )
     except StartupError as exc:

@@ -7,9 +7,11 @@ model per result shape, generated from
 to a pydantic annotation below), so the bridge validates exactly the
 arguments the table lists and the OpenAPI document (built from these
 same models) cannot drift from either. The request models are strict
-(``"5"`` is not an integer, ``true`` is not a number, ``5.0`` is not a
-seq) and closed (an unknown field is refused, so a misspelt
-``idempotencyKey`` is an error rather than a post without a key).
+(``"5"`` is not an integer, ``true`` is not a number, ``5.5`` is not a
+seq; ``5.0`` is 5, since JSON has one number type and JSON Schema calls
+a number with no fractional part an integer) and closed (an unknown
+field is refused, so a misspelt ``idempotencyKey`` is an error rather
+than a post without a key).
 """
 
 from __future__ import annotations
@@ -17,9 +19,9 @@ from __future__ import annotations
 from functools import cache
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, create_model
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints, create_model
 
-from knell.buses.http_protocol import MAX_LIMIT, MAX_NAME, NAME_PATTERN
+from knell.buses.http_protocol import MAX_INT, MAX_LIMIT, MAX_NAME, NAME_PATTERN
 from knell.buses.operations import OPERATIONS, RECORDS, Operation, Record, WireType
 
 __all__ = [
@@ -39,6 +41,23 @@ class _Strict(BaseModel):
     model_config = ConfigDict(strict=True, extra="forbid")
 
 
+def _integral(value: Any) -> Any:
+    """``5.0`` (or ``5e0``) as the integer 5. JSON has one number type, and
+    the document's JSON Schema calls a number with no fractional part an
+    integer, so an implementation of the document may send one; anything
+    else (``5.5``, ``"5"``, ``true``) is left for the strict check to refuse."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def _int(low: int, high: int = MAX_INT, doc: str | None = None) -> Any:
+    """A wire integer from ``low`` to ``high``."""
+    if doc is None:
+        return Annotated[int, Field(ge=low, le=high), BeforeValidator(_integral)]
+    return Annotated[int, Field(ge=low, le=high, description=doc), BeforeValidator(_integral)]
+
+
 _ANNOTATIONS: dict[str, Any] = {
     "name": Name,
     "text": str,
@@ -46,15 +65,15 @@ _ANNOTATIONS: dict[str, Any] = {
     "id": Annotated[str, StringConstraints(min_length=1)],
     "join_at": Literal["head", "start"],
     "reason": Literal["backlog", "post"],
-    "up_to": Annotated[int, Field(ge=0, description="A seq (0: before the first message).")],
-    "seq": Annotated[int, Field(ge=1)],
-    "cursor": Annotated[int, Field(ge=0)],
-    "head": Annotated[int, Field(ge=0)],
-    "after": Annotated[int, Field(ge=0)],
-    "after?": Annotated[int, Field(ge=0)] | None,
-    "limit": Annotated[int, Field(ge=1, le=MAX_LIMIT)],
-    "count": Annotated[int, Field(ge=1)],
-    "deliveries": Annotated[int, Field(ge=1)],
+    "up_to": _int(0, doc="A seq (0: before the first message)."),
+    "seq": _int(1),
+    "cursor": _int(0),
+    "head": _int(0),
+    "after": _int(0),
+    "after?": _int(0) | None,
+    "limit": _int(1, MAX_LIMIT),
+    "count": _int(1),
+    "deliveries": _int(1),
     "lease": Annotated[float, Field(gt=0)],
     "seconds": Annotated[float, Field(ge=0)],
     "time": float,

@@ -25,14 +25,22 @@ from typing import Any
 from pydantic.json_schema import models_json_schema
 
 from knell.bridge.models import body_args, models, request_model, response_model_name
-from knell.buses.http_protocol import CODES, MAX_LIMIT, NAME_PATTERN, NAME_RULE, ROUTES
+from knell.buses.http_protocol import (
+    CODES,
+    MAX_INT,
+    MAX_LIMIT,
+    MAX_WAIT,
+    NAME_PATTERN,
+    NAME_RULE,
+    ROUTES,
+)
 from knell.buses.operations import OPERATIONS
 
 __all__ = ["openapi_document", "openapi_text"]
 
 _QUERY_SCHEMAS: dict[str, dict[str, Any]] = {
-    "after": {"type": "integer", "minimum": 0},
-    "after?": {"type": "integer", "minimum": 0},
+    "after": {"type": "integer", "minimum": 0, "maximum": MAX_INT},
+    "after?": {"type": "integer", "minimum": 0, "maximum": MAX_INT},
     "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT},
     "seconds": {"type": "number", "minimum": 0},
 }
@@ -43,7 +51,7 @@ _OWN: dict[str, dict[str, Any]] = {
 }
 
 
-def _spec(name: str) -> dict[str, Any]:
+def _spec(name: str, max_wait: float) -> dict[str, Any]:
     """What the document says about operation ``name``, from the table."""
     if name in _OWN:
         return {**_OWN[name], "errors": [], "query": {}}
@@ -59,6 +67,7 @@ def _spec(name: str) -> dict[str, Any]:
                 doc = arg.doc or ""
                 if name == "wait":
                     doc = "Seconds to wait for a ring (at most the bridge's --max-wait)."
+                    schema["maximum"] = max_wait
                 query[arg.name] = (arg.required, schema, doc)
     errors = ["unsupported", *op.refusals]
     if in_path:
@@ -93,8 +102,8 @@ def _json(schema: dict[str, Any]) -> dict[str, Any]:
     return {"application/json": {"schema": schema}}
 
 
-def _operation(op: str, method: str, path: str) -> dict[str, Any]:
-    spec = _spec(op)
+def _operation(op: str, method: str, path: str, max_wait: float) -> dict[str, Any]:
+    spec = _spec(op, max_wait)
     path_names = OPERATIONS[op].http.path_args() if op in OPERATIONS else ()
     parameters: list[dict[str, Any]] = [
         {
@@ -146,15 +155,16 @@ def _operation(op: str, method: str, path: str) -> dict[str, Any]:
     return operation
 
 
-@lru_cache(maxsize=1)
-def openapi_document() -> dict[str, Any]:
-    """The whole OpenAPI 3.1 document (built once per process)."""
+@lru_cache(maxsize=4)
+def openapi_document(max_wait: float = MAX_WAIT) -> dict[str, Any]:
+    """The whole OpenAPI 3.1 document (built once per process), for a
+    bridge whose longest ``wait`` is ``max_wait`` seconds."""
     _, defs = models_json_schema(
         [(m, "validation") for m in models()], ref_template="#/components/schemas/{model}"
     )
     paths: dict[str, dict[str, Any]] = {}
     for op, (method, path) in ROUTES.items():
-        paths.setdefault(path, {})[method.lower()] = _operation(op, method, path)
+        paths.setdefault(path, {})[method.lower()] = _operation(op, method, path, max_wait)
     codes = "\n".join(
         f"| `{code}` | {status} | {outcome} | {text} |"
         for code, (status, outcome, text) in CODES.items()

@@ -13,7 +13,10 @@ alone does not:
   which a supervisor polls for instead of guessing when the bridge is up;
 * with ``parent_pid`` it dies with its parent
   (:func:`knell.platform.die_with_parent`);
-* it refuses to listen beyond loopback without a bearer token.
+* it refuses to listen beyond loopback without a bearer token;
+* it gives every request a read deadline and every idle connection a
+  time limit (:mod:`knell.bridge.deadlines`), so a client that opens
+  connections and trickles bytes into them cannot hold them forever.
 
 A restarted bridge binds the same port again at once: the socket is
 created with :func:`socket.create_server`, which sets ``SO_REUSEADDR`` on
@@ -35,10 +38,19 @@ from types import FrameType
 import uvicorn
 
 from knell.bridge.app import LOOPBACK_HOSTS, BridgeConfig, create_app
+from knell.bridge.deadlines import deadline_protocol
 from knell.buses import open_bus
 from knell.redact import redact_url, scrub
 
-__all__ = ["Listen", "StartupError", "parse_listen", "serve"]
+__all__ = ["IDLE_TIMEOUT", "READ_TIMEOUT", "Listen", "StartupError", "parse_listen", "serve"]
+
+READ_TIMEOUT = 30.0
+"""Seconds a client has to send a whole request, head and body, from the
+moment it opens the connection (or sends the first byte of a later
+request); past it the connection is closed (:mod:`knell.bridge.deadlines`)."""
+
+IDLE_TIMEOUT = 30
+"""Seconds a keep-alive connection may sit idle between requests."""
 
 GRACEFUL_SHUTDOWN = 2.0
 """Seconds a stopping bridge gives requests in flight (long polls
@@ -135,6 +147,8 @@ def serve(
     ready_file: Path | None = None,
     config: BridgeConfig | None = None,
     access_log: bool = False,
+    read_timeout: float = READ_TIMEOUT,
+    idle_timeout: int = IDLE_TIMEOUT,
     say: Callable[[str], None] | None = None,
 ) -> None:
     """Open the bus, listen, and serve until told to stop (SIGINT/SIGTERM).
@@ -175,7 +189,8 @@ def serve(
         log_level="warning",
         access_log=access_log,
         lifespan="on",
-        timeout_keep_alive=30,
+        http=deadline_protocol(read_timeout),
+        timeout_keep_alive=idle_timeout,
         timeout_graceful_shutdown=int(GRACEFUL_SHUTDOWN),
         server_header=False,
         proxy_headers=False,  # no proxy in front: X-Forwarded-* would be a lie

@@ -35,8 +35,10 @@ from knell.buses.operations import ERROR_KINDS, OPERATIONS
 
 __all__ = [
     "CODES",
+    "MAX_INT",
     "MAX_LIMIT",
     "MAX_NAME",
+    "MAX_WAIT",
     "NAME_PATTERN",
     "NAME_RULE",
     "ROUTES",
@@ -75,6 +77,15 @@ _NAME = re.compile(NAME_PATTERN)
 
 MAX_LIMIT: Final = 10_000
 """The largest page a fetch may ask for."""
+
+MAX_WAIT: Final = 300.0
+"""The longest ``wait`` timeout a bridge allows unless told otherwise
+(``knell bridge --max-wait``); the document a bridge serves states its own."""
+
+MAX_INT: Final = 2**63 - 1
+"""The largest integer on the wire (a seq, a cursor, a count): a signed
+64-bit integer, what SQLite and Postgres store. A larger one is refused
+(422) before the bus is called, where it would fail as a store error."""
 
 TOKEN_ENV: Final = "KNELL_BRIDGE_TOKEN"
 """The environment variable both ends read a bearer token from when none
