@@ -21,6 +21,7 @@ import sys
 from dataclasses import fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Union
+from urllib.parse import urlsplit
 
 from pydantic import (
     BaseModel,
@@ -385,6 +386,11 @@ class StoreTable(_Strict):
             raise ValueError(
                 f"store kind {self.kind!r} is not one of {', '.join(registry.names())}"
             )
+        if self.url is not None:
+            try:
+                urlsplit(self.url)
+            except ValueError as exc:  # its text is not repeated: it may hold a password
+                raise ValueError(f"url: not a URL ({exc})") from None
         extra = self.model_extra or {}
         compose = set(self._compose_keys())
         own = {k: v for k, v in extra.items() if k not in compose}
