@@ -17,6 +17,8 @@ from hypothesis import strategies as st
 
 from knell.cli import main
 
+pytestmark = pytest.mark.fuzz  # make fuzz runs it longer (KNELL_FUZZ_EXAMPLES)
+
 CORPUS = Path(__file__).resolve().parents[1] / "corpus" / "reference--quickstart"
 LINES = lzma.decompress((CORPUS / "history.jsonl.xz").read_bytes()).splitlines()[:400]
 
