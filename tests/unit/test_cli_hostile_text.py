@@ -164,7 +164,7 @@ def test_no_console_reads_markup() -> None:
                 problems.append(f"{where}:{call.lineno}: {name}")
             if name in ("print", "log", "styled", "Text"):
                 for arg in ast.walk(call):
-                    if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
-                        if TAG.search(arg.value):
-                            problems.append(f"{where}:{arg.lineno}: markup tag {arg.value!r}")
+                    value = arg.value if isinstance(arg, ast.Constant) else None
+                    if isinstance(value, str) and TAG.search(value):
+                        problems.append(f"{where}:{call.lineno}: markup tag {value!r}")
     assert not problems, "\n".join(problems)
