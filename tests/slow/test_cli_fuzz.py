@@ -14,6 +14,10 @@ the ``knell`` entry point runs it:
 * **schedule files.** A saved fault plan (``knell run --schedule``) of a
   shipped scenario, mutated (wrong types, missing fields, numbers JSON can
   hold but a float cannot): refused with the file named, or read.
+* **run directories.** A checked run (a stored history's start, checked
+  once) with its ``results.json``, ``scenario.json``, ``series.json`` or
+  ``summary.json`` deleted, emptied, replaced by junk or mutated inside:
+  ``knell report`` draws the page (0) or refuses the file, naming it (3).
 * **command lines.** Random options and values for every command, drawn
   from the command's own options (and unknown ones), always with one
   argument the command refuses before it starts anything (a scenario name
@@ -23,7 +27,7 @@ the ``knell`` entry point runs it:
 The property: exit 0-3, never 4 (a bug in knell) and never a traceback;
 exit 3 (bad input) says ``error`` and names what it refuses. Cases per
 target: ``KNELL_FUZZ_EXAMPLES`` (short by default, ``make fuzz`` runs
-more).
+more; the run-directory target a tenth of it, as each case draws a page).
 """
 
 from __future__ import annotations
@@ -390,6 +394,76 @@ def test_knell_run_on_hostile_schedule_files(
     _sound(code, output)
     assert code == 3, output
     assert "schedule.json" in output or "nosuch-scenario" in output, output
+
+
+# -- run directories for knell report ---------------------------------------------------------
+
+CORPUS = Path(__file__).resolve().parents[1] / "corpus" / "reference--quickstart"
+RUN_FILES = ["results.json", "scenario.json", "series.json", "summary.json"]
+
+
+@pytest.fixture(scope="module")
+def checked_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A stored run's first 2,000 events, checked: a small run directory
+    that ``knell report`` draws in under a second (so this target runs a
+    tenth of ``KNELL_FUZZ_EXAMPLES``)."""
+    import lzma
+
+    run = tmp_path_factory.mktemp("checked")
+    lines = lzma.decompress((CORPUS / "history.jsonl.xz").read_bytes()).splitlines(True)
+    (run / "history.jsonl").write_bytes(b"".join(lines[:2000]))
+    (run / "scenario.json").write_bytes((CORPUS / "scenario.json").read_bytes())
+    with pytest.raises(SystemExit):
+        main(["check", str(run)])
+    return run
+
+
+@st.composite
+def run_damage(draw: Any) -> tuple[str, str | None]:
+    """(file, its new text, or None to delete it)."""
+    name = draw(st.sampled_from(RUN_FILES))
+    return name, draw(st.none() | st.just("") | st.text(max_size=30) | st.just("mutate"))
+
+
+@settings(FUZZ, max_examples=int(os.environ.get("KNELL_FUZZ_EXAMPLES", "400")) // 10)
+@given(damage=st.lists(run_damage(), min_size=1, max_size=3), data=st.data())
+def test_knell_report_on_damaged_run_directories(
+    damage: list[tuple[str, str | None]],
+    data: st.DataObject,
+    checked_run: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import shutil
+
+    run = tmp_path_factory.mktemp("run") / "run"
+    shutil.copytree(checked_run, run)
+    for name, text in damage:
+        path = run / name
+        if text is None:
+            path.unlink(missing_ok=True)
+        elif text == "mutate" and path.exists():
+            try:
+                content = json.loads(path.read_text(encoding="utf-8"))
+            except ValueError:
+                continue  # already damaged past reading
+            for _ in range(data.draw(st.integers(1, 4))):
+                paths = _paths(content)
+                if not paths:
+                    break
+                where = data.draw(st.sampled_from(paths))
+                parent = _parent(content, where)
+                if data.draw(st.booleans()):
+                    parent[where[-1]] = data.draw(json_values)
+                else:
+                    del parent[where[-1]]
+            path.write_text(json.dumps(content), encoding="utf-8")
+        else:
+            path.write_text(text if text != "mutate" else "{}", encoding="utf-8")
+    code, output = _knell(["report", str(run), "--no-index"], capsys)
+    event(f"knell report: exit {code}")
+    assert "Traceback" not in output and "internal error" not in output, output
+    assert code in (0, 3), output  # 4: part of the page could not be drawn, a bug in the page
 
 
 # -- command lines -----------------------------------------------------------------------------
