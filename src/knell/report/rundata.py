@@ -34,6 +34,8 @@ class RunData:
     series: dict[str, Any] | None = None
     notes: list[str] = field(default_factory=list)
     """What was missing or rebuilt (shown in the page)."""
+    series_from_file: bool = False
+    """``series`` is the run's ``series.json`` as read (not rebuilt here)."""
 
 
 def _json(path: Path, required: bool) -> Any:
@@ -195,5 +197,7 @@ def load_run(run_dir: Path, *, write_series: bool = True) -> RunData:
                     atomic_write(series_path, json.dumps(series, separators=(",", ":")) + "\n")
                 except KnellError as exc:
                     data.notes.append(f"could not save series.json: {exc}")
+    else:
+        data.series_from_file = True
     data.series = series
     return data

@@ -127,3 +127,25 @@ def test_a_damaged_series_json_is_rebuilt_from_the_history(
     assert done.value.code == 0, capsys.readouterr()
     assert f"not a series.json knell wrote ({key}" in (run / "index.html").read_text("utf-8")
     assert json.loads((run / "series.json").read_text(encoding="utf-8"))[key] != value
+
+
+@pytest.mark.parametrize("damage", ["short", "nested"])
+def test_a_series_json_the_plots_cannot_draw_is_drawn_from_the_history(
+    damage: str, checked: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Fields of the right type, figures that cannot be drawn (a list cut
+    short, a number that became a list): the plots failed, exit 4."""
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(checked, run)
+    series = json.loads((run / "series.json").read_text(encoding="utf-8"))
+    if damage == "short":
+        series["handled"] = series["handled"][:-1]
+    else:
+        series["handled"] = [[n] for n in series["handled"]]
+    (run / "series.json").write_text(json.dumps(series), encoding="utf-8")
+    with pytest.raises(SystemExit) as done:
+        main(["report", str(run), "--no-index"])
+    assert done.value.code == 0, capsys.readouterr()
+    assert "drawn from history.jsonl instead" in (run / "index.html").read_text("utf-8")
