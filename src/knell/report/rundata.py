@@ -135,6 +135,11 @@ def _shape_problem(results: dict[str, Any]) -> str | None:
             bad = [i for i, a in enumerate(anomalies) if not isinstance(a, dict)]
             if bad:
                 problem = f"checks.checks.{name}.anomalies[{bad[0]}]: expected an object"
+        counts = one.get("counts")
+        if problem is None and isinstance(counts, dict):
+            wrong = [k for k, n in counts.items() if isinstance(n, bool) or not isinstance(n, int)]
+            if wrong:
+                problem = f"checks.checks.{name}.counts.{wrong[0]}: expected an integer"
     return problem
 
 

@@ -68,6 +68,7 @@ def _set(data: dict[str, Any], path: str, value: Any) -> None:
         ("checks.checks.no-loss", "x", "checks.checks.no-loss: is str"),
         ("checks.checks.no-loss.anomalies", [1], "checks.checks.no-loss.anomalies[0]"),
         ("stats.seconds", "1s", "stats.seconds: is str, expected a number"),
+        ("checks.checks.no-loss.counts", {"lost": "[/x]"}, "no-loss.counts.lost: expected an"),
         ("windows", {}, "windows: is dict, expected a list"),
     ],
 )
