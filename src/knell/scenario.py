@@ -16,6 +16,7 @@ value -- never a traceback.
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from dataclasses import fields
@@ -751,6 +752,9 @@ def _locate(text: str, loc: tuple[int | str, ...]) -> int | None:
     return None
 
 
+_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
 def _field_path(loc: tuple[int | str, ...]) -> str:
     path = ""
     for part in loc:
@@ -759,7 +763,10 @@ def _field_path(loc: tuple[int | str, ...]) -> str:
         elif part in _tags():
             continue  # the union tag pydantic inserts; not a key the user wrote
         else:
-            path += f".{part}" if path else part
+            # A key TOML must quote ("", "a b", "[/x]") is shown quoted, so
+            # an empty or odd key is still named.
+            key = part if _BARE_KEY.match(part) else json.dumps(part, ensure_ascii=False)
+            path += f".{key}" if path else key
     return path or "(top level)"
 
 
