@@ -31,10 +31,19 @@ test-unit: $(STAMP)
 test-integration: $(STAMP)
 	$(BIN)/python -m pytest -q -m "integration and not compose" -n $(TEST_WORKERS) --dist loadgroup
 
-## test-slow: the long in-process tests (the check fuzz)
+## test-slow: the long in-process tests (the fuzzers' short form)
 .PHONY: test-slow
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -m slow
+
+## fuzz: every fuzzer (tests marked fuzz: scenario files, command lines, schedules, check
+## histories, the bridge's API) with FUZZ_EXAMPLES cases per target instead of the short form
+## that make test runs; about 10 min on 2 cores. tests/README.md lists the targets
+FUZZ_EXAMPLES ?= 2000
+.PHONY: fuzz
+fuzz: $(STAMP)
+	KNELL_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest -q -m fuzz \
+		-n $(TEST_WORKERS) --dist loadgroup --hypothesis-show-statistics
 
 ## compose-images: the stack's images (base image by debootstrap if no registry gives it)
 compose-images: $(STAMP)

@@ -16,11 +16,13 @@ value -- never a traceback.
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from dataclasses import fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Union
+from urllib.parse import urlsplit
 
 from pydantic import (
     BaseModel,
@@ -385,6 +387,11 @@ class StoreTable(_Strict):
             raise ValueError(
                 f"store kind {self.kind!r} is not one of {', '.join(registry.names())}"
             )
+        if self.url is not None:
+            try:
+                urlsplit(self.url)
+            except ValueError as exc:  # its text is not repeated: it may hold a password
+                raise ValueError(f"url: not a URL ({exc})") from None
         extra = self.model_extra or {}
         compose = set(self._compose_keys())
         own = {k: v for k, v in extra.items() if k not in compose}
@@ -745,6 +752,9 @@ def _locate(text: str, loc: tuple[int | str, ...]) -> int | None:
     return None
 
 
+_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
 def _field_path(loc: tuple[int | str, ...]) -> str:
     path = ""
     for part in loc:
@@ -753,7 +763,10 @@ def _field_path(loc: tuple[int | str, ...]) -> str:
         elif part in _tags():
             continue  # the union tag pydantic inserts; not a key the user wrote
         else:
-            path += f".{part}" if path else part
+            # A key TOML must quote ("", "a b", "[/x]") is shown quoted, so
+            # an empty or odd key is still named.
+            key = part if _BARE_KEY.match(part) else json.dumps(part, ensure_ascii=False)
+            path += f".{key}" if path else key
     return path or "(top level)"
 
 

@@ -76,7 +76,7 @@ def _action(data: Any, version: int, index: int) -> Action:
         return Action(at, kind, cast(Step, step), str(data["target"]), int(data["fault"]), params)
     except KeyError as exc:
         raise ScheduleError(f"actions[{index}]: missing field {exc.args[0]!r}") from None
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, OverflowError) as exc:  # Overflow: int(1e999), float(10**400)
         if isinstance(exc, ScheduleError):
             raise
         raise ScheduleError(f"actions[{index}]: {exc}") from None
@@ -119,7 +119,7 @@ class Schedule:
             seed, duration = int(data["seed"]), float(data["duration"])
         except KeyError as exc:
             raise ScheduleError(f"missing field {exc.args[0]!r}") from None
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError, OverflowError) as exc:
             raise ScheduleError(f"seed / duration: {exc}") from None
         actions = data.get("actions")
         if not isinstance(actions, list):

@@ -11,15 +11,17 @@ and an over-long string is cut with a marker saying how much was cut.
 Each kind of output then has its own active characters, escaped on top of
 :func:`clean`: :func:`md` and :func:`md_code` for Markdown (a ``|`` would
 split a table cell, a ``#`` at a line start makes a heading, ``<`` raw
-HTML), :func:`markup` for rich's console markup (``[red]``). HTML is
-escaped by the templates themselves (jinja2 with autoescape).
+HTML). HTML is escaped by the templates themselves (jinja2 with
+autoescape). The terminal needs no escaping: knell's consoles never parse
+rich markup (``knell.cli.common``: style is given as data, not as
+``[red]`` tags inside the text).
 """
 
 from __future__ import annotations
 
 import re
 
-__all__ = ["MAX_TEXT", "clean", "markup", "md", "md_code"]
+__all__ = ["MAX_TEXT", "clean", "md", "md_code"]
 
 MAX_TEXT = 500
 """Characters of one untrusted string shown before it is cut."""
@@ -67,12 +69,3 @@ def md_code(text: object, limit: int = MAX_TEXT) -> str:
     fence = "`" * (longest + 1)
     pad = " " if value.startswith("`") or value.endswith("`") or not value else ""
     return f"{fence}{pad}{value}{pad}{fence}"
-
-
-def markup(text: object, limit: int = MAX_TEXT) -> str:
-    """``text`` for a rich console ``print`` with markup on: :func:`clean`,
-    then ``[`` escaped so ``[red]`` or ``[/]`` is shown, never obeyed (an
-    unbalanced closing tag would otherwise raise inside rich)."""
-    from rich.markup import escape
-
-    return escape(clean(text, limit))

@@ -162,3 +162,21 @@ def test_final_phase_names_are_reserved(tmp_path: Path) -> None:
     )
     with pytest.raises(ScenarioError, match="reserved for the final phase"):
         load_scenario(path)
+
+
+@pytest.mark.parametrize(
+    ("key", "shown"), [('""', '"": unknown key'), ('"a b"', '"a b": unknown key')]
+)
+def test_an_unknown_key_toml_must_quote_is_named_quoted(
+    key: str, shown: str, tmp_path: Path
+) -> None:
+    """An empty key was reported as "(top level): unknown key", naming
+    nothing (found by tests/slow/test_cli_fuzz.py)."""
+    path = tmp_path / "odd.toml"
+    path.write_text(
+        f'name = "odd"\nduration = "5s"\n{key} = 1\n[[process]]\nrole = "producer"\n',
+        encoding="utf-8",
+    )
+    with pytest.raises(ScenarioError) as caught:
+        load_scenario(path)
+    assert shown in str(caught.value)

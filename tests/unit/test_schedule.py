@@ -94,3 +94,31 @@ def test_bad_schedules_name_what_is_wrong(data: dict[str, object], message: str)
     with pytest.raises(ScheduleError) as caught:
         Schedule.from_json(data)
     assert message in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('{"seed": 1e999, "duration": 1, "actions": []}', "seed / duration"),
+        ('{"seed": 1, "duration": 1' + "0" * 400 + ', "actions": []}', "seed / duration"),
+        (
+            '{"version": 2, "seed": 1, "duration": 1, "actions": [{"at": 1, "kind": "kill",'
+            ' "step": "apply", "target": "x", "fault": -1e999}]}',
+            "actions[0]",
+        ),
+        (
+            '{"version": 2, "seed": 1, "duration": 1, "actions": [{"at": 1' + "0" * 400 + ","
+            ' "kind": "kill", "step": "apply", "target": "x", "fault": 0}]}',
+            "actions[0]",
+        ),
+    ],
+)
+def test_numbers_json_holds_and_a_float_cannot_are_bad_input(text: str, message: str) -> None:
+    """JSON reads 1e999 as infinity and keeps a 400-digit integer whole; int()
+    and float() of those raise OverflowError, which once escaped as exit 4
+    (found by tests/slow/test_cli_fuzz.py)."""
+    import json
+
+    with pytest.raises(ScheduleError) as caught:
+        Schedule.from_json(json.loads(text))
+    assert message in str(caught.value)

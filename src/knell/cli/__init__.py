@@ -20,12 +20,11 @@ import traceback
 from pathlib import Path
 
 import click
-from rich.markup import escape
 
 from knell.bridge.cli import bridge
 from knell.cli.admin import doctor, reap
 from knell.cli.bench import bench
-from knell.cli.common import err
+from knell.cli.common import err, error_line, styled
 from knell.cli.explore import explore
 from knell.cli.fs import fs
 from knell.cli.matrix import matrix
@@ -99,8 +98,11 @@ def _internal(exc: BaseException) -> int:
     except OSError:
         where = "the traceback could not be written to a file"
     err.print(
-        f"[bold red]knell: internal error[/] (a bug in knell, not a finding about the bus): "
-        f"{type(exc).__name__}: {redact_text(clean(exc))}; {where}",
+        styled(
+            ("knell: internal error", "bold red"),
+            f" (a bug in knell, not a finding about the bus): "
+            f"{type(exc).__name__}: {redact_text(clean(exc))}; {where}",
+        ),
         soft_wrap=True,
     )
     return int(ExitCode.INTERNAL)
@@ -117,9 +119,8 @@ def main(argv: list[str] | None = None) -> None:
         exc.show()
         sys.exit(ExitCode.USAGE)
     except KnellError as exc:
-        # Escaped: a message may hold brackets (pip install 'knell[postgres]').
-        shown = escape(clean(exc, 2000, newlines=True))
-        err.print(f"[bold red]knell: error:[/] {shown}", soft_wrap=True)
+        # Never parsed as markup: a message may hold brackets (pip install 'knell[postgres]').
+        err.print(error_line(clean(exc, 2000, newlines=True)), soft_wrap=True)
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         err.print("knell: interrupted; every process it started was stopped")
@@ -127,11 +128,8 @@ def main(argv: list[str] | None = None) -> None:
     except OSError as exc:
         if exc.errno in _ENVIRONMENT:
             where = exc.filename or "knell's files"
-            err.print(
-                f"[bold red]knell: error:[/] {where}: cannot write: "
-                f"{'no space left on the device' if exc.errno == errno.ENOSPC else exc.strerror}",
-                soft_wrap=True,
-            )
+            why = "no space left on the device" if exc.errno == errno.ENOSPC else exc.strerror
+            err.print(error_line(f"{clean(where)}: cannot write: {why}"), soft_wrap=True)
             sys.exit(ExitCode.USAGE)
         sys.exit(_internal(exc))
     except SystemExit:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from knell.cli.common import console
-from knell.text import markup
+from knell.cli.common import console, styled
+from knell.text import clean
 
 __all__ = ["doctor", "reap"]
 
@@ -18,7 +18,7 @@ def reap() -> None:
     from knell.owners import state_dir
     from knell.stores.compose.reaper import reap_labelled
 
-    say = lambda line: console.print(line, soft_wrap=True)  # noqa: E731
+    say = lambda line: console.print(clean(line), soft_wrap=True)  # noqa: E731
     removed = reap_owned(say=say)
     removed += reap_labelled(say=say)  # containers labelled with a runner that is gone
     console.print(f"reaped {len(removed)} resource(s) (registry: {state_dir()})", soft_wrap=True)
@@ -68,15 +68,17 @@ def doctor(only: tuple[str, ...], require: str | None, as_json: bool) -> None:
 
         console.print(f"knell {version('knell')} at {installed_at()}", soft_wrap=True)
         for cap in capabilities:
-            mark = "[green]yes[/]" if cap.ok else "[yellow]no[/]"
-            console.print(f"\n[bold]{cap.name}[/] ({cap.what}): {mark}", soft_wrap=True)
+            mark = ("yes", "green") if cap.ok else ("no", "yellow")
+            console.print(
+                styled("\n", (cap.name, "bold"), f" ({cap.what}): ", mark), soft_wrap=True
+            )
             for f in cap.findings:
-                sign = "[green]ok[/]  " if f.ok else "[red]missing[/]"
-                console.print(f"  {sign} {f.name}: {markup(f.detail)}", soft_wrap=True)
+                sign = ("ok  ", "green") if f.ok else ("missing", "red")
+                console.print(styled("  ", sign, f" {f.name}: {clean(f.detail)}"), soft_wrap=True)
                 if f.hint and not f.ok:
-                    console.print(f"          to get it: {markup(f.hint)}", soft_wrap=True)
+                    console.print(f"          to get it: {clean(f.hint)}", soft_wrap=True)
     if missing:
         err = "required but not usable here: " + ", ".join(missing)
         if not as_json:
-            console.print(f"\n[red]{err}[/]", soft_wrap=True)
+            console.print(styled("\n", (err, "red")), soft_wrap=True)
         sys.exit(ExitCode.USAGE)

@@ -3,6 +3,13 @@
 Output is rich on a terminal and plain in a pipe. Anything that came from
 the bus under test (error texts, ids) is passed through
 :func:`knell.text.clean` before it is printed.
+
+The two consoles never read console markup or emoji codes: a scenario
+name, a path, a store URL or a bus's error text may hold ``[/x]`` or
+``[bold]`` or ``:smile:``, and a console that parsed them would show them
+wrong or raise ``MarkupError`` in the middle of printing an error. Style is
+given as data instead, with :func:`styled` (``(text, style)`` pairs), so
+no text, knell's own or the user's, is ever parsed as markup.
 """
 
 from __future__ import annotations
@@ -11,10 +18,12 @@ from pathlib import Path
 
 import click
 from rich.console import Console
+from rich.text import Text
 
 from knell.errors import ExitCode, KnellError
 from knell.scenario import Scenario, ScenarioError, load_scenario, parse_duration
 from knell.shipped import shipped_dir
+from knell.text import clean
 
 __all__ = [
     "REPORTS",
@@ -23,14 +32,28 @@ __all__ = [
     "console",
     "duration_flag",
     "err",
+    "error_line",
     "load_scenarios",
     "resolve_scenario",
     "scenario_files",
+    "styled",
     "worst",
 ]
 
-console = Console(highlight=False)
-err = Console(stderr=True, highlight=False)
+console = Console(highlight=False, markup=False, emoji=False)
+err = Console(stderr=True, highlight=False, markup=False, emoji=False)
+
+
+def styled(*parts: str | tuple[str, str]) -> Text:
+    """One line from plain ``str`` parts and ``(text, style)`` pairs, e.g.
+    ``styled(("knell: error:", "bold red"), " ", message)``. No part is
+    parsed as markup, so any text can be a part as it is."""
+    return Text.assemble(*parts)
+
+
+def error_line(message: object) -> Text:
+    """``knell: error: MESSAGE``, the one-line form of every exit-3 error."""
+    return styled(("knell: error:", "bold red"), " ", str(message))
 
 
 class UsageProblem(KnellError, click.ClickException):
@@ -42,7 +65,7 @@ class UsageProblem(KnellError, click.ClickException):
         click.ClickException.__init__(self, message)
 
     def show(self, file: object = None) -> None:
-        err.print(f"[bold red]knell: error:[/] {self.message}", markup=True, soft_wrap=True)
+        err.print(error_line(clean(self.message, 2000, newlines=True)), soft_wrap=True)
 
 
 def worst(codes: list[int]) -> int:

@@ -20,6 +20,7 @@ from knell.cli.common import (
     UsageProblem,
     console,
     load_scenarios,
+    styled,
 )
 from knell.durations import parse_duration
 from knell.errors import ExitCode
@@ -183,7 +184,9 @@ def explore(
         raise UsageProblem(str(exc)) from None
     command = "knell explore " + " ".join(shlex.quote(a) for a in sys.argv[2:])
     say = (lambda _: None) if quiet else (lambda line: console.print(f"  {line}", soft_wrap=True))
-    console.print(f"[bold]knell explore[/] {base.name} against {driver or 'the reference bus'}")
+    console.print(
+        styled(("knell explore", "bold"), f" {base.name} against {driver or 'the reference bus'}")
+    )
     result = run_explore(
         space,
         driver=driver,
@@ -211,17 +214,22 @@ def _print(result: object) -> None:
     if result.first is None:
         if result.found:
             console.print(
-                f"[bold red]FOUND[/] an anomaly in {len(result.flaky)} candidate(s) that "
-                "failed once and passed on a re-run: not reproducible enough to shrink "
-                "(see explore.md)"
+                styled(
+                    ("FOUND", "bold red"),
+                    f" an anomaly in {len(result.flaky)} candidate(s) that "
+                    "failed once and passed on a re-run: not reproducible enough to shrink "
+                    "(see explore.md)",
+                )
             )
         else:
-            console.print(f"[bold green]nothing found[/] within {result.budget:g} s")
+            console.print(styled(("nothing found", "bold green"), f" within {result.budget:g} s"))
     else:
         first, small = result.first_size, result.shrunk_size
         console.print(
-            f"[bold red]FOUND[/] {', '.join(sorted(result.signature))} "
-            f"after {result.found_at or 0:.0f} s"
+            styled(
+                ("FOUND", "bold red"),
+                f" {', '.join(sorted(result.signature))} after {result.found_at or 0:.0f} s",
+            )
         )
         if first is not None:
             console.print(f"  first failing: {first.describe()}")

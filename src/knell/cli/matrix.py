@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 from rich.console import Console
+from rich.text import Text
 
 from knell.buses.mutants import all_mutants
 from knell.cli.common import (
@@ -19,6 +20,7 @@ from knell.cli.common import (
     err,
     load_scenarios,
     scenario_files,
+    styled,
 )
 from knell.cli.run import SEEDS
 from knell.errors import ExitCode
@@ -27,7 +29,7 @@ from knell.scenario import Scenario
 from knell.shipped import split_store
 from knell.stores import registry as store_kinds
 from knell.stores import unavailable
-from knell.text import clean, markup
+from knell.text import clean
 
 __all__ = ["matrix"]
 
@@ -64,17 +66,27 @@ def _print_matrix(matrix: Matrix) -> None:
             )
         else:
             caught_by = ", ".join(row.caught_by) or "-"
-        checks = ", ".join(f"[bold]{c}[/]" if c not in row.other_checks else c for c in row.checks)
+        checks = Text(", ").join(
+            Text(c, style="" if c in row.other_checks else "bold") for c in row.checks
+        )
         detect = "-" if row.detected is None else f"{row.detected:.1f}s"
         n = len(row.repeats)
         rate = "" if row.rate is None else f" {round(row.rate * n)}/{n}"
         colour = colours[row.status]
-        status = markup(row.status_text)
         table.add_row(
-            mode, row.label, caught_by, checks or "-", detect, f"[{colour}]{status}{rate}[/]"
+            mode,
+            row.label,
+            caught_by,
+            checks or "-",
+            detect,
+            Text(f"{clean(row.status_text)}{rate}", style=colour),
         )
     # Piped (CI logs): wide enough that the table does not fold every cell.
-    out = console if console.is_terminal else Console(highlight=False, width=160)
+    out = (
+        console
+        if console.is_terminal
+        else Console(highlight=False, markup=False, emoji=False, width=160)
+    )
     out.print(table)
     judged = matrix.judged_rows
     caught = matrix.caught()
@@ -93,19 +105,17 @@ def _print_matrix(matrix: Matrix) -> None:
             console.print(
                 f"  {row.label} on {cell.scenario} s{cell.seed}: {clean(cell.replay, 2000)}",
                 soft_wrap=True,
-                markup=False,
-                highlight=False,
             )
-    word = "[bold green]PASS[/]" if matrix.ok else "[bold red]FAIL[/]"
-    console.print(f"matrix: {word}")
+    word = ("PASS", "bold green") if matrix.ok else ("FAIL", "bold red")
+    console.print(styled("matrix: ", word))
     for line in matrix.skipped:
-        console.print(f"[yellow]not run here[/]: {line}", soft_wrap=True)
+        console.print(styled(("not run here", "yellow"), f": {clean(line)}"), soft_wrap=True)
     for problem in matrix.report_problems:
-        console.print(f"  [yellow]report[/]: {markup(problem)}", soft_wrap=True)
+        console.print(styled("  ", ("report", "yellow"), f": {clean(problem)}"), soft_wrap=True)
     if matrix.out_dir is not None:
-        console.print(f"report: {matrix.out_dir / 'matrix.md'}", soft_wrap=True, markup=False)
+        console.print(f"report: {matrix.out_dir / 'matrix.md'}", soft_wrap=True)
         if (matrix.out_dir / "matrix.html").exists():
-            console.print(f"html: {matrix.out_dir / 'matrix.html'}", soft_wrap=True, markup=False)
+            console.print(f"html: {matrix.out_dir / 'matrix.html'}", soft_wrap=True)
 
 
 def _named_cells(
@@ -275,7 +285,9 @@ def matrix(
     if list_mutants:
         for m in all_mutants().values():
             console.print(
-                f"[bold]{m.name:<28}[/] {', '.join(m.killed_by):<36} {m.failure_mode}",
+                styled(
+                    (f"{m.name:<28}", "bold"), f" {', '.join(m.killed_by):<36} {m.failure_mode}"
+                ),
                 soft_wrap=True,
             )
         return
@@ -304,13 +316,16 @@ def matrix(
         else:
             colour = "yellow" if cell.valid is False else "dim"
         console.print(
-            f"  [{done:>2}/{total}] {cell.bus:<26} {cell.scenario:<26} s{cell.seed} "
-            f"[{colour}]{cell.word}[/] {markup(fired)} ({cell.wall:.1f} s)",
+            styled(
+                f"  [{done:>2}/{total}] {cell.bus:<26} {cell.scenario:<26} s{cell.seed} ",
+                (cell.word, colour),
+                f" {clean(fired)} ({cell.wall:.1f} s)",
+            ),
             soft_wrap=True,
         )
 
     console.print(
-        f"[bold]knell matrix[/]: {len(loaded)} scenario(s),"
+        styled(("knell matrix", "bold"), ":") + f" {len(loaded)} scenario(s),"
         f" {len(names) + (0 if no_reference else 1)} bus(es),"
         f" {seeds} seed(s), {jobs} at a time"
     )

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import click
 
-from knell.cli.common import REPORTS, UsageProblem, console, err
+from knell.cli.common import REPORTS, UsageProblem, console, err, styled
 from knell.errors import ExitCode
-from knell.text import markup
+from knell.text import clean
 
 __all__ = ["report"]
 
@@ -56,11 +56,10 @@ def report(run_dir: Path | None, reports: Path, no_index: bool) -> None:
             raise UsageProblem(str(exc)) from None
         problems = result.problems
         for problem in problems:
-            err.print(f"  [yellow]report[/]: {markup(problem)}", soft_wrap=True)
+            err.print(styled("  ", ("report", "yellow"), f": {clean(problem)}"), soft_wrap=True)
         console.print(
             f"html: {result.path} ({result.bytes / 1024:.0f} KB, drawn in {result.seconds:.1f} s)",
             soft_wrap=True,
-            markup=False,
         )
         import json
 
@@ -71,12 +70,10 @@ def report(run_dir: Path | None, reports: Path, no_index: bool) -> None:
             except (OSError, ValueError):
                 scenario = None
             if isinstance(scenario, dict):
-                console.print(
-                    f"replay: {replay_command(scenario, run_dir)}", soft_wrap=True, markup=False
-                )
+                console.print(f"replay: {replay_command(scenario, run_dir)}", soft_wrap=True)
     if not no_index and (run_dir is None or _inside(run_dir, reports)):
         if not reports.is_dir():
             raise UsageProblem(f"{reports}: no reports folder here (give one with --reports)")
         index = write_index(reports)
-        console.print(f"index: {index}", soft_wrap=True, markup=False)
+        console.print(f"index: {index}", soft_wrap=True)
     sys.exit(ExitCode.INTERNAL if problems else ExitCode.VALID)

@@ -16,6 +16,7 @@ from knell.cli.common import (
     err,
     load_scenarios,
     scenario_files,
+    styled,
     worst,
 )
 from knell.cli.progress import RunProgress
@@ -28,7 +29,7 @@ from knell.runner import RunOutcome, check_run, run_scenario
 from knell.scenario import ScenarioError, load_scenario
 from knell.schedule import Schedule, ScheduleError
 from knell.shipped import split_store
-from knell.text import markup
+from knell.text import clean
 
 __all__ = ["check", "list_", "run"]
 
@@ -97,45 +98,50 @@ def print_outcome(
     as console markup."""
     word = verdict_word(outcome.verdict.valid)
     colour = COLOURS.get(outcome.exit_code, "red")
-    console.print(f"verdict: [bold {colour}]{word}[/]")
+    console.print(styled("verdict: ", (word, f"bold {colour}")))
     for problem in outcome.verdict.problems:
-        console.print(f"  [yellow]run[/]: {markup(problem)}", soft_wrap=True)
+        console.print(styled("  ", ("run", "yellow"), f": {clean(problem)}"), soft_wrap=True)
     for name, result in outcome.verdict.checks.items():
         if result.valid is False:
             kinds = sorted({a.kind for a in result.anomalies})
-            console.print(f"  [red]{markup(name)}[/]: {markup(', '.join(kinds))}")
+            console.print(styled("  ", (clean(name), "red"), f": {clean(', '.join(kinds))}"))
             if result.anomalies:
-                console.print(f"    e.g. {markup(result.anomalies[0].message)}", soft_wrap=True)
+                console.print(f"    e.g. {clean(result.anomalies[0].message)}", soft_wrap=True)
         elif result.valid == "unknown":
             console.print(
-                f"  [yellow]{markup(name)}[/]: unknown ({markup(result.unknown_reason)})",
+                styled(
+                    "  ", (clean(name), "yellow"), f": unknown ({clean(result.unknown_reason)})"
+                ),
                 soft_wrap=True,
             )
     apart = not_applicable_line(outcome.verdict)
     if apart:
         judged = len(outcome.verdict.checks) - len(outcome.verdict.not_applicable)
-        console.print(f"  checks: {judged} judged; {markup(apart)}", soft_wrap=True)
+        console.print(f"  checks: {judged} judged; {clean(apart)}", soft_wrap=True)
     for line in outcome.crashes:
-        console.print(f"  [red]crash[/]: {markup(line)}", soft_wrap=True)
+        console.print(styled("  ", ("crash", "red"), f": {clean(line)}"), soft_wrap=True)
     if outcome.expect is not None:
         made = outcome.expectation_met
         console.print(
-            f"  scenario {outcome.expect.describe()}: "
-            + ("[green]finding made, as intended[/]" if made else "[red]finding NOT made[/]"),
+            styled(
+                f"  scenario {outcome.expect.describe()}: ",
+                ("finding made, as intended", "green") if made else ("finding NOT made", "red"),
+            ),
             soft_wrap=True,
         )
     for problem in outcome.report_problems:
         console.print(
-            f"  [yellow]report[/]: {markup(problem)} (the verdict is unaffected)", soft_wrap=True
+            styled("  ", ("report", "yellow"), f": {clean(problem)} (the verdict is unaffected)"),
+            soft_wrap=True,
         )
-    console.print(f"report: {outcome.run_dir / 'report.md'}", soft_wrap=True, markup=False)
+    console.print(f"report: {outcome.run_dir / 'report.md'}", soft_wrap=True)
     page = outcome.run_dir / "index.html"
     if page.exists():
-        console.print(f"html: {page}", soft_wrap=True, markup=False)
+        console.print(f"html: {page}", soft_wrap=True)
     if index is not None:
-        console.print(f"index: {index}", soft_wrap=True, markup=False)
+        console.print(f"index: {index}", soft_wrap=True)
     if replay:
-        console.print(f"replay: {replay}", soft_wrap=True, markup=False)
+        console.print(f"replay: {replay}", soft_wrap=True)
 
 
 def update_index(reports: Path) -> Path | None:
@@ -147,8 +153,12 @@ def update_index(reports: Path) -> Path | None:
         return write_index(reports)
     except Exception as exc:
         err.print(
-            f"  [yellow]report[/]: {reports / 'index.html'} could not be written: "
-            f"{markup(f'{type(exc).__name__}: {exc}')}",
+            styled(
+                "  ",
+                ("report", "yellow"),
+                f": {reports / 'index.html'} could not be written: "
+                f"{clean(f'{type(exc).__name__}: {exc}')}",
+            ),
             soft_wrap=True,
         )
         return None
@@ -219,8 +229,10 @@ def run(
         loaded = [s.with_store(keep=True) for s in loaded]
     codes = []
     for source, scenario in zip(scenarios, loaded, strict=True):
-        console.print(f"[bold]knell run[/] {scenario.name}: {markup(scenario.description)}")
-        say = (lambda _: None) if quiet else (lambda line: console.print(f"  {markup(line)}"))
+        console.print(
+            styled(("knell run", "bold"), f" {scenario.name}: {clean(scenario.description)}")
+        )
+        say = (lambda _: None) if quiet else (lambda line: console.print(f"  {clean(line)}"))
         watch = None if quiet else RunProgress(console)
         try:
             outcome = run_scenario(
@@ -246,7 +258,7 @@ def check(run_dir: Path) -> None:
     Same exit codes as `knell run`."""
     if not run_dir.is_dir():
         raise UsageProblem(f"{run_dir}: not a run directory")
-    outcome = check_run(run_dir.resolve(), say=lambda line: err.print(markup(line), soft_wrap=True))
+    outcome = check_run(run_dir.resolve(), say=lambda line: err.print(clean(line), soft_wrap=True))
     console.print(f"checked {outcome.verdict.events} events in {outcome.verdict.seconds:.2f} s")
     print_outcome(outcome)
     sys.exit(outcome.exit_code)
@@ -265,14 +277,18 @@ def list_(directory: Path | None) -> None:
             scenario = load_scenario(path)
         except ScenarioError as exc:
             bad += 1
-            err.print(f"[red]{path.name}[/]: {exc}", soft_wrap=True)
+            err.print(styled((path.name, "red"), f": {clean(exc, 2000)}"), soft_wrap=True)
             continue
         faults = ", ".join(sorted({n.fault for n in scenario.nemesis})) or "no faults"
-        expected = f" [yellow]({scenario.expect.describe()})[/]" if scenario.expect else ""
+        expected = f" ({scenario.expect.describe()})" if scenario.expect else ""
         contract = "+".join(scenario.contracts)
         console.print(
-            f"[bold]{scenario.name:<28}[/] {scenario.duration:>5.0f}s  {contract:<12} "
-            f"{faults:<12} {scenario.description}{expected}",
+            styled(
+                (f"{scenario.name:<28}", "bold"),
+                f" {scenario.duration:>5.0f}s  {contract:<12} {faults:<12} "
+                f"{clean(scenario.description)}",
+                (expected, "yellow"),
+            ),
             soft_wrap=True,
         )
     console.print(f"({len(files)} in {files[0].parent})", soft_wrap=True)

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from knell.redact import redact_text
-from knell.report.rundata import load_run
+from knell.report.rundata import load_run, series_from_history
 from knell.rundir import atomic_write
 from knell.text import clean
 
@@ -131,6 +131,18 @@ def render_run(run_dir: Path, *, source: str | None = None) -> RenderResult:
             page.plots = render_plots(
                 data.series, page.windows_raw, page.t_ref, page.t_end, wake_bound_ms=bound_ms
             )
+            if data.series_from_file and any(p.error for p in page.plots):
+                # A series.json the plots cannot draw is damaged (it is a cache
+                # of the history's figures): drawn again from the history.
+                rebuilt = series_from_history(run_dir)
+                if rebuilt is not None:
+                    page.plots = render_plots(
+                        rebuilt, page.windows_raw, page.t_ref, page.t_end, wake_bound_ms=bound_ms
+                    )
+                    page.notes.append(
+                        f"{run_dir / 'series.json'}: its figures could not be drawn "
+                        "(a damaged file): drawn from history.jsonl instead"
+                    )
             result.problems += [f"{p.title} plot: {p.error}" for p in page.plots if p.error]
         page.render_problems = list(result.problems)
         result.bytes = write_page(path, "run.html.j2", page=page)

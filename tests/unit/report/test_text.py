@@ -7,21 +7,22 @@ import io
 import pytest
 from rich.console import Console
 
-from knell.text import clean, markup, md, md_code
+from knell.cli.common import styled
+from knell.text import clean, md, md_code
 from knell.workload.hostile import HOSTILE_PAYLOADS, hostile_id
 
 
 @pytest.mark.parametrize("payload", HOSTILE_PAYLOADS)
 def test_hostile_payloads_are_inert_everywhere(payload: str) -> None:
     text = "producer-1.1:7" + payload
-    for shown in (clean(text), md(text), md_code(text), markup(text)):
+    for shown in (clean(text), md(text), md_code(text)):
         assert "\x1b" not in shown and "\n" not in shown and "\u202e" not in shown
         assert len(shown) < 700
     cell = md(text)
     assert "|" not in cell.replace("\\|", "")
     assert "<" not in cell.replace("\\<", "")
-    console = Console(file=io.StringIO(), width=200, color_system=None)
-    console.print(f"[red]x[/] {markup(text)}")  # never a MarkupError, shown as written
+    console = Console(file=io.StringIO(), width=200, color_system=None, markup=False)
+    console.print(styled(("x", "red"), f" {clean(text)}"))  # never parsed, shown as written
     out = console.file.getvalue()  # type: ignore[attr-defined]
     if "[bold red]" in text:
         assert "[bold red]" in out
