@@ -170,3 +170,13 @@ def test_no_console_reads_markup() -> None:
                     if isinstance(value, str) and TAG.search(value):
                         problems.append(f"{where}:{call.lineno}: markup tag {value!r}")
     assert not problems, "\n".join(problems)
+
+
+
+def test_an_error_line_never_shows_a_url_password() -> None:
+    """Whatever a message quotes (a driver's exception text holding its
+    URL), the error line masks the password."""
+    from knell.cli.common import error_line
+
+    line = error_line("bus driver 'm:f': cannot connect to redis://:Pw-9z@h:1/0").plain
+    assert "Pw-9z" not in line and "redis://:***@h:1/0" in line

@@ -21,6 +21,7 @@ from rich.console import Console
 from rich.text import Text
 
 from knell.errors import ExitCode, KnellError
+from knell.redact import redact_text
 from knell.scenario import Scenario, ScenarioError, load_scenario, parse_duration
 from knell.shipped import shipped_dir
 from knell.text import clean
@@ -52,8 +53,11 @@ def styled(*parts: str | tuple[str, str]) -> Text:
 
 
 def error_line(message: object) -> Text:
-    """``knell: error: MESSAGE``, the one-line form of every exit-3 error."""
-    return styled(("knell: error:", "bold red"), " ", str(message))
+    """``knell: error: MESSAGE``, the one-line form of every exit-3 error.
+    Every URL's password in it is masked here, the one place every error
+    line passes: a message quoting a store URL (a driver's own error, a
+    library's) never shows the password on a terminal or in CI's log."""
+    return styled(("knell: error:", "bold red"), " ", redact_text(str(message)))
 
 
 class UsageProblem(KnellError, click.ClickException):
