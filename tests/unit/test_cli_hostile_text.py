@@ -172,7 +172,6 @@ def test_no_console_reads_markup() -> None:
     assert not problems, "\n".join(problems)
 
 
-
 def test_an_error_line_never_shows_a_url_password() -> None:
     """Whatever a message quotes (a driver's exception text holding its
     URL), the error line masks the password."""
