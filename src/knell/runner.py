@@ -132,6 +132,13 @@ def make_store(scenario: Scenario, run_dir: Path, owner: Owner | None) -> Any:
     from knell.stores import StoreSpec, create_store
 
     table = scenario.store
+    from knell.stores.disk import refusal
+
+    refused = refusal(table.disk, url=table.url, provider=table.provider)
+    if refused is not None:
+        from knell.stores.base import StoreError
+
+        raise StoreError(f"[store] {refused}")
     if table.provider == "compose":
         from knell.stores.compose.adapter import compose_store
 

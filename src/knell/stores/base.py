@@ -35,9 +35,12 @@ import socket
 from abc import ABC, abstractmethod
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from knell.errors import KnellError
+
+if TYPE_CHECKING:
+    from knell.stores.disk import FaultyDisk
 
 __all__ = ["Store", "StoreError", "free_port", "port_in_use", "tail"]
 
@@ -66,6 +69,10 @@ class Store(ABC):
     """Which store faults this store supports: a subset of ``{"crash",
     "pause", "restart", "disconnect"}`` (the last two: containers). The
     runner checks a scenario's faults against it before anything starts."""
+
+    disk: FaultyDisk | None = None
+    """The faulty disk its data lives on (``[store] disk = "faulty"``), or
+    None: storage faults drive it through :meth:`FaultyDisk.control`."""
 
     def __init__(self, run_dir: Path, *, poll_interval: float, op_timeout: float) -> None:
         if poll_interval <= 0:
