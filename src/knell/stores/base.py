@@ -35,12 +35,9 @@ import socket
 from abc import ABC, abstractmethod
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from knell.errors import KnellError
-
-if TYPE_CHECKING:
-    from knell.stores.disk import FaultyDisk
 
 __all__ = ["Store", "StoreError", "free_port", "port_in_use", "tail"]
 
@@ -70,9 +67,11 @@ class Store(ABC):
     "pause", "restart", "disconnect"}`` (the last two: containers). The
     runner checks a scenario's faults against it before anything starts."""
 
-    disk: FaultyDisk | None = None
+    disk: Any = None
     """The faulty disk its data lives on (``[store] disk = "faulty"``), or
-    None: storage faults drive it through :meth:`FaultyDisk.control`."""
+    None: a :class:`knell.stores.disk.FaultyDisk` (typed so in the stores
+    that have one; not imported here, which :mod:`.disk` itself imports),
+    through whose ``control()`` the storage faults drive the mount."""
 
     def __init__(self, run_dir: Path, *, poll_interval: float, op_timeout: float) -> None:
         if poll_interval <= 0:

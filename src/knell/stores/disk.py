@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -35,9 +36,11 @@ from knell.stores.base import StoreError
 from knell.stores.kind import StoreOptions
 
 if TYPE_CHECKING:
-    from knell.fs.control_channel import FsControl
     from knell.fs.mount import MountProcess
     from knell.owners import Owner
+
+if TYPE_CHECKING and sys.platform != "win32":
+    from knell.fs.control_channel import FsControl
 
 __all__ = [
     "BACKING",
@@ -118,11 +121,13 @@ class FaultyDisk:
             raise StoreError("the faulty disk is not mounted")
         return self._folder / "control.sock"
 
-    def control(self, timeout: float = 60.0) -> FsControl:
-        """The mount's control channel: what the storage fault kinds drive."""
-        from knell.fs.control_channel import FsControl
+    if sys.platform != "win32":  # knell fs is POSIX only (refused elsewhere)
 
-        return FsControl(self.socket, timeout=timeout)
+        def control(self, timeout: float = 60.0) -> FsControl:
+            """The mount's control channel: what the storage fault kinds drive."""
+            from knell.fs.control_channel import FsControl
+
+            return FsControl(self.socket, timeout=timeout)
 
     def start(self) -> Path:
         """Mount (once); return the mount point. On failure nothing is left

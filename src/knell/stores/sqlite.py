@@ -31,6 +31,7 @@ class SqliteStore(Store):
     """``store/bus.db`` in the run directory."""
 
     kind = "sqlite"
+    disk: FaultyDisk | None = None
 
     def __init__(
         self,

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -166,7 +167,7 @@ class PostgresServer(ServerStore):
         if (data / "PG_VERSION").exists():
             return  # an existing cluster (a kept data directory): serve it as it is
         self._initdb(data, user)
-        if self.disk is not None:
+        if self.disk is not None and sys.platform != "win32":
             # initdb ran with --no-sync: make the fresh cluster durable, as a
             # machine set up before the test would be, so a power loss hits
             # only what the server itself wrote.
