@@ -19,6 +19,7 @@ from knell.nemesis.latency import Latency
 from knell.nemesis.limit_data import LimitData
 from knell.nemesis.partition import Partition
 from knell.nemesis.pause import Pause
+from knell.nemesis.power_loss import PowerLoss
 from knell.nemesis.refuse import Refuse
 from knell.nemesis.reset_peer import ResetPeer
 from knell.nemesis.slicer import Slicer
@@ -76,6 +77,7 @@ for _builtin in (
     StorePause,
     StoreRestart,
     StoreDisconnect,
+    PowerLoss,
     Partition,
     Refuse,
     Latency,

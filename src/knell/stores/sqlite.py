@@ -51,6 +51,7 @@ class SqliteStore(Store):
         self.synchronous = synchronous
         if disk == "faulty":
             self.disk = FaultyDisk(self.run_dir, owner)
+            self.faults = frozenset({"power-loss"})
 
     @property
     def path(self) -> Path:
