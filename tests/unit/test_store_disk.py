@@ -68,3 +68,35 @@ def test_the_doctor_says_what_storage_faults_need(
     (cap,) = diagnose(["storage"])
     assert not cap.ok
     assert "apt-get install fuse3" in cap.findings[0].hint
+
+
+def test_only_a_store_on_the_faulty_disk_can_lose_power() -> None:
+    from knell.stores import capabilities
+
+    for kind in ("sqlite", "postgres", "redis"):
+        faulty = StoreTable.model_validate({"kind": kind, "disk": "faulty"})
+        assert "power-loss" in capabilities(faulty)
+        assert "power-loss" not in capabilities(StoreTable.model_validate({"kind": kind}))
+    existing = StoreTable.model_validate(
+        {"kind": "postgres", "disk": "faulty", "url": "postgresql://127.0.0.1/x"}
+    )
+    assert "power-loss" not in capabilities(existing)
+
+
+def test_power_loss_on_a_plain_disk_is_refused_saying_how(tmp_path: Path) -> None:
+    from knell.runner import RunError, _check_store_faults
+    from knell.scenario import Scenario
+    from knell.stores.sqlite import SqliteStore
+
+    scenario = Scenario.model_validate(
+        {
+            "name": "x",
+            "description": "x",
+            "duration": "2s",
+            "process": [{"role": "producer"}],
+            "nemesis": [{"fault": "power-loss", "every": "1s"}],
+        }
+    )
+    with pytest.raises(RunError, match=r'power-loss needs .*\[store\] disk = "faulty"'):
+        _check_store_faults(scenario, SqliteStore(tmp_path))
+    _check_store_faults(scenario, SqliteStore(tmp_path, disk="faulty"))  # nothing mounted yet
