@@ -155,6 +155,32 @@ def test_reap_unmounts_what_a_sigkilled_runner_left_mounted(tmp_path: Path) -> N
             subprocess.run(["fusermount3", "-u", "-z", line.split()[4]], check=False)
 
 
+def test_an_interrupted_run_unmounts_its_disk(tmp_path: Path) -> None:
+    _require("sqlite")
+    reports = tmp_path / "reports"
+    scenario = _scenario(tmp_path, "sqlite", duration="60s")
+    runner = subprocess.Popen(
+        [sys.executable, "-m", "knell", "run", str(scenario), "--reports", str(reports)],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not _ours(reports) and time.monotonic() < deadline:
+            assert runner.poll() is None, "the run ended before its disk was mounted"
+            time.sleep(0.1)
+        time.sleep(1.0)
+        runner.send_signal(signal.SIGTERM)  # what Ctrl-C does, for a run in the background
+        _, err = runner.communicate(timeout=60)
+        assert "interrupted" in err
+        assert _ours(reports) == []
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+
+
 def test_an_existing_server_is_not_knells_to_mount(tmp_path: Path) -> None:
     scenario = _scenario(tmp_path, "postgres")
     done = knell(
