@@ -101,13 +101,13 @@ class PowerLoss(StoreFault):
         if crashed:
             ctx.expected_down.add("store")
         try:
-            lost, proven = self._lose(disk)
+            lost, proven = self._lose(disk, action)
         except Exception as exc:
             # Everything is down: the heal must still bring it back.
             self._failed(ctx, action, "losing the unsynced writes", exc)
-            ctx.record("power-loss", "store", action=action, killed=killed, server=crashed)
+            ctx.record(self.apply_f, "store", action=action, killed=killed, server=crashed)
             return True
-        ctx.record("power-loss", "store", action=action, killed=killed, server=crashed, lost=lost)
+        ctx.record(self.apply_f, "store", action=action, killed=killed, server=crashed, lost=lost)
         if not proven:
             self._failed(
                 ctx,
@@ -117,17 +117,21 @@ class PowerLoss(StoreFault):
             )
         return True
 
-    @staticmethod
-    def _lose(disk: Any) -> tuple[dict[str, Any], bool]:
-        """Write the probe without fsync, lose the unsynced writes, and say
-        whether the probe is gone (the proof)."""
+    def cut(self, control: Any, action: Action) -> dict[str, Any]:
+        """What the disk does at the cut: lose every unsynced write (a kind
+        that keeps some of them, a torn write, overrides this)."""
+        return control.lose_unsynced()  # type: ignore[no-any-return]
+
+    def _lose(self, disk: Any, action: Action) -> tuple[dict[str, Any], bool]:
+        """Write the probe without fsync, cut, and say whether the probe is
+        gone (the proof: its entry was never synced, so no cut keeps it)."""
         probe = disk.root / PROBE
         fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
             os.write(fd, b"written without fsync: a power cut loses it\n")
         finally:
             os.close(fd)
-        lost = disk.control().lose_unsynced()
+        lost = self.cut(disk.control(), action)
         return lost, not probe.exists()
 
     # -- the power back on -------------------------------------------------------
@@ -171,7 +175,9 @@ class PowerLoss(StoreFault):
                 )
             ctx.expected_down.discard(name)
         ctx.expected_down.discard(POWER_OFF)
-        ctx.record("power-on", "store", action=action, seconds=round(time.monotonic() - started, 3))
+        ctx.record(
+            self.heal_f, "store", action=action, seconds=round(time.monotonic() - started, 3)
+        )
         return True
 
     def radius(self, action: Action, ctx: NemesisContext) -> Radius:
