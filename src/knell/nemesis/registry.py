@@ -28,6 +28,7 @@ from knell.nemesis.store_crash import StoreCrash
 from knell.nemesis.store_disconnect import StoreDisconnect
 from knell.nemesis.store_pause import StorePause
 from knell.nemesis.store_restart import StoreRestart
+from knell.nemesis.torn_power_loss import TornPowerLoss
 
 __all__ = ["FAULT_KINDS", "kinds", "on_register", "register_kind"]
 
@@ -78,6 +79,7 @@ for _builtin in (
     StoreRestart,
     StoreDisconnect,
     PowerLoss,
+    TornPowerLoss,
     Partition,
     Refuse,
     Latency,
