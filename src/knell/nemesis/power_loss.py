@@ -58,7 +58,7 @@ class PowerLossSpec(FaultSpec):
 
 class PowerLoss(StoreFault):
     name = "power-loss"
-    spec = PowerLossSpec
+    spec: ClassVar[type[FaultSpec]] = PowerLossSpec
     apply_f = "power-loss"
     heal_f = "power-on"
     effect: ClassVar[Effect] = "down"

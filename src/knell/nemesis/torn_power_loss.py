@@ -50,4 +50,4 @@ class TornPowerLoss(PowerLoss):
 
     def cut(self, control: Any, action: Action) -> dict[str, Any]:
         seed = int(action.params.get("seed", 0)) * 1_000_003 + action.fault
-        return {**control.torn(seed), "seed": seed}  # type: ignore[no-any-return]
+        return {**control.torn(seed), "seed": seed}

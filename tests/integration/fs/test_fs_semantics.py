@@ -209,8 +209,7 @@ def test_ftruncate_of_a_durable_file_shrinks_it_and_a_power_cut_undoes_it(
     # bytes the cut removes must be read first (it failed with EBADF).
     durable_file(mounted, "shm", b"x" * (2 * PAGE + 100))
     child(
-        "fd = os.open('shm', os.O_RDWR); os.ftruncate(fd, 3); os.close(fd)\n"
-        "os.truncate('shm', 2)",
+        "fd = os.open('shm', os.O_RDWR); os.ftruncate(fd, 3); os.close(fd)\nos.truncate('shm', 2)",
         mounted.root,
     )
     assert (mounted.root / "shm").read_bytes() == b"xx"
