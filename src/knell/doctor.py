@@ -151,6 +151,17 @@ def _node() -> list[Finding]:
     return out
 
 
+def _storage_faults() -> list[Finding]:
+    """Whether ``knell fs`` can mount here (``[store] disk = "faulty"``)."""
+    from knell.fs.mount import INSTALL_HINT, fuse_missing
+
+    reason = fuse_missing()
+    if reason is not None:
+        return [Finding("knell fs", False, reason.split("; ")[0], INSTALL_HINT)]
+    fusermount = shutil.which("fusermount3")
+    return [Finding("knell fs", True, f"/dev/fuse, {fusermount} and mfusepy found")]
+
+
 def _containers() -> list[Finding]:
     from knell.stores.compose.doctor import doctor
 
@@ -176,6 +187,10 @@ CAPABILITIES: dict[str, tuple[str, Callable[[], list[Finding]]]] = {
     "sqlite": ("run scenarios on the embedded SQLite store", _sqlite),
     **_store_capabilities(),
     "network": ("network faults (partition, latency, ...) through a Toxiproxy API", _network),
+    "storage": (
+        'storage faults: a store on a faulty disk (disk = "faulty", knell fs)',
+        _storage_faults,
+    ),
     "node": ("the Node.js example adapter and its mutant", _node),
     "docker": ("the compose stack (make compose-test)", _containers),
     "browser": ("the HTML report's headless-browser test", _browser),

@@ -28,7 +28,8 @@ Kinds of resources and who removes them:
   (:func:`knell.platform.signal_session`);
 * ``group``: a server, its process group and everything it forked
   (:func:`knell.platform.signal_server`);
-* anything else (``container``, ``network``, ``volume`` ...): a reaper
+* anything else (``container``, ``network``, ``volume``, a faulty disk's
+  ``fs-mount``, lazily unmounted ...): a reaper
   function registered in :data:`REAPERS` as ``"module:function"``, imported
   only when such a record is reaped.
 """
@@ -57,6 +58,7 @@ REAPERS: dict[str, str] = {
     "container": "knell.stores.compose.reaper:remove_container",
     "network": "knell.stores.compose.reaper:remove_network",
     "volume": "knell.stores.compose.reaper:remove_volume",
+    "fs-mount": "knell.stores.disk:reap_mount",
 }
 """Resource kind -> ``"module:function"`` that removes one record's
 resource (called with the record's dict, returns whether it removed

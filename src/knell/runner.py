@@ -132,6 +132,13 @@ def make_store(scenario: Scenario, run_dir: Path, owner: Owner | None) -> Any:
     from knell.stores import StoreSpec, create_store
 
     table = scenario.store
+    from knell.stores.disk import refusal
+
+    refused = refusal(table.disk, url=table.url, provider=table.provider)
+    if refused is not None:
+        from knell.stores.base import StoreError
+
+        raise StoreError(f"[store] {refused}")
     if table.provider == "compose":
         from knell.stores.compose.adapter import compose_store
 
@@ -170,6 +177,8 @@ def _check_store_faults(scenario: Scenario, store: Any) -> None:
                 " (an existing server is crashed only through crash_command and "
                 "restart_command in [store])"
             )
+        elif need == "power-loss":
+            how = ' (its data must be on the faulty disk: [store] disk = "faulty")'
         elif need in ("restart", "disconnect"):
             how = (
                 ' (only a containerized store can: provider = "compose"; to cut a private'

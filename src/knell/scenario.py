@@ -357,6 +357,12 @@ class StoreTable(_Strict):
     crash_command: str | None = Field(default=None, description="how store-crash crashes it")
     restart_command: str | None = Field(default=None, description="how it is restarted")
 
+    @property
+    def disk(self) -> str:
+        """What the store's data lives on: ``plain`` or ``faulty`` (its kind's
+        ``disk`` option, see :mod:`knell.stores.disk`)."""
+        return str((self.model_extra or {}).get("disk") or "plain")
+
     def _compose_keys(self) -> tuple[str, ...]:
         from knell.stores.compose.options import compose_keys
 

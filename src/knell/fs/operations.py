@@ -227,9 +227,19 @@ class FaultyOperations(mfusepy.Operations):  # type: ignore[misc]
             self.disk.before_write(fh, offset, len(data))
             return os.pwrite(fh, data, offset)
 
+    def _open_to_truncate(self, path: str) -> int:
+        """An fd of the backing file for a truncation by path (the kernel
+        sends one without a handle): readable too, since the page cache
+        reads the durable bytes a shrink cuts before cutting them."""
+        real = self._real(path)
+        try:
+            return os.open(real, os.O_RDWR)
+        except PermissionError:
+            return os.open(real, os.O_WRONLY)
+
     def truncate(self, path: str, length: int, fh: int | None = None) -> int:
         with self.disk.lock:
-            fd = fh if fh is not None else os.open(self._real(path), os.O_WRONLY)
+            fd = fh if fh is not None else self._open_to_truncate(path)
             try:
                 if length > os.fstat(fd).st_size:
                     self._space()

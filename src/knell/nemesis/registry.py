@@ -19,6 +19,7 @@ from knell.nemesis.latency import Latency
 from knell.nemesis.limit_data import LimitData
 from knell.nemesis.partition import Partition
 from knell.nemesis.pause import Pause
+from knell.nemesis.power_loss import PowerLoss
 from knell.nemesis.refuse import Refuse
 from knell.nemesis.reset_peer import ResetPeer
 from knell.nemesis.slicer import Slicer
@@ -27,6 +28,7 @@ from knell.nemesis.store_crash import StoreCrash
 from knell.nemesis.store_disconnect import StoreDisconnect
 from knell.nemesis.store_pause import StorePause
 from knell.nemesis.store_restart import StoreRestart
+from knell.nemesis.torn_power_loss import TornPowerLoss
 
 __all__ = ["FAULT_KINDS", "kinds", "on_register", "register_kind"]
 
@@ -76,6 +78,8 @@ for _builtin in (
     StorePause,
     StoreRestart,
     StoreDisconnect,
+    PowerLoss,
+    TornPowerLoss,
     Partition,
     Refuse,
     Latency,

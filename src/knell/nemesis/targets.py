@@ -40,10 +40,18 @@ class WorkerTarget(ProcessTarget, Protocol):
 class StoreTarget(Protocol):
     """The run's store as a target: its kind (which links and store faults
     exist follows from it and its table, see
-    :func:`knell.stores.capabilities`)."""
+    :func:`knell.stores.capabilities`) and its disk."""
 
     @property
     def kind(self) -> str: ...
+
+    @property
+    def disk(self) -> str:
+        """``faulty``: its data is on ``knell fs`` (``[store] disk``), so the
+        storage faults apply; at run time the store's ``disk``
+        (:class:`knell.stores.disk.FaultyDisk`, in ``ctx.stores["store"]``)
+        hands them the mount's :class:`~knell.fs.control_channel.FsControl`."""
+        ...
 
 
 class FaultTargets(Protocol):

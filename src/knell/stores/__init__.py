@@ -57,4 +57,8 @@ def capabilities(table: Any) -> frozenset[str]:
     if kind is None:
         return frozenset()
     both = bool(table.crash_command and table.restart_command)
-    return kind.capabilities(table.provider, table.url, both)
+    found = kind.capabilities(table.provider, table.url, both)
+    faulty = getattr(table, "disk", "plain") == "faulty"
+    if faulty and table.provider == "private" and table.url is None:
+        found |= {"power-loss"}  # its data is on the faulty disk (knell.stores.disk)
+    return found

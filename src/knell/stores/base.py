@@ -67,6 +67,12 @@ class Store(ABC):
     "pause", "restart", "disconnect"}`` (the last two: containers). The
     runner checks a scenario's faults against it before anything starts."""
 
+    disk: Any = None
+    """The faulty disk its data lives on (``[store] disk = "faulty"``), or
+    None: a :class:`knell.stores.disk.FaultyDisk` (typed so in the stores
+    that have one; not imported here, which :mod:`.disk` itself imports),
+    through whose ``control()`` the storage faults drive the mount."""
+
     def __init__(self, run_dir: Path, *, poll_interval: float, op_timeout: float) -> None:
         if poll_interval <= 0:
             raise StoreError(f"poll_interval must be > 0 seconds, got {poll_interval}")

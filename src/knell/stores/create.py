@@ -45,6 +45,11 @@ def _check(spec: StoreSpec) -> None:
     for name in spec.options:
         if name not in kind.options.model_fields:
             raise StoreError(f"store option {name!r} does not apply to a {spec.kind} store")
+    if spec.options.get("disk") == "faulty" and spec.data_dir is not None:
+        raise StoreError(
+            'store option data_dir does not apply with disk = "faulty": the data directory '
+            "is on the faulty disk knell mounts"
+        )
     for name in PRIVATE_ONLY:
         if getattr(spec, name) not in (None, {}) and (not kind.network or spec.url is not None):
             where = "an external server (store_url)" if spec.url else f"a {spec.kind} store"

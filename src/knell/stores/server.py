@@ -24,6 +24,7 @@ from typing import Any, ClassVar, Literal
 
 from knell.owners import Owner
 from knell.stores.base import Store, StoreError, free_port, port_in_use, tail
+from knell.stores.disk import FaultyDisk
 from knell.stores.process import KeptProcess
 
 __all__ = ["ServerStore", "ensure_writable"]
@@ -40,6 +41,7 @@ class ServerStore(Store):
     """Base of the private server stores (see the module docstring)."""
 
     faults = frozenset({"crash", "pause"})
+    disk: FaultyDisk | None = None
     title: ClassVar[str] = "server"
     """The server's name in messages ("Postgres", "Redis")."""
     ready_timeout: ClassVar[float] = 30.0

@@ -1,7 +1,8 @@
 """The run's SQLite file, as a store like the others.
 
 Nothing to start and no server to crash or pause: the bus is a library
-inside each worker, and the file is in ``store/bus.db``. It exists so the
+inside each worker, and the file is in ``store/bus.db`` (with ``[store] disk =
+"faulty"``, in ``bus.db`` on the faulty disk, see :mod:`knell.stores.disk`). It exists so the
 runner treats every kind of store the same way; its :attr:`faults` is
 empty, so a scenario asking for a store fault on SQLite is refused before
 anything starts.
@@ -14,7 +15,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from knell.buses.sqlite_url import sqlite_url
 from knell.stores.base import Store, StoreError
-from knell.stores.kind import Probe, StoreKind, StoreOptions
+from knell.stores.disk import DiskOptions, FaultyDisk
+from knell.stores.kind import Probe, StoreKind
 
 if TYPE_CHECKING:
     from knell.owners import Owner
@@ -29,6 +31,7 @@ class SqliteStore(Store):
     """``store/bus.db`` in the run directory."""
 
     kind = "sqlite"
+    disk: FaultyDisk | None = None
 
     def __init__(
         self,
@@ -37,6 +40,8 @@ class SqliteStore(Store):
         poll_interval: float = 0.1,
         synchronous: str = "normal",
         op_timeout: float = 5.0,
+        disk: str = "plain",
+        owner: Owner | None = None,
     ) -> None:
         super().__init__(run_dir, poll_interval=poll_interval, op_timeout=op_timeout)
         if synchronous not in _SYNCHRONOUS:
@@ -44,7 +49,16 @@ class SqliteStore(Store):
                 f"sqlite synchronous must be one of {', '.join(_SYNCHRONOUS)}, got {synchronous!r}"
             )
         self.synchronous = synchronous
-        self.path = (self.store_dir / "bus.db").resolve()
+        if disk == "faulty":
+            self.disk = FaultyDisk(self.run_dir, owner)
+            self.faults = frozenset({"power-loss"})
+
+    @property
+    def path(self) -> Path:
+        """The database file (on the faulty disk once it is mounted)."""
+        if self.disk is not None:
+            return self.disk.root / "bus.db"
+        return (self.store_dir / "bus.db").resolve()
 
     @property
     def url(self) -> str:
@@ -58,6 +72,8 @@ class SqliteStore(Store):
             self.store_dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise StoreError(f"store folder {self.store_dir} is not writable: {exc}") from None
+        if self.disk is not None:
+            self.disk.start()
 
     def wait_ready(self, timeout: float = 30.0) -> float:
         return 0.0
@@ -84,16 +100,22 @@ class SqliteStore(Store):
         raise self._no_server("store-pause")
 
     def stop(self) -> None:
-        return None
+        if self.disk is not None:
+            self.disk.stop()
 
     def describe(self) -> dict[str, Any]:
-        return {"kind": self.kind, "path": str(self.path), "synchronous": self.synchronous}
+        out = {"kind": self.kind, "synchronous": self.synchronous}
+        if self.disk is None:
+            return {**out, "path": str(self.path)}
+        return {**out, "path": str(self.disk.backing / "bus.db"), **self.disk.describe()}
 
     def describe_short(self) -> str:
+        if self.disk is not None:
+            return f"sqlite file bus.db on a faulty disk over {self.disk.backing}"
         return f"sqlite file {self.path}"
 
 
-class SqliteOptions(StoreOptions):
+class SqliteOptions(DiskOptions):
     """The ``[store]`` keys of the embedded SQLite store."""
 
     synchronous: Literal["off", "normal", "full", "extra"] | None = None
@@ -117,6 +139,8 @@ class SqliteKind(StoreKind):
             synchronous=spec.options.get("synchronous") or "normal",
             poll_interval=spec.poll_interval,
             op_timeout=spec.op_timeout,
+            disk=spec.options.get("disk") or "plain",
+            owner=owner,
         )
 
     def unavailable(self) -> str | None:

@@ -22,8 +22,9 @@ from knell.owners import Owner
 __all__ = ["PREFIX", "PREFIXES", "make", "remove"]
 
 PREFIX = "knell-store-"
-PREFIXES = (PREFIX, "knell-proxy-")
-"""Every prefix a recorded folder may carry (the proxy's: knell.nemesis.toxiproxy)."""
+PREFIXES = (PREFIX, "knell-proxy-", "knell-fs-")
+"""Every prefix a recorded folder may carry (the proxy's: knell.nemesis.toxiproxy;
+the faulty disk's mount point: knell.stores.disk)."""
 
 
 def make(kind: str, owner: Owner | None) -> Path:

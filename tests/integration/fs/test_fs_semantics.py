@@ -201,6 +201,22 @@ def test_open_with_o_trunc_truncates_and_a_power_cut_undoes_it(mounted: Mounted)
     assert (mounted.root / "f").read_bytes() == b"long durable content"
 
 
+def test_ftruncate_of_a_durable_file_shrinks_it_and_a_power_cut_undoes_it(
+    mounted: Mounted,
+) -> None:
+    # SQLite's first connection cuts a left-over -shm file with ftruncate(fd,
+    # 3): the kernel sends it by path, without the handle, and the durable
+    # bytes the cut removes must be read first (it failed with EBADF).
+    durable_file(mounted, "shm", b"x" * (2 * PAGE + 100))
+    child(
+        "fd = os.open('shm', os.O_RDWR); os.ftruncate(fd, 3); os.close(fd)\nos.truncate('shm', 2)",
+        mounted.root,
+    )
+    assert (mounted.root / "shm").read_bytes() == b"xx"
+    mounted.control.lose_unsynced()
+    assert (mounted.root / "shm").read_bytes() == b"x" * (2 * PAGE + 100)
+
+
 def test_touch_sets_the_times_to_now(mounted: Mounted) -> None:
     durable_file(mounted, "f", b"x")
     os.utime(mounted.root / "f", ns=(10**18, 10**18))

@@ -22,12 +22,12 @@ from typing import TYPE_CHECKING, Literal
 
 from knell.platform import is_root, user_exists
 from knell.stores.base import StoreError
+from knell.stores.disk import DiskOptions
 from knell.stores.kind import (
     ComposeService,
     Greeting,
     Probe,
     StoreKind,
-    StoreOptions,
     version_of,
 )
 
@@ -41,7 +41,7 @@ __all__ = ["STORE_KIND", "PostgresKind", "PostgresOptions"]
 _ALL_FAULTS = frozenset({"crash", "pause", "restart", "disconnect"})
 
 
-class PostgresOptions(StoreOptions):
+class PostgresOptions(DiskOptions):
     """The ``[store]`` keys of a Postgres store."""
 
     fsync: bool | None = None
@@ -96,6 +96,7 @@ class PostgresKind(StoreKind):
             port=spec.port,
             fsync=True if o.get("fsync") is None else bool(o["fsync"]),
             synchronous_commit=o.get("synchronous_commit") or "on",
+            disk=o.get("disk") or "plain",
             bin_dir=spec.bin,
             user=o.get("user"),
             data_dir=spec.data_dir,

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,7 @@ from knell.platform import give_to, is_root
 from knell.redact import is_secret_key
 from knell.stores import tempdirs
 from knell.stores.base import StoreError, tail
+from knell.stores.disk import FaultyDisk
 from knell.stores.postgres.discovery import PostgresBinaries, find_postgres
 from knell.stores.process import KeptProcess
 from knell.stores.server import ServerStore, ensure_writable
@@ -79,6 +81,7 @@ class PostgresServer(ServerStore):
         poll_interval: float = 0.1,
         op_timeout: float = 5.0,
         settings: dict[str, str] | None = None,
+        disk: str = "plain",
     ) -> None:
         super().__init__(
             run_dir, owner=owner, port=port, poll_interval=poll_interval, op_timeout=op_timeout
@@ -102,6 +105,11 @@ class PostgresServer(ServerStore):
         self._temp: Path | None = None
         self._secrets: Path | None = None
         """The private folder of the secret settings' config file, once written."""
+        if disk == "faulty":
+            # Postgres never fsyncs the folder of a new relation file: it
+            # relies on a journaling file system, so the disk journals entries.
+            self.disk = FaultyDisk(self.run_dir, owner, "journaled")
+            self.faults = self.faults | {"power-loss"}
 
     # -- the URL --------------------------------------------------------------
 
@@ -137,7 +145,9 @@ class PostgresServer(ServerStore):
         self.binaries = find_postgres(self.bin_dir)
         ensure_writable(self.store_dir, "store folder")
         user = self.user = self._server_user()
-        if self.data_dir is None:
+        if self.disk is not None:
+            self.data_dir = self.disk.start() / "pgdata"
+        elif self.data_dir is None:
             if user is not None:
                 self._temp = tempdirs.make("postgres", self.owner)
                 self.data_dir = self._temp / "data"
@@ -158,6 +168,11 @@ class PostgresServer(ServerStore):
         if (data / "PG_VERSION").exists():
             return  # an existing cluster (a kept data directory): serve it as it is
         self._initdb(data, user)
+        if self.disk is not None and sys.platform != "win32":
+            # initdb ran with --no-sync: make the fresh cluster durable, as a
+            # machine set up before the test would be, so a power loss hits
+            # only what the server itself wrote.
+            self.disk.control().checkpoint()
 
     def _initdb(self, data: Path, user: str | None) -> None:
         assert self.binaries is not None
@@ -276,6 +291,8 @@ class PostgresServer(ServerStore):
         if self._secrets is not None:
             shutil.rmtree(self._secrets, ignore_errors=True)
             self._secrets = None
+        if self.disk is not None:
+            self.disk.stop()  # after the server: nothing holds it open
 
     @property
     def logs(self) -> list[Path]:
@@ -291,6 +308,7 @@ class PostgresServer(ServerStore):
             "user": self.user,
             "fsync": self.fsync,
             "synchronous_commit": self.synchronous_commit,
+            **({} if self.disk is None else self.disk.describe()),
         }
 
 

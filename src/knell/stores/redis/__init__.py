@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from knell.stores.base import StoreError
+from knell.stores.disk import DiskOptions
 from knell.stores.kind import (
     ComposeService,
     Greeting,
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
 __all__ = ["STORE_KIND", "RedisKind", "RedisOptions"]
 
 
-class RedisOptions(StoreOptions):
+class RedisOptions(DiskOptions):
     """The ``[store]`` keys of a Redis store."""
 
     persistence: Literal["none", "everysec", "always"] | None = None
@@ -100,6 +101,7 @@ class RedisKind(StoreKind):
             owner=owner,
             port=spec.port,
             persistence=spec.options.get("persistence") or "always",
+            disk=spec.options.get("disk") or "plain",
             binary=spec.bin,
             data_dir=spec.data_dir,
             password=spec.password,

@@ -37,6 +37,7 @@ from knell.owners import Owner
 from knell.redact import is_secret_key
 from knell.stores import tempdirs
 from knell.stores.base import StoreError
+from knell.stores.disk import FaultyDisk
 from knell.stores.redis.discovery import find_redis_server
 from knell.stores.server import ServerStore, ensure_writable
 
@@ -66,6 +67,7 @@ class RedisServer(ServerStore):
         poll_interval: float = 0.1,
         op_timeout: float = 5.0,
         settings: dict[str, str] | None = None,
+        disk: str = "plain",
     ) -> None:
         super().__init__(
             run_dir, owner=owner, port=port, poll_interval=poll_interval, op_timeout=op_timeout
@@ -83,6 +85,10 @@ class RedisServer(ServerStore):
         self.settings = dict(settings or {})
         self._secrets: Path | None = None
         """The private folder of the secret settings' config file, once written."""
+        if disk == "faulty":
+            # Redis never fsyncs the folder of its new AOF files: journaled entries.
+            self.disk = FaultyDisk(self.run_dir, owner, "journaled")
+            self.faults = self.faults | {"power-loss"}
 
     @property
     def admin_url(self) -> str:
@@ -101,6 +107,8 @@ class RedisServer(ServerStore):
     def _provision(self) -> None:
         self.binary = find_redis_server(self.binary_name)
         ensure_writable(self.store_dir, "store folder")
+        if self.disk is not None:
+            self.data_dir = self.disk.start() / "redis"
         ensure_writable(self.data_dir, "data directory")
 
     def _command(self) -> list[str]:
@@ -168,6 +176,8 @@ class RedisServer(ServerStore):
         if self._secrets is not None:
             shutil.rmtree(self._secrets, ignore_errors=True)
             self._secrets = None
+        if self.disk is not None:
+            self.disk.stop()  # after the server: nothing holds it open
 
     @property
     def logs(self) -> list[Path]:
@@ -181,6 +191,7 @@ class RedisServer(ServerStore):
             "binary": None if self.binary is None else str(self.binary),
             "data_dir": str(self.data_dir),
             "persistence": self.persistence,
+            **({} if self.disk is None else self.disk.describe()),
         }
 
 
