@@ -177,7 +177,7 @@ def _check_store_faults(scenario: Scenario, store: Any) -> None:
                 " (an existing server is crashed only through crash_command and "
                 "restart_command in [store])"
             )
-        elif need == "power-loss":
+        elif need in ("power-loss", "disk-fault"):
             how = ' (its data must be on the faulty disk: [store] disk = "faulty")'
         elif need in ("restart", "disconnect"):
             how = (

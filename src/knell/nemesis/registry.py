@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from knell.nemesis.bandwidth import Bandwidth
+from knell.nemesis.disk_full import DiskFull
+from knell.nemesis.fsync_error import FsyncError
 from knell.nemesis.kill import Kill
 from knell.nemesis.kind import FaultKind
 from knell.nemesis.latency import Latency
@@ -23,6 +25,7 @@ from knell.nemesis.power_loss import PowerLoss
 from knell.nemesis.refuse import Refuse
 from knell.nemesis.reset_peer import ResetPeer
 from knell.nemesis.slicer import Slicer
+from knell.nemesis.slow_disk import SlowDisk
 from knell.nemesis.slow_close import SlowClose
 from knell.nemesis.store_crash import StoreCrash
 from knell.nemesis.store_disconnect import StoreDisconnect
@@ -80,6 +83,9 @@ for _builtin in (
     StoreDisconnect,
     PowerLoss,
     TornPowerLoss,
+    FsyncError,
+    DiskFull,
+    SlowDisk,
     Partition,
     Refuse,
     Latency,

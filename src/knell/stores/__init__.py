@@ -60,5 +60,5 @@ def capabilities(table: Any) -> frozenset[str]:
     found = kind.capabilities(table.provider, table.url, both)
     faulty = getattr(table, "disk", "plain") == "faulty"
     if faulty and table.provider == "private" and table.url is None:
-        found |= {"power-loss"}  # its data is on the faulty disk (knell.stores.disk)
+        found |= {"power-loss", "disk-fault"}  # its data is on the faulty disk (knell.stores.disk)
     return found

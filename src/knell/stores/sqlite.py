@@ -51,7 +51,7 @@ class SqliteStore(Store):
         self.synchronous = synchronous
         if disk == "faulty":
             self.disk = FaultyDisk(self.run_dir, owner)
-            self.faults = frozenset({"power-loss"})
+            self.faults = frozenset({"power-loss", "disk-fault"})
 
     @property
     def path(self) -> Path:

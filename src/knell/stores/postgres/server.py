@@ -109,7 +109,7 @@ class PostgresServer(ServerStore):
             # Postgres never fsyncs the folder of a new relation file: it
             # relies on a journaling file system, so the disk journals entries.
             self.disk = FaultyDisk(self.run_dir, owner, "journaled")
-            self.faults = self.faults | {"power-loss"}
+            self.faults = self.faults | {"power-loss", "disk-fault"}
 
     # -- the URL --------------------------------------------------------------
 

@@ -88,7 +88,7 @@ class RedisServer(ServerStore):
         if disk == "faulty":
             # Redis never fsyncs the folder of its new AOF files: journaled entries.
             self.disk = FaultyDisk(self.run_dir, owner, "journaled")
-            self.faults = self.faults | {"power-loss"}
+            self.faults = self.faults | {"power-loss", "disk-fault"}
 
     @property
     def admin_url(self) -> str:
