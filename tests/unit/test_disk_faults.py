@@ -87,3 +87,58 @@ def test_its_events_are_ones_the_history_accepts(fault: str) -> None:
         {k.apply_f for n, k in kinds().items() if n != fault}
         | {k.heal_f for n, k in kinds().items() if n != fault}
     )
+
+
+class _DeafControl:
+    """A control channel whose switches reach nothing: the plain folder
+    under it never fails, so every probe must catch it."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def fsync_error(self, *args: object, **kw: object) -> dict[str, object]:
+        self.calls.append("fsync-error")
+        return {}
+
+    def disk_full(self) -> dict[str, object]:
+        self.calls.append("disk-full")
+        return {}
+
+    def slow_disk(self, delay: float) -> dict[str, object]:
+        self.calls.append("slow-disk")
+        return {}
+
+    def heal(self) -> dict[str, object]:
+        self.calls.append("heal")
+        return {}
+
+
+@pytest.mark.parametrize(
+    ("fault", "options"),
+    [("fsync-error", {}), ("disk-full", {}), ("slow-disk", {"delay": "2s"})],
+)
+def test_a_fault_its_probe_does_not_see_is_failed_and_switched_back_off(
+    tmp_path: Path, fault: str, options: dict[str, object]
+) -> None:
+    from types import SimpleNamespace
+
+    from knell.nemesis.kind import Action, NemesisContext
+
+    kind = kinds()[fault]
+    (spec,) = _scenario({"fault": fault, **options}).nemesis
+    control = _DeafControl()
+    disk = SimpleNamespace(root=tmp_path, control=lambda: control)
+    events: list[tuple[str, dict[str, object]]] = []
+    ctx = NemesisContext(
+        scenario=_scenario({"fault": fault}),
+        supervisor=None,  # type: ignore[arg-type]
+        record=lambda f, target, action=None, **value: events.append((f, value)),
+        stores={"store": SimpleNamespace(disk=disk)},  # type: ignore[dict-item]
+    )
+    action = Action(1.0, fault, "apply", "store", 0, kind.params(spec))
+    assert kind.apply(action, ctx) is False
+    ((f, value),) = events
+    assert f == "fault-failed" and "probe" in str(value["error"]).lower()
+    assert control.calls == [*control.calls[:-1], "heal"] and len(control.calls) >= 2
+    assert not ctx.expected_down
+    assert list(tmp_path.iterdir()) == []  # the probe file is gone
