@@ -25,8 +25,8 @@ from knell.nemesis.power_loss import PowerLoss
 from knell.nemesis.refuse import Refuse
 from knell.nemesis.reset_peer import ResetPeer
 from knell.nemesis.slicer import Slicer
-from knell.nemesis.slow_disk import SlowDisk
 from knell.nemesis.slow_close import SlowClose
+from knell.nemesis.slow_disk import SlowDisk
 from knell.nemesis.store_crash import StoreCrash
 from knell.nemesis.store_disconnect import StoreDisconnect
 from knell.nemesis.store_pause import StorePause
