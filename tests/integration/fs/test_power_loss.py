@@ -2,7 +2,8 @@
 process of the store dies, the faulty disk loses what was not fsynced (or
 keeps a seeded subset of it, torn; proved by a probe either way),
 everything comes back servers first, and SQLite with ``synchronous=FULL``
-loses nothing it acknowledged."""
+and Redis with ``appendfsync always`` lose nothing they acknowledged, while
+the weaker settings' scenarios make their expected findings."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 
 from tests.integration.conftest import REPO, knell
 from tests.integration.fs.conftest import require_fuse
+from tests.servers import require_redis
 
 
 @pytest.mark.parametrize("fault", ["power-loss", "torn-power-loss"])
@@ -72,3 +74,30 @@ def test_sqlite_without_full_sync_loses_acked_commits_and_the_run_says_so(
     assert [name for name, check in checks.items() if check["valid"] == "unknown"] == []
     assert (run / "logs" / "drain-1.1.log").read_text(encoding="utf-8") == ""
     assert results["expect"]["met"], done.stdout
+
+
+@pytest.mark.parametrize(
+    ("persistence", "code"), [("always", 0), ("everysec", 1)], ids=["always", "everysec"]
+)
+def test_redis_power_cuts_tell_appendfsync_settings_apart(
+    tmp_path: Path, persistence: str, code: int
+) -> None:
+    """A store crash cannot tell ``appendfsync always`` from ``everysec``
+    (the page cache survives it); a power cut can: ``always`` keeps every
+    acknowledged write, ``everysec`` loses up to a second of them, and
+    its scenario's expected finding is made, with every drain completed."""
+    require_fuse()
+    require_redis()
+    reports = tmp_path / "reports"
+    name = f"redis-power-loss-{persistence}"
+    done = knell(
+        "run", str(REPO / "scenarios" / f"{name}.toml"),
+        "--duration", "6s", "--seed", "1", "--reports", str(reports),
+    )  # fmt: skip
+    assert done.returncode == code, done.stdout + done.stderr
+    (run,) = [p for p in (reports / name).iterdir() if p.name != "latest"]
+    results = json.loads((run / "results.json").read_text(encoding="utf-8"))
+    checks = results["checks"]["checks"]
+    assert [n for n, check in checks.items() if check["valid"] == "unknown"] == []
+    if persistence == "everysec":
+        assert results["expect"]["met"], done.stdout
