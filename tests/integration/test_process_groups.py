@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -141,13 +142,25 @@ def test_a_fault_kill_of_a_worker_kills_its_adapters_grandchildren(supervised) -
     assert not left_after(marker), "the killed worker's adapter left a grandchild"
 
 
+def _settles(process: psutil.Process, wanted: Callable[[str], bool], within: float = 5.0) -> bool:
+    """Whether ``process``'s state satisfies ``wanted`` within ``within`` seconds."""
+    deadline = time.monotonic() + within
+    while not wanted(process.status()):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
 def test_pausing_a_worker_pauses_its_adapters_grandchildren(supervised) -> None:
     supervisor, marker = supervised
     supervisor.pause("holder")
     (grandchild,) = marked(marker)
-    assert grandchild.status() == psutil.STATUS_STOPPED
+    # A signal to a process group is delivered, not awaited: on a loaded
+    # machine the state changes a moment after killpg returns.
+    assert _settles(grandchild, lambda s: s == psutil.STATUS_STOPPED)
     supervisor.resume("holder")
-    assert grandchild.status() != psutil.STATUS_STOPPED
+    assert _settles(grandchild, lambda s: s != psutil.STATUS_STOPPED)
     supervisor.shutdown()
     assert not left_after(marker), "shutdown left the adapter's grandchild"
 
