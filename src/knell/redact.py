@@ -50,11 +50,13 @@ BUS_URL_ENV = "KNELL_BUS_URL"
 URL (the password-bearing one); its spec file and command line carry the
 redacted form only."""
 
-STORE_URL_ENV = "KNELL_STORE_URL"
+STORE_URL_ENV = "KNELL_EXISTING_STORE_URL"
 """The environment variable ``knell run`` reads an
 existing server's URL from when ``--store-url`` is not given: a password
 typed on the command line is readable by every user of the machine (``ps``)
-for as long as the run lasts; one in the environment is not."""
+for as long as the run lasts; one in the environment is not. (Not
+``KNELL_STORE_URL``: that one knell sets for a stdio adapter, naming the
+run's own store.)"""
 
 _SECRET_KEY = re.compile(r"pass|secret|token|auth|credential|private|apikey|api_key", re.I)
 """Key names whose values are secrets: ``password``, ``requirepass``,

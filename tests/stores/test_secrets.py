@@ -2,7 +2,7 @@
 CLI with a password on a private Redis or Postgres (``[store] password``,
 with and without HTTP bridges), a secret ``[store] settings`` key on a
 private Postgres, and a password on an existing Redis or Postgres
-(``--store-url``, ``KNELL_STORE_URL``) leave no copy of it in any file under
+(``--store-url``, ``KNELL_EXISTING_STORE_URL``) leave no copy of it in any file under
 the run directory, in the terminal's output, or on the command line of any
 process the run starts (``ps``), the private server and its keeper
 included. The replay line names the existing server with a placeholder
@@ -186,7 +186,7 @@ def test_an_existing_postgres_password_is_nowhere_to_be_read(tmp_path: Path) -> 
 @pytest.mark.parametrize("given", ["argument", "environment"])
 def test_an_existing_store_password_is_nowhere_to_be_read(tmp_path: Path, given: str) -> None:
     """Given on the command line, the URL is in the user's own command and
-    nowhere else; given in ``KNELL_STORE_URL``, it is on no command line at
+    nowhere else; given in ``KNELL_EXISTING_STORE_URL``, it is on no command line at
     all."""
     require_redis()
     from knell.stores.redis.server import RedisServer
