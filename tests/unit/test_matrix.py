@@ -427,3 +427,44 @@ def test_a_cell_named_name_at_store_selects_that_cell_on_the_store_axis() -> Non
     native = load_scenario(SCENARIOS / "postgres-kill-consumers.toml")
     with pytest.raises(UsageProblem, match="cannot be re-targeted to the redis store"):
         _named_cells(("postgres-kill-consumers@redis",), [native], None)
+
+
+def test_a_failed_matrix_names_its_failing_rows_last(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A CI page may show only the log's tail: the rows that failed the
+    matrix are named after the replay lines, each with why."""
+    from knell.cli.matrix import _print_matrix
+
+    mutant = MUTANTS["no-idempotency"]
+    missed = Cell(
+        mutant.name, "kill-producers-idempotent", seed=23, valid=True, replay="knell run x"
+    )
+    judge(missed, _results(), mutant)
+    fp = Cell(REFERENCE, "quickstart", seed=7, valid=False, replay="knell run y")
+    judge(fp, _results(no_loss=[("lost", [1.0])]), None)
+    unmade = Cell(REFERENCE, "sqlite-power-loss-normal", seed=7, valid=True, expect_met=False)
+    ok = Cell(REFERENCE, "churn-joiners", seed=43, valid=True, replay="knell run z")
+    matrix = Matrix(
+        rows=[
+            MutantRow(REFERENCE, None, [fp, unmade]),
+            MutantRow(mutant.name, mutant, [missed]),
+            MutantRow(REFERENCE, None, [ok], store="redis"),
+        ],
+        scenarios=["quickstart"],
+        started=datetime(2026, 1, 1, tzinfo=timezone.utc),
+        wall=1.0,
+        duration=5.0,
+        jobs=1,
+        command="knell matrix",
+    )
+    _print_matrix(matrix)
+    out = capsys.readouterr().out
+    tail = out[out.index("matrix: FAIL") :]
+    failed = [line for line in tail.splitlines() if line.startswith("  failed: ")]
+    assert len(failed) == 2, tail
+    assert "reference false-positive" in failed[0]
+    assert "quickstart s7: INVALID (no-loss:lost)" in failed[0]
+    assert "sqlite-power-loss-normal s7: expected finding not made (valid)" in failed[0]
+    assert "no-idempotency missed; expected" in failed[1]
+    assert "kill-producers-idempotent s23: valid (nothing fired)" in failed[1]

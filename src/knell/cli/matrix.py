@@ -24,7 +24,15 @@ from knell.cli.common import (
 )
 from knell.cli.run import SEEDS
 from knell.errors import ExitCode
-from knell.matrix import REFERENCE, SHORT_DURATION, Cell, Matrix, portable, run_matrix
+from knell.matrix import (
+    REFERENCE,
+    SHORT_DURATION,
+    Cell,
+    Matrix,
+    MutantRow,
+    portable,
+    run_matrix,
+)
 from knell.scenario import Scenario
 from knell.shipped import split_store
 from knell.stores import registry as store_kinds
@@ -108,6 +116,14 @@ def _print_matrix(matrix: Matrix) -> None:
             )
     word = ("PASS", "bold green") if matrix.ok else ("FAIL", "bold red")
     console.print(styled("matrix: ", word))
+    # The rows that failed it, last, so a log's tail (all a CI page may
+    # show) names them without scrolling back over the table.
+    for row in matrix.rows:
+        if not row.ok:
+            console.print(
+                styled(("  failed", "bold red"), f": {clean(_failure_line(row), 2000)}"),
+                soft_wrap=True,
+            )
     for line in matrix.skipped:
         console.print(styled(("not run here", "yellow"), f": {clean(line)}"), soft_wrap=True)
     for problem in matrix.report_problems:
@@ -116,6 +132,25 @@ def _print_matrix(matrix: Matrix) -> None:
         console.print(f"report: {matrix.out_dir / 'matrix.md'}", soft_wrap=True)
         if (matrix.out_dir / "matrix.html").exists():
             console.print(f"html: {matrix.out_dir / 'matrix.html'}", soft_wrap=True)
+
+
+def _failure_line(row: MutantRow) -> str:
+    """One line saying why a row fails the matrix: its bus, status and, per
+    run, the scenario with what it came to (a reference's verdict or
+    unmet expectation; a mutant's fired checks against the expected ones)."""
+    runs = []
+    for cell in row.cells:
+        if cell.error:
+            outcome = f"error: {cell.error}"
+        elif row.mutant is None and cell.expect_met is False:
+            outcome = f"expected finding not made ({cell.word})"
+        else:
+            fired = ", ".join(f"{c}:{'/'.join(k)}" for c, k in cell.fired.items())
+            why = "; ".join(f"{c} unknown: {w}" for c, w in cell.unknown.items())
+            outcome = f"{cell.word} ({fired or 'nothing fired'}{'; ' + why if why else ''})"
+        runs.append(f"{cell.scenario} s{cell.seed}: {outcome}")
+    expected = "" if row.mutant is None else f"; expected {', '.join(row.mutant.killed_by)}"
+    return f"{row.label} {row.status}{expected}; " + "; ".join(runs)
 
 
 def _named_cells(

@@ -70,13 +70,13 @@ class Cell:
     scenario: str
     seed: int | None = None
     repeat: int = 0
+    """which repetition of the cell (0 .. seeds-1): the seeds differ per
+    scenario, the repetition index lines them up."""
     store: str = "sqlite"
     """the store kind the run used (a scenario may be re-targeted to one)."""
     expect_met: bool | None = None
     """whether the run made the scenario's expected finding (None: the
     scenario expects none)."""
-    """which repetition of the cell (0 .. seeds-1): the seeds differ per
-    scenario, the repetition index lines them up."""
     valid: Validity | None = None
     run_dir: Path | None = None
     error: str | None = None
