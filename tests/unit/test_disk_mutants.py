@@ -57,7 +57,7 @@ def test_write_behind_acks_before_the_disk(url: str, opened: list[Bus]) -> None:
     assert isinstance(reference, SqliteBus)
     opened.append(reference)
     assert reference._db.execute("PRAGMA synchronous").fetchone() == (2,)  # FULL, as asked
-    assert bus._db.execute("PRAGMA synchronous").fetchone() == (0,)  # OFF whatever the URL says
+    assert bus._db.execute("PRAGMA synchronous").fetchone() == (1,)  # NORMAL whatever the URL says
     assert bus._flusher.is_alive()
     bus.subscribe("w", "a")
     assert bus.post("a", "m", "p").seq == 1
@@ -140,7 +140,7 @@ def test_cursor_file_moves_cursors_to_an_unsynced_side_file(
     assert bus.ack("w", "a", 1) == 2  # still forward-only
     assert bus._db.execute("SELECT COUNT(*) FROM main.cursors").fetchone() == (0,)
     assert bus._db.execute("PRAGMA main.synchronous").fetchone() == (2,)
-    assert bus._db.execute("PRAGMA side.synchronous").fetchone() == (0,)  # acks never synced
+    assert bus._db.execute("PRAGMA side.synchronous").fetchone() == (1,)  # acks not synced
     side = sqlite3.connect(tmp_path / "bus.db.cursors")
     try:
         assert side.execute("SELECT handle, channel, acked FROM side_cursors").fetchall() == [
