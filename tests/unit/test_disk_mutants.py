@@ -9,13 +9,14 @@ level and without a faulty disk: the matrix (``sqlite-power-loss``,
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from knell.buses import Bus, IndeterminateError, open_bus
-from knell.buses.mutants import all_mutants
+from knell.buses.mutants import all_mutants, sqlite_disk
 from knell.buses.mutants.sqlite_disk import FsyncRetryAcksBus, WriteBehindAckBus
 from knell.buses.sqlite import SqliteBus
 
@@ -152,3 +153,37 @@ def test_cursor_file_moves_cursors_to_an_unsynced_side_file(
     assert again.subscribe("w", "a") == 2  # a successor resumes from the side file
     wake = again.wait("w", 0.1)
     assert wake is not None and wake.seq == 3  # backlog is judged against it too
+
+
+def test_fsyncs_from_outside_sqlite_touch_only_the_log(
+    url: str, opened: list[Bus], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Closing any descriptor of a file drops the process's POSIX locks on
+    it, SQLite's included: a helper that opened and closed the database
+    file to fsync it let two processes write at once (INVALID on
+    ``quickstart``). Every fsync the mutants make themselves is of a log."""
+    synced: list[str] = []
+    real = sqlite_disk._fsync_log
+
+    def recording(path: str) -> None:
+        synced.append(path)
+        real(path)
+
+    monkeypatch.setattr(sqlite_disk, "_fsync_log", recording)
+    monkeypatch.setattr(sqlite_disk, "FLUSH_EVERY", 0.01)
+    writer = mutant("write-behind-ack", url, opened)
+    writer.post("a", "m", "p")
+    cursors = mutant("cursor-file-unsynced", url, opened)
+    cursors.subscribe("w", "a")
+    (tmp_path / "other").mkdir()
+    retrying = _RetriesOverFailedFsync(tmp_path / "other" / "bus.db", synchronous="full")
+    try:
+        retrying.post("a", "m2", "p")
+    finally:
+        retrying.close()
+    logs = {writer.path + "-wal", cursors.path + ".cursors-wal", retrying.path + "-wal"}
+    deadline = time.monotonic() + 5
+    while not logs <= set(synced) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.1)  # several more flushes
+    assert set(synced) == logs
