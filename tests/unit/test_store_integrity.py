@@ -43,18 +43,18 @@ def test_a_sqlite_file_with_a_zeroed_page_is_corrupt(tmp_path: Path) -> None:
     data[2 * page : 3 * page] = bytes(page)  # a torn write: one page never reached the disk
     path.write_bytes(bytes(data))
     found = integrity_check(path)
-    assert found.status == "corrupt", found
+    assert found is not None and found.status == "corrupt", found
 
 
 def test_a_file_that_is_not_a_database_is_corrupt(tmp_path: Path) -> None:
     path = tmp_path / "bus.db"
     path.write_bytes(b"\x01" * 8192)
     found = integrity_check(path)
-    assert found.status == "corrupt" and "SQLITE_NOTADB" in found.detail
+    assert found is not None and found.status == "corrupt" and "SQLITE_NOTADB" in found.detail
 
 
-def test_a_missing_or_locked_sqlite_file_is_unknown(tmp_path: Path) -> None:
-    assert integrity_check(tmp_path / "none.db").status == "unknown"
+def test_no_file_is_no_probe_and_a_locked_one_is_unknown(tmp_path: Path) -> None:
+    assert integrity_check(tmp_path / "none.db") is None  # a bus that keeps its data elsewhere
     path = tmp_path / "bus.db"
     _database(path)
     holder = sqlite3.connect(path)
@@ -65,7 +65,7 @@ def test_a_missing_or_locked_sqlite_file_is_unknown(tmp_path: Path) -> None:
     finally:
         holder.rollback()
         holder.close()
-    assert found.status == "unknown" and "SQLITE_BUSY" in found.detail, found
+    assert found is not None and found.status == "unknown" and "SQLITE_BUSY" in found.detail
 
 
 def test_sqlite_errors_are_sorted_by_code() -> None:
@@ -100,3 +100,12 @@ def test_redis_probes_what_the_server_keeps(tmp_path: Path) -> None:
     folder.mkdir()
     (folder / "appendonly.aof.manifest").write_text("file appendonly.aof.1.base.rdb seq 1 type b\n")
     assert aof_target(tmp_path) == ("redis-check-aof", folder / "appendonly.aof.manifest")
+
+
+def test_without_a_code_sqlite_s_own_text_decides() -> None:
+    """Python 3.10's errors carry no ``sqlite_errorname``: the fixed text
+    SQLite gives each code stands in (a lock is still unknown)."""
+    malformed = sqlite3.DatabaseError("database disk image is malformed")
+    assert classify_error(malformed).status == "corrupt"
+    assert classify_error(sqlite3.DatabaseError("file is not a database")).status == "corrupt"
+    assert classify_error(sqlite3.OperationalError("database is locked")).status == "unknown"
