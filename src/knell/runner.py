@@ -521,6 +521,25 @@ class _Run:
         self.stop(READER_ROLES)
         self.drain()
         self.contract_finals()
+        self.probe_integrity()
+
+    def probe_integrity(self) -> None:
+        """The store kind's final integrity probe, once nothing writes to
+        the store (:mod:`knell.stores.integrity`), recorded as one nemesis
+        ``integrity`` event for the ``store-integrity`` check. A kind with
+        no probe for this store records nothing. A probe that raises is
+        knell's trouble, never the bus's: it is recorded as unknown."""
+        from knell.stores.integrity import INTEGRITY_F, Integrity
+        from knell.stores.registry import get
+
+        try:
+            found = get(self.scenario.store.kind).integrity(self.provision.store)
+        except Exception as exc:
+            found = Integrity.unknown(INTEGRITY_F, f"the probe failed: {type(exc).__name__}: {exc}")
+        if found is None:
+            return
+        self.say(f"store integrity ({found.probe}): {found.status}")
+        self.nemesis.write(found.event_type, INTEGRITY_F, {"target": "store", **found.to_json()})
 
     # -- the queue and at-most-once contracts' final phase (knell.final_phase) --
 

@@ -24,6 +24,7 @@ from knell.checker.cursor import CursorCheck
 from knell.checker.evidence import EvidenceCheck
 from knell.checker.head import HeadCheck
 from knell.checker.idempotency import IdempotencyCheck
+from knell.checker.integrity import IntegrityCheck
 from knell.checker.join import JoinCheck
 from knell.checker.liveness import LivenessCheck
 from knell.checker.loss import LossCheck
@@ -71,6 +72,8 @@ CHECKS: tuple[type[Check], ...] = (
     ReadRefusalCheck,
     StrandedListedCheck,
     NothingVanishesCheck,
+    # the store's own files, after the run
+    IntegrityCheck,
     EvidenceCheck,
     RedeliveryCheck,
     DuplicateWorkCheck,

@@ -82,6 +82,7 @@ CHECK_CONTRACT: dict[str, str | None] = {
     "post-outcome": None,
     "liveness": None,
     "availability": None,
+    "store-integrity": None,
     "evidence": None,
 }
 """The contract each built-in check judges (``None``: every scenario's).

@@ -50,6 +50,7 @@ from knell.history_schema import (
     value_problem,
 )
 from knell.nemesis.registry import kinds
+from knell.stores.integrity import INTEGRITY_F
 
 __all__ = ["NEMESIS_FS", "WellFormed", "nemesis_fs"]
 
@@ -65,6 +66,7 @@ NEMESIS_FS = frozenset(
         "restart",
         "kill",
         "fault-failed",
+        INTEGRITY_F,
     )
 )
 """What the runner itself records as the nemesis; each fault kind adds its

@@ -32,6 +32,7 @@ from knell.stores.base import StoreError
 if TYPE_CHECKING:
     from knell.owners import Owner
     from knell.stores.base import Store
+    from knell.stores.integrity import Integrity
     from knell.stores.spec import StoreSpec
 
 __all__ = [
@@ -219,6 +220,15 @@ class StoreKind:
     def private(self, spec: StoreSpec, run_dir: Path, owner: Owner | None) -> Store:
         """A store started (or created) for the run from ``spec``."""
         raise StoreError(f"a {self.name} store cannot be started by knell")
+
+    def integrity(self, store: Store) -> Integrity | None:
+        """Probe ``store``'s files after the final phase, while it still
+        runs and nothing writes to it (:mod:`knell.stores.integrity`).
+        ``None``: this kind has no probe for this store (a server someone
+        else runs, a store that keeps nothing on disk), and nothing is
+        recorded. A probe that cannot run returns ``unknown`` with the
+        reason; it never raises for the store's trouble."""
+        return None
 
     def locate(self) -> object:
         """Find what a private store needs on this machine (a server's

@@ -20,6 +20,7 @@ from knell.stores.kind import Probe, StoreKind
 
 if TYPE_CHECKING:
     from knell.owners import Owner
+    from knell.stores.integrity import Integrity
     from knell.stores.spec import StoreSpec
 
 __all__ = ["SqliteKind", "SqliteOptions", "SqliteStore"]
@@ -145,6 +146,15 @@ class SqliteKind(StoreKind):
 
     def unavailable(self) -> str | None:
         return None
+
+    def integrity(self, store: Store) -> Integrity | None:
+        """``PRAGMA integrity_check`` on the run's file
+        (:mod:`knell.stores.sqlite_integrity`)."""
+        if not isinstance(store, SqliteStore):
+            return None
+        from knell.stores.sqlite_integrity import integrity_check
+
+        return integrity_check(store.path)
 
     def doctor(self) -> list[Probe]:
         import sqlite3

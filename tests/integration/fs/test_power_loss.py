@@ -3,7 +3,8 @@ process of the store dies, the faulty disk loses what was not fsynced (or
 keeps a seeded subset of it, torn; proved by a probe either way),
 everything comes back servers first, and SQLite with ``synchronous=FULL``
 and Redis with ``appendfsync always`` lose nothing they acknowledged, while
-the weaker settings' scenarios make their expected findings."""
+the weaker settings' scenarios make their expected findings; either way
+the store passes its final integrity probe."""
 
 from __future__ import annotations
 
@@ -41,6 +42,8 @@ def test_sqlite_full_survives_power_cuts_that_really_lose_writes(
     if fault == "torn-power-loss":  # and some unsynced pages were kept, torn
         assert sum(cut["lost"]["pages_kept"] for cut in cuts) > 0
     assert not [e for e in events if e["f"] == "fault-failed"]  # each proved its loss
+    (probe,) = [e for e in events if e["f"] == "integrity"]  # the file reads back after the cuts
+    assert (probe["type"], probe["value"]["probe"]) == ("ok", "PRAGMA integrity_check"), probe
     restarts = [e["value"]["target"] for e in events if e["f"] == "restart"]
     assert len(restarts) == 4 * len(cuts)
     assert str(reports) not in Path("/proc/self/mountinfo").read_text(encoding="utf-8")
@@ -99,5 +102,6 @@ def test_redis_power_cuts_tell_appendfsync_settings_apart(
     results = json.loads((run / "results.json").read_text(encoding="utf-8"))
     checks = results["checks"]["checks"]
     assert [n for n, check in checks.items() if check["valid"] == "unknown"] == []
+    assert checks["store-integrity"]["counts"]["intact"] == 1  # its AOF loads after the cuts
     if persistence == "everysec":
         assert results["expect"]["met"], done.stdout

@@ -11,7 +11,8 @@ names that promise. ``knell matrix`` runs them and prints the measured
 failure-mode matrix.
 
 One module per store (:mod:`.sqlite`, with :mod:`.queue` and :mod:`.roles`
-for its queue channels and role inboxes; :mod:`.postgres`, :mod:`.redis`;
+for its queue channels and role inboxes and :mod:`.sqlite_disk` for the bugs
+only a storage fault reveals; :mod:`.postgres`, :mod:`.redis`;
 :mod:`.bridge` for HTTP bridges, served by ``knell bridge --mutant NAME``;
 :mod:`.stdio` for buses in other languages behind the exec driver), each
 mutant declared once with
@@ -35,7 +36,7 @@ from knell.buses.mutants.registry import MUTANTS, Mutant, mutant
 
 __all__ = ["MUTANTS", "Mutant", "all_mutants", "mutant"]
 
-_OWN = ("sqlite", "queue", "roles", "bridge", "stdio")
+_OWN = ("sqlite", "sqlite_disk", "queue", "roles", "bridge", "stdio")
 
 
 def _modules() -> list[str]:
@@ -46,7 +47,7 @@ def _modules() -> list[str]:
 
     own = [f"{__name__}.{m}" for m in _OWN]
     kinds = [k.mutants for k in registry.kinds().values() if k.mutants is not None]
-    return own[:3] + kinds + own[3:]
+    return own[:4] + kinds + own[4:]
 
 
 def _load(module: str) -> None:
@@ -63,7 +64,8 @@ def _load(module: str) -> None:
 def all_mutants(store: str | None = None) -> dict[str, Mutant]:
     """Every mutant of every store (or of one ``store``), by name."""
     for module in _modules():
-        if store is None or module.rsplit(".", 1)[-1] == store or f".{store}." in module:
+        last = module.rsplit(".", 1)[-1]
+        if store is None or last == store or last.startswith(f"{store}_") or f".{store}." in module:
             _load(module)
     if store is None:
         return MUTANTS

@@ -34,6 +34,7 @@ from knell.stores.kind import (
 if TYPE_CHECKING:
     from knell.owners import Owner
     from knell.stores.base import Store
+    from knell.stores.integrity import Integrity
     from knell.stores.spec import StoreSpec
 
 __all__ = ["STORE_KIND", "PostgresKind", "PostgresOptions"]
@@ -105,6 +106,18 @@ class PostgresKind(StoreKind):
             poll_interval=spec.poll_interval,
             op_timeout=spec.op_timeout,
         )
+
+    def integrity(self, store: Store) -> Integrity | None:
+        """``amcheck`` on a private server's relations
+        (:mod:`knell.stores.postgres.integrity`); a server someone else
+        runs is not knell's to probe."""
+        from knell.stores.postgres.server import PostgresServer
+
+        if not isinstance(store, PostgresServer):
+            return None
+        from knell.stores.postgres.integrity import amcheck
+
+        return amcheck(store.admin_url)
 
     def locate(self) -> object:
         from knell.stores.postgres.discovery import find_postgres

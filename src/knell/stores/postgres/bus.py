@@ -46,7 +46,8 @@ post would read the same stale ``MAX`` again).
 :class:`~knell.buses.contract.DefiniteError`. An ERROR reply (a statement
 timeout, a serialization failure, a constraint) means the server rolled
 the statement back: definite too, and the connection stays usable. A lost
-connection, a FATAL reply (SQLSTATE classes ``08`` and ``57P``) or no
+connection, a FATAL or PANIC reply (SQLSTATE classes ``08`` and ``57P``,
+or any SQLSTATE at that severity: a PANIC at a commit's WAL flush) or no
 reply in time after a write was sent: :class:`IndeterminateError` (the
 commit may have happened). Reads that fail are definite: they changed
 nothing. A connection found closed by the server before a call (a
@@ -110,7 +111,7 @@ from knell.stores.postgres.kinds import KINDS_DDL, PgKinds
 from knell.stores.postgres.queue import QUEUE_DDL, PostgresQueue
 from knell.stores.postgres.roles import ROLES_DDL, PostgresRoles
 
-__all__ = ["SCHEMA_NAME", "PostgresBus", "open_postgres", "schema_sql"]
+__all__ = ["SCHEMA_NAME", "PostgresBus", "open_postgres", "rolled_back", "schema_sql"]
 
 T = TypeVar("T")
 _P = TypeVar("_P", bound="PostgresBus")
@@ -214,6 +215,27 @@ _POLL = (
 _CONNECTION_LOST = ("08", "57P")
 """SQLSTATE classes of a dead session: connection exceptions and server
 shutdown. Any other error reply means the statement was rolled back."""
+
+_DEAD_SEVERITIES = ("FATAL", "PANIC")
+"""Reply severities after which the session is gone, whatever the SQLSTATE:
+a PANIC at a commit's WAL flush (``could not fdatasync``: SQLSTATE 53100,
+disk full) comes after the commit record was written, and crash recovery
+may replay it."""
+
+
+def rolled_back(exc: psycopg.Error) -> bool:
+    """Whether ``exc`` is an ERROR reply, after which the server has rolled
+    the statement back and the session lives: an SQLSTATE outside the
+    dead-session classes, and a severity below FATAL. A reply of severity
+    FATAL or PANIC is not one, whatever its SQLSTATE: Postgres PANICs with
+    ``53100`` when the WAL flush of a commit fails on a full disk, after the
+    commit record reached the WAL, and the commit then survives recovery."""
+    sqlstate = exc.sqlstate or ""
+    if not sqlstate or sqlstate.startswith(_CONNECTION_LOST):
+        return False
+    severity = exc.diag.severity_nonlocalized or exc.diag.severity or ""
+    return severity not in _DEAD_SEVERITIES
+
 
 _WATCHDOG_GRACE = 1.0
 """Seconds the client waits beyond ``statement_timeout`` before it gives a
@@ -465,7 +487,7 @@ class PostgresBus(PostgresQueue, PostgresRoles):
         if fired:
             self._drop()
             why = f"no reply within {self._dog.timeout:g}s"
-        elif sqlstate and not sqlstate.startswith(_CONNECTION_LOST):
+        elif rolled_back(exc):
             # An ERROR reply: the server rolled the statement back.
             return DefiniteError(f"postgres {what}: [{sqlstate}] {_one_line(exc)}")
         else:

@@ -32,6 +32,7 @@ from knell.stores.kind import (
 if TYPE_CHECKING:
     from knell.owners import Owner
     from knell.stores.base import Store
+    from knell.stores.integrity import Integrity
     from knell.stores.spec import StoreSpec
 
 __all__ = ["STORE_KIND", "RedisKind", "RedisOptions"]
@@ -109,6 +110,18 @@ class RedisKind(StoreKind):
             poll_interval=spec.poll_interval,
             op_timeout=spec.op_timeout,
         )
+
+    def integrity(self, store: Store) -> Integrity | None:
+        """A private server's AOF (or RDB) parsed as loading would
+        (:mod:`knell.stores.redis.integrity`); none kept on disk: no probe."""
+        from knell.stores.redis.server import RedisServer
+
+        if not isinstance(store, RedisServer):
+            return None
+        from knell.stores.redis.integrity import check_files
+
+        dirname = store.settings.get("appenddirname", "appendonlydir")
+        return check_files(store.data_dir.resolve(), store.binary, dirname)
 
     def locate(self) -> object:
         from knell.stores.redis.discovery import find_redis_server
