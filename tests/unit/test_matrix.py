@@ -468,3 +468,59 @@ def test_a_failed_matrix_names_its_failing_rows_last(
     assert "sqlite-power-loss-normal s7: expected finding not made (valid)" in failed[0]
     assert "no-idempotency missed; expected" in failed[1]
     assert "kill-producers-idempotent s23: valid (nothing fired)" in failed[1]
+
+
+def test_a_mutant_missed_everywhere_is_confirmed_on_the_next_seeds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A race-dependent mutant the first seed missed gets ``confirm`` more
+    rounds on the next seeds of the same cells: caught in one, it passes
+    as a weak catch with its rate; missed in all, the matrix fails. The
+    runs themselves are a double here (which seeds catch is the point)."""
+    import knell.matrix.run as run_module
+
+    mutant = MUTANTS["no-idempotency"]
+    catch_on: set[int] = set()
+    ran: list[tuple[str, int, int]] = []
+
+    def fake_cell(task: run_module.Task, runs: Path) -> Cell:
+        ran.append((task.bus, task.seed, task.repeat))
+        cell = Cell(task.bus, task.label, seed=task.seed, repeat=task.repeat, valid=True)
+        if task.mutant is not None and task.repeat in catch_on:
+            cell.valid = False
+            judge(cell, _results(idempotency=[("duplicate-append", [1.0])]), task.mutant)
+        return cell
+
+    monkeypatch.setattr(run_module, "_run_cell", fake_cell)
+    scenario = load_scenario(SCENARIOS / "kill-producers-idempotent.toml")
+    seed = scenario.seed
+
+    catch_on.add(2)  # missed on seeds +0 and +1, caught on +2
+    matrix = run_module.run_matrix(
+        [scenario], mutants=[mutant.name], confirm=2, reports=tmp_path, duration=None
+    )
+    row = next(r for r in matrix.rows if r.mutant is not None)
+    assert row.status == "weak" and row.rate == pytest.approx(1 / 3)
+    assert matrix.ok
+    assert [(s, r) for bus, s, r in ran if bus == mutant.name] == [
+        (seed, 0),
+        (seed + 1, 1),
+        (seed + 2, 2),
+    ]
+    assert sum(1 for bus, _, _ in ran if bus == REFERENCE) == 1  # the reference is not re-run
+
+    ran.clear()
+    catch_on.clear()
+    matrix = run_module.run_matrix(
+        [scenario], mutants=[mutant.name], confirm=1, reports=tmp_path, duration=None
+    )
+    assert not matrix.ok
+    assert next(r for r in matrix.rows if r.mutant is not None).status == "missed"
+    assert len([1 for bus, _, _ in ran if bus == mutant.name]) == 2
+
+    ran.clear()
+    catch_on.add(0)  # caught at once: no more rounds
+    run_module.run_matrix(
+        [scenario], mutants=[mutant.name], confirm=2, reports=tmp_path, duration=None
+    )
+    assert [r for bus, _, r in ran if bus == mutant.name] == [0]

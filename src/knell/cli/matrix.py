@@ -275,6 +275,14 @@ def _store_axis(
     show_default=True,
     help="Repeat each cell with N seeds and report each mutant's detection rate.",
 )
+@click.option(
+    "--confirm",
+    type=click.IntRange(0, 10),
+    default=2,
+    show_default=True,
+    help="A mutant missed in every seed gets up to N more rounds on the next seeds before it"
+    " counts as missed; caught in one, it is a weak catch (its rate says how weak).",
+)
 @click.option("--seed", type=SEEDS, help="Override every scenario's (first) seed.")
 @click.option(
     "--store",
@@ -302,6 +310,7 @@ def matrix(
     no_reference: bool,
     full: bool,
     seeds: int,
+    confirm: int,
     seed: int | None,
     store_list: str | None,
     jobs: int,
@@ -372,6 +381,7 @@ def matrix(
             full=full,
             explicit=bool(only_scenarios),
             seeds=seeds,
+            confirm=confirm,
             reports=reports,
             duration=seconds,
             seed=seed,

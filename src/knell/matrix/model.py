@@ -19,7 +19,10 @@ silently running less.
 With several seeds per cell, the **detection rate** says how reliable a
 catch is: the share of seeds in which some declared scenario caught the
 mutant. A rate below 1 is a *weak* catch (a race that a short run hits
-only sometimes): it still passes, and the matrix says so.
+only sometimes): it still passes, and the matrix says so. A mutant missed
+in every seed may be given more rounds on the next seeds (``--confirm``):
+caught in one of them, it is a weak catch with its rate; missed in all, it
+is missed.
 
 Time to detect is read off the witnesses: an anomaly is proven at the
 latest event of its witness ("detected") and the damage began at its
@@ -284,6 +287,8 @@ class Matrix:
     jobs: int
     command: str
     seeds: int = 1
+    confirm: int = 0
+    """Extra rounds (next seeds) a mutant missed everywhere was given."""
     full: bool = False
     out_dir: Path | None = None
     stores: list[str] = field(default_factory=lambda: ["sqlite"])
@@ -335,6 +340,7 @@ class Matrix:
             "python": platform.python_version(),
             "jobs": self.jobs,
             "seeds": self.seeds,
+            "confirm": self.confirm,
             "full": self.full,
             "duration_s": self.duration,
             "wall_s": round(self.wall, 1),

@@ -75,7 +75,13 @@ def render_markdown(matrix: Matrix) -> str:
         "",
         f"- `{matrix.command}`, {matrix.started:%Y-%m-%d %H:%M} UTC on {platform.node()}"
         f" (Python {platform.python_version()}), {length}, {form},"
-        f" {matrix.seeds} seed(s) per cell, {matrix.jobs} run(s) at a time",
+        f" {matrix.seeds} seed(s) per cell, {matrix.jobs} run(s) at a time"
+        + (
+            f"; a mutant missed in every seed gets up to {matrix.confirm} more round(s)"
+            " on the next seeds (caught there: weak)"
+            if matrix.confirm
+            else ""
+        ),
         f"- mutants caught by their expected check: **{matrix.caught()}/{len(matrix.judged_rows)}**"
         + (f" ({weak} weak: caught in only some seeds)" if weak else "")
         + (

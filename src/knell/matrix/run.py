@@ -220,6 +220,37 @@ def _run_cell(task: Task, runs: Path) -> Cell:
     return cell
 
 
+def _run_tasks(
+    tasks: Sequence[Task],
+    runs: Path,
+    jobs: int,
+    progress: Callable[[int, int, Cell], None],
+    done: int,
+    total: int,
+) -> list[Cell]:
+    """Run ``tasks``, ``jobs`` at a time; ``done`` of ``total`` ran before
+    (for the progress count)."""
+    pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="matrix")
+    cells: list[Cell] = []
+    try:
+        with interrupt_on_terminate():
+            futures = [pool.submit(_run_cell, task, runs) for task in tasks]
+            try:
+                for n, future in enumerate(as_completed(futures), start=done + 1):
+                    cell = future.result()
+                    cells.append(cell)
+                    progress(n, total, cell)
+            except BaseException:
+                # Ctrl-C / SIGTERM: start nothing new; the runs in flight finish
+                # (seconds) and reap their own workers before we return.
+                for future in futures:
+                    future.cancel()
+                raise
+    finally:
+        pool.shutdown(wait=True)
+    return cells
+
+
 def run_matrix(
     scenarios: Sequence[Scenario],
     *,
@@ -228,6 +259,7 @@ def run_matrix(
     full: bool = False,
     explicit: bool = False,
     seeds: int = 1,
+    confirm: int = 0,
     reports: Path = Path("reports"),
     duration: float | None = SHORT_DURATION,
     seed: int | None = None,
@@ -248,7 +280,9 @@ def run_matrix(
     ``skipped`` says what the caller left out because this machine cannot
     run it, for the report; ``unavailable`` names the mutants left out for
     that reason (name -> why), each kept as a not-run row; ``only`` keeps
-    just the cells of these labels (see :func:`targets`)."""
+    just the cells of these labels (see :func:`targets`); ``confirm``: how
+    many more rounds, on the next seeds, a mutant missed everywhere gets
+    before it counts as missed."""
     registry = all_mutants()
     names = list(registry) if mutants is None else list(mutants)
     unknown = [n for n in names if n not in registry]
@@ -272,24 +306,26 @@ def run_matrix(
     out = new_dir(reports / "matrix", "runs", now=started)
     runs = out / "runs"
     t0 = time.monotonic()
-    pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="matrix")
-    cells: list[Cell] = []
-    try:
-        with interrupt_on_terminate():
-            futures = [pool.submit(_run_cell, task, runs) for task in tasks]
-            try:
-                for done, future in enumerate(as_completed(futures), start=1):
-                    cell = future.result()
-                    cells.append(cell)
-                    progress(done, len(tasks), cell)
-            except BaseException:
-                # Ctrl-C / SIGTERM: start nothing new; the runs in flight finish
-                # (seconds) and reap their own workers before we return.
-                for future in futures:
-                    future.cancel()
-                raise
-    finally:
-        pool.shutdown(wait=True)
+    cells = _run_tasks(tasks, runs, jobs, progress, 0, len(tasks))
+    # A mutant missed on every planned run gets up to ``confirm`` more
+    # rounds on the next seeds of the same cells. A race-dependent bug
+    # caught in one of them is a *weak* catch (its rate says how weak): the
+    # check can see it, the seed did not make it happen. A mutant missed on
+    # every round is missed.
+    for extra in range(confirm):
+        hit = {c.bus for c in cells if c.expected_hit}
+        missed = {t.bus for t in tasks if t.mutant is not None} - hit
+        if not missed:
+            break
+        repeat = seeds + extra
+        again = [
+            Task(t.bus, t.mutant, t.scenario, t.scenario.seed + repeat, repeat, t.label)
+            for t in tasks
+            if t.bus in missed and t.repeat == 0
+        ]
+        done = len(cells)
+        tasks = tasks + again
+        cells += _run_tasks(again, runs, jobs, progress, done, len(tasks))
     order = {(t.bus, t.label, t.repeat): i for i, t in enumerate(tasks)}
     cells.sort(key=lambda c: order[(c.bus, c.scenario, c.repeat)])
     kinds = list(dict.fromkeys(t.store for t in tasks)) or ["sqlite"]
@@ -317,6 +353,7 @@ def run_matrix(
         jobs=jobs,
         command=command,
         seeds=seeds,
+        confirm=confirm,
         full=full,
         out_dir=out,
         stores=kinds,
