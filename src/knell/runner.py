@@ -517,11 +517,35 @@ class _Run:
 
     def final_phase(self) -> None:
         self.heal()
+        self.settle_store()
         self.stop(("producer",))
         self.stop(READER_ROLES)
         self.drain()
         self.contract_finals()
         self.probe_integrity()
+
+    def settle_store(self) -> None:
+        """Wait until the store serves again before anything is drained. A
+        heal can end a fault before the store is back: Postgres that
+        PANICked on a full disk restarts itself and runs crash recovery,
+        refusing connections ("in recovery mode") for as long as that takes,
+        seconds more on a loaded machine. A drain started then fails, and
+        loss, integrity and evidence become unknown for a reason that is
+        neither the bus's nor the fault's. How long the store stayed away
+        after the window is the scenario's business (the availability
+        check judges the operations that failed); the final phase only needs
+        it back, so it waits up to ``drain_timeout`` and says so. A store
+        that never returns is left to the drain, which records why it
+        could not be proven."""
+        from knell.stores.base import StoreError
+
+        try:
+            waited = self.provision.store.wait_ready(self.scenario.drain_timeout)
+        except StoreError as exc:
+            self.say(f"the store did not serve again after the final heal: {exc}")
+            return
+        if waited >= 0.5:
+            self.say(f"the store served again {waited:.1f} s after the final heal")
 
     def probe_integrity(self) -> None:
         """The store kind's final integrity probe, once nothing writes to
