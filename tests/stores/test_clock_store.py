@@ -5,6 +5,8 @@ and the heal brings it back to true time."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -50,9 +52,7 @@ def test_a_clock_skew_on_the_store_moves_the_servers_clock(kind: str, tmp_path: 
             "duration": 10,
             "store": kind,
             "process": [{"role": "producer"}, {"role": "consumer"}],
-            "nemesis": [
-                {"fault": "clock-skew", "target": "store", "every": 5, "offset": "-45s"}
-            ],
+            "nemesis": [{"fault": "clock-skew", "target": "store", "every": 5, "offset": "-45s"}],
         }
     )
     fault = kinds()["clock-skew"]
@@ -90,3 +90,49 @@ def test_a_clock_skew_on_the_store_moves_the_servers_clock(kind: str, tmp_path: 
             assert children and all("faketime" in _maps(c.pid) for c in children)
     finally:
         store.stop()
+
+
+def test_a_jemalloc_redis_server_is_refused_because_it_dies_preloaded(tmp_path: Path) -> None:
+    """The refusal is needed: a jemalloc ``redis-server`` started under
+    libfaketime never answers (libfaketime issue #130). Should a build of
+    either fix it, this fails, and the refusal can go."""
+    store = _server("redis", tmp_path)
+    why = store.preload_refusal()
+    if why is None:
+        pytest.skip("this redis-server is not built with jemalloc")
+    assert "jemalloc" in why and "libfaketime" in why
+    from knell.faketime import find_library
+    from knell.faketime.control import STORE, control_path, preload_env
+    from knell.stores.base import StoreError
+
+    store.server_env = preload_env(find_library(), control_path(tmp_path, STORE))
+    store.ready_timeout = 3.0
+    try:
+        with pytest.raises(StoreError):
+            store.start()
+    finally:
+        store.stop()
+
+
+def test_a_run_moving_a_jemalloc_redis_clock_exits_3_saying_why(tmp_path: Path) -> None:
+    require_redis()
+    from knell.stores.redis.server import RedisServer
+
+    if RedisServer(tmp_path / "probe", persistence="none").preload_refusal() is None:
+        pytest.skip("this redis-server is not built with jemalloc")
+    scenario = tmp_path / "s.toml"
+    scenario.write_text(
+        'name = "redis-clock"\ndescription = "d"\nstore = "redis"\nduration = "3s"\n'
+        '[[process]]\nrole = "producer"\n[[process]]\nrole = "consumer"\n'
+        '[[nemesis]]\nfault = "clock-skew"\ntarget = "host"\nevery = "1s"\noffset = "5s"\n',
+        encoding="utf-8",
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "knell", "run", str(scenario), "--reports", str(tmp_path / "r")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 3, done.stderr
+    assert "a clock fault must move the store's clock" in done.stderr
+    assert "jemalloc" in done.stderr and "Traceback" not in done.stderr
