@@ -4,11 +4,12 @@ processes: tests/integration/test_clock_faults.py)."""
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from knell.faketime import ClockUnavailable, find_library
+from knell.faketime import ClockUnavailable, find_library, truetime
 from knell.faketime.control import control_path, preload_env, setting, write_setting
 from knell.faketime.library import LIBRARY_ENV
 from knell.nemesis import Action, kinds
@@ -182,3 +183,14 @@ def test_windows_has_no_clock_faults(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sys, "platform", "win32")
     with pytest.raises(ClockUnavailable, match="Windows has neither it nor LD_PRELOAD"):
         find_library()
+
+
+@pytest.mark.skipif(not truetime.supported(), reason="the raw clock is read on Linux only")
+def test_the_raw_clock_is_the_true_one_here() -> None:
+    """Unfaked, the system call and Python's clock agree (the raw call is
+    what a faked process trusts)."""
+    before = time.time_ns()
+    raw = truetime.raw_time_ns()
+    after = time.time_ns()
+    assert before - 1_000_000 <= raw <= after + 1_000_000
+    assert not truetime.faked() and abs(truetime.time_ns() - time.time_ns()) < 1_000_000

@@ -47,10 +47,11 @@ def faked() -> bool:
 
 
 def _raw_clock() -> Any:
-    """libc's ``syscall`` function, or None where it cannot serve."""
+    """libc's ``syscall`` function, or None where it cannot serve (loaded as
+    a ``PyDLL``: the call is short and keeps the GIL, no thread switch)."""
     if not supported():
         return None
-    call = ctypes.CDLL(None, use_errno=True).syscall
+    call = ctypes.PyDLL(None, use_errno=True).syscall
     call.restype = ctypes.c_long
     return call
 
@@ -70,8 +71,25 @@ def raw_time_ns() -> int:
     return int(ts.tv_sec) * 1_000_000_000 + int(ts.tv_nsec)
 
 
+RESAMPLE_NS = 1_000_000_000
+"""How often the distance from the monotonic clock is measured again."""
+
+_distance: tuple[int, int] = (-RESAMPLE_NS, 0)
+"""(monotonic ns when measured, true wall clock minus monotonic)."""
+
+
 def time_ns() -> int:
     """True wall-clock nanoseconds since the epoch, faked process or not."""
+    global _distance
     if _SYSCALL is None:
         return time.time_ns()
-    return raw_time_ns()
+    now = time.monotonic_ns()
+    measured, distance = _distance
+    if now - measured >= RESAMPLE_NS:
+        before = time.monotonic_ns()
+        true = raw_time_ns()
+        after = time.monotonic_ns()
+        distance = true - (before + after) // 2
+        _distance = (after, distance)
+        now = after
+    return now + distance

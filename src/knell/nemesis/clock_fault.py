@@ -90,7 +90,6 @@ HOST = "host"
 """The target that moves every process's clock and the store server's."""
 
 
-
 def parse_signed(value: Any) -> float:
     """A signed duration: ``"30s"``, ``"-30s"``, ``"+2m"``, ``-1.5``."""
     if isinstance(value, str):
