@@ -142,6 +142,9 @@ def test_a_host_fault_holds_every_clock_and_a_jump_lasts_to_the_end() -> None:
     assert jumps[1].at >= scenario.duration
     skews = [a for a in actions if a.kind == "clock-skew" and a.step == "apply"]
     assert all(a.at < jumps[0].at for a in skews)  # no skew while the host is moved
+    kind = kinds()["clock-jump"]
+    assert "store" in kind.occupies("host", scenario)  # no store crash while its clock moves
+    assert kind.occupies("consumer-1", scenario) == {"clock:consumer-1"}
 
 
 def test_control_files_are_replaced_whole(tmp_path: Path) -> None:

@@ -71,25 +71,8 @@ def raw_time_ns() -> int:
     return int(ts.tv_sec) * 1_000_000_000 + int(ts.tv_nsec)
 
 
-RESAMPLE_NS = 1_000_000_000
-"""How often the distance from the monotonic clock is measured again."""
-
-_distance: tuple[int, int] = (-RESAMPLE_NS, 0)
-"""(monotonic ns when measured, true wall clock minus monotonic)."""
-
-
 def time_ns() -> int:
     """True wall-clock nanoseconds since the epoch, faked process or not."""
-    global _distance
     if _SYSCALL is None:
         return time.time_ns()
-    now = time.monotonic_ns()
-    measured, distance = _distance
-    if now - measured >= RESAMPLE_NS:
-        before = time.monotonic_ns()
-        true = raw_time_ns()
-        after = time.monotonic_ns()
-        distance = true - (before + after) // 2
-        _distance = (after, distance)
-        now = after
-    return now + distance
+    return raw_time_ns()

@@ -220,11 +220,15 @@ class ClockFault(FaultKind):
     def occupies(self, target: str, scenario: FaultTargets) -> set[str]:
         """A clock: its own name under ``clock:``, so a clock fault may hold
         while a process is killed or paused (a restarted process reads the
-        same control file), but two clock faults never move one clock at
-        once; ``host`` holds every clock."""
+        same control file; a proof skips a process that cannot run), but
+        two clock faults never move one clock at once; ``host`` holds every
+        clock, and a fault on the store server's clock holds the store."""
+        held = {f"clock:{target}"}
         if target == HOST:
-            return {f"clock:{n}" for n in (HOST, STORE, *scenario.instances())}
-        return {f"clock:{target}"}
+            held = {f"clock:{n}" for n in (HOST, STORE, *scenario.instances())}
+        if target in (HOST, STORE) and _server_store(scenario):
+            held.add(STORE)  # no store fault meanwhile: a server down cannot show its clock
+        return held
 
     def refusal(self, spec: FaultSpec, scenario: FaultTargets) -> str | None:
         """Why ``spec`` cannot run on this scenario's store, or None."""
