@@ -199,8 +199,10 @@ class ClockFault(FaultKind):
         """How far a proof may be off (a ticking fault lags one tick)."""
         return TOLERANCE
 
-    def recorded(self, action: Action) -> dict[str, Any]:
-        """What the apply event says besides targets (``offset_s``, ``rate``)."""
+    def recorded(self, action: Action, since: float, now: float) -> dict[str, Any]:
+        """What the apply event, written at true time ``now`` for a fault
+        set at ``since``, says besides targets: ``offset_s`` and ``rate``,
+        from which the offset at any later true time follows."""
         return {"offset_s": float(self.first(action)), "rate": 1.0}
 
     # -- planning -----------------------------------------------------------------
@@ -358,7 +360,7 @@ class ClockFault(FaultKind):
             action=action,
             processes=processes,
             store=store,
-            **self.recorded(action),
+            **self.recorded(action, since, _true_s()),
         )
         return True
 
