@@ -62,6 +62,10 @@ reads which field and what ``knell check`` holds a history to
 (:mod:`knell.checker.wellformed`). Nemesis actions (kill, pause, resume, restart, ...) are
 events of the process ``"nemesis"`` with the target in ``value``.
 
+Times are true wall-clock time even in a process whose clock a clock
+fault moved (:mod:`knell.faketime.truetime`): histories of different
+processes are compared by real time.
+
 Why a hand-written writer: the one property that matters is that SIGKILL
 can tear only the *last* line of a file. That holds when every event is a
 single ``write()`` of one whole line to a descriptor opened ``O_APPEND``,
@@ -73,7 +77,6 @@ from __future__ import annotations
 
 import heapq
 import os
-import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -82,6 +85,7 @@ from typing import Any
 import orjson
 
 from knell.errors import KnellError
+from knell.faketime.truetime import time_ns as true_time_ns
 
 __all__ = [
     "OPERATIONS",
@@ -168,7 +172,7 @@ class HistoryWriter:
         channel: str | None = None,
     ) -> Event:
         event: Event = {
-            "time": time.time_ns(),
+            "time": true_time_ns(),
             "process": self.process,
             "incarnation": self.incarnation,
             "pid": self.pid,
