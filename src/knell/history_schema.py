@@ -31,6 +31,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 __all__ = [
+    "CLOCK_APPLY_FS",
+    "CLOCK_FS",
+    "CLOCK_RESET_F",
     "EVENTS",
     "OPERATION_FS",
     "PLACES",
@@ -357,8 +360,52 @@ class _NemesisValue(_Value):
 _NEMESIS = _NemesisValue.__pydantic_validator__
 
 
+# -- clock faults -----------------------------------------------------------------------------
+
+CLOCK_APPLY_FS = ("clock-skew", "clock-jump", "clock-strobe", "clock-rate")
+"""The apply ``f`` of each clock fault kind (one kind each)."""
+CLOCK_RESET_F = "clock-reset"
+"""The heal of every clock fault: the target's clock back to true time."""
+CLOCK_FS = frozenset((*CLOCK_APPLY_FS, CLOCK_RESET_F))
+
+
+class _ClockInvoke(_NemesisValue):
+    """A clock fault's apply ``invoke`` (or the ``fail`` the runner writes
+    when it did not take): what every nemesis event carries; the clock it
+    set, if any, is not known yet."""
+
+    processes: list[str] = []
+    store: bool = False
+    offset_s: float = 0.0
+    rate: float = 1.0
+    period_s: float = 0.0
+
+
+class _ClockSet(_ClockInvoke):
+    """A clock setting that took (an apply's completion, or a
+    ``clock-reset``): whose wall clock it moved (the worker instances, and
+    the private store server when ``store``), to which offset from true
+    time (signed seconds), at which rate (1.0 unless ``clock-rate``), and
+    for a strobe the flip period. The report draws each process's clock
+    from these fields alone, so they are required: a setting without them
+    could only be drawn by guessing."""
+
+    processes: list[str]
+    store: bool
+    offset_s: float
+    rate: float
+
+
+_CLOCK_INVOKE = _ClockInvoke.__pydantic_validator__
+_CLOCK_SET = _ClockSet.__pydantic_validator__
+_CLOCK_SET_TYPES = frozenset(("ok", "info"))
+
+
 def nemesis_problem(f: str, type_: str, value: Any) -> str | None:
     """Why ``value`` is not what the nemesis writes for ``f``/``type_``
     (``None``: it is). Which ``f`` the nemesis writes is the caller's to
     judge: fault kinds are registered at run time."""
+    if f in CLOCK_FS:
+        validator = _CLOCK_SET if type_ in _CLOCK_SET_TYPES else _CLOCK_INVOKE
+        return _problem(validator, f, type_, value)
     return _problem(_NEMESIS, f, type_, value)

@@ -43,6 +43,7 @@ from typing import Any
 
 from knell.history import Event, HistoryError
 from knell.history_schema import (
+    CLOCK_FS,
     OPERATION_FS,
     PLACES,
     SINGLE_FS,
@@ -67,10 +68,13 @@ NEMESIS_FS = frozenset(
         "kill",
         "fault-failed",
         INTEGRITY_F,
+        *CLOCK_FS,
     )
 )
-"""What the runner itself records as the nemesis; each fault kind adds its
-own apply and heal (:func:`nemesis_fs`)."""
+"""What the runner itself records as the nemesis, and the clock faults'
+events (their shape is fixed by :mod:`knell.history_schema` whether or not
+their fault kinds are installed); each fault kind adds its own apply and
+heal (:func:`nemesis_fs`)."""
 
 
 def nemesis_fs() -> frozenset[str]:
