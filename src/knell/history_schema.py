@@ -30,6 +30,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from knell.history_shape import Shape, fits, shape_of
+
 __all__ = [
     "CLOCK_APPLY_FS",
     "CLOCK_FS",
@@ -37,6 +39,7 @@ __all__ = [
     "EVENTS",
     "OPERATION_FS",
     "PLACES",
+    "PLAIN_SHAPES",
     "SINGLE_FS",
     "nemesis_problem",
     "value_problem",
@@ -293,7 +296,21 @@ OPERATION_FS = frozenset(_OPERATIONS)
 SINGLE_FS = frozenset(_SINGLE)
 """The ``f`` of every event written alone (always ``ok``)."""
 
-_VALIDATORS = {key: model.__pydantic_validator__ for key, model in EVENTS.items()}
+_CHECKS: dict[tuple[str, str], tuple[Shape | None, Any]] = {
+    key: (shape_of(model), model.__pydantic_validator__) for key, model in EVENTS.items()
+}
+"""(f, type) -> the fast test of its value (:mod:`knell.history_shape`),
+and the model's validator, which decides whatever the fast test does not
+accept and words why."""
+
+PLAIN_SHAPES: dict[tuple[str, str], Shape] = {
+    key: shape
+    for key, (shape, _) in _CHECKS.items()
+    if shape is not None and (key[0] in OPERATION_FS or key[1] == "ok")
+}
+"""(f, type) -> the fast test of the value, for every event a worker may
+write (an operation's four types, a single event's ``ok``): a value that
+fits it is certainly what :func:`value_problem` accepts."""
 
 _NAMES = {
     "int_type": "an integer",
@@ -311,8 +328,11 @@ def value_problem(f: str, type_: str, value: Any) -> str | None:
     """Why ``value`` is not what a worker writes for ``f``/``type_``, in one
     phrase naming the field and the value (``None``: it is, or ``f`` is not
     a worker's event, which the caller judges)."""
-    validator = _VALIDATORS.get((f, type_))
-    if validator is None:
+    check = _CHECKS.get((f, type_))
+    if check is None:
+        return None
+    shape, validator = check
+    if shape is not None and fits(shape, value):
         return None
     return _problem(validator, f, type_, value)
 
@@ -357,7 +377,7 @@ class _NemesisValue(_Value):
     contract: str = ""
 
 
-_NEMESIS = _NemesisValue.__pydantic_validator__
+_NEMESIS = (shape_of(_NemesisValue), _NemesisValue.__pydantic_validator__)
 
 
 # -- clock faults -----------------------------------------------------------------------------
@@ -396,8 +416,8 @@ class _ClockSet(_ClockInvoke):
     rate: float
 
 
-_CLOCK_INVOKE = _ClockInvoke.__pydantic_validator__
-_CLOCK_SET = _ClockSet.__pydantic_validator__
+_CLOCK_INVOKE = (shape_of(_ClockInvoke), _ClockInvoke.__pydantic_validator__)
+_CLOCK_SET = (shape_of(_ClockSet), _ClockSet.__pydantic_validator__)
 _CLOCK_SET_TYPES = frozenset(("ok", "info"))
 
 
@@ -406,6 +426,9 @@ def nemesis_problem(f: str, type_: str, value: Any) -> str | None:
     (``None``: it is). Which ``f`` the nemesis writes is the caller's to
     judge: fault kinds are registered at run time."""
     if f in CLOCK_FS:
-        validator = _CLOCK_SET if type_ in _CLOCK_SET_TYPES else _CLOCK_INVOKE
-        return _problem(validator, f, type_, value)
-    return _problem(_NEMESIS, f, type_, value)
+        shape, validator = _CLOCK_SET if type_ in _CLOCK_SET_TYPES else _CLOCK_INVOKE
+    else:
+        shape, validator = _NEMESIS
+    if shape is not None and fits(shape, value):
+        return None
+    return _problem(validator, f, type_, value)
