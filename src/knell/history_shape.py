@@ -131,19 +131,24 @@ def fits(shape: Shape, value: Any) -> bool:
         present += 1
         if allowed is not None and type(v) not in allowed:
             return False
-        if contents is not None and not _contents_fit(contents, v):
+        if contents is None:
+            continue
+        how, what = contents
+        if how == "items":  # the common nested case (a fetch's messages), inline
+            for item in v:
+                if not fits(what, item):
+                    return False
+        elif how == "in":
+            if v not in what:
+                return False
+        elif not _contents_fit(how, what, v):
             return False
     # Fields the model does not name are allowed, under string keys only
     # (JSON has no other; a caller's dict may).
     return present == len(value) or all(type(k) is str for k in value)
 
 
-def _contents_fit(contents: tuple[str, Any], v: Any) -> bool:
-    how, what = contents
-    if how == "in":
-        return v in what
-    if how == "items":
-        return all(fits(what, item) for item in v)
+def _contents_fit(how: str, what: Any, v: Any) -> bool:
     if how == "each":
         return all(type(item) in what for item in v)
     if how == "model":
