@@ -30,10 +30,16 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from knell.history_shape import Shape, fits, shape_of
+
 __all__ = [
+    "CLOCK_APPLY_FS",
+    "CLOCK_FS",
+    "CLOCK_RESET_F",
     "EVENTS",
     "OPERATION_FS",
     "PLACES",
+    "PLAIN_SHAPES",
     "SINGLE_FS",
     "nemesis_problem",
     "value_problem",
@@ -290,7 +296,21 @@ OPERATION_FS = frozenset(_OPERATIONS)
 SINGLE_FS = frozenset(_SINGLE)
 """The ``f`` of every event written alone (always ``ok``)."""
 
-_VALIDATORS = {key: model.__pydantic_validator__ for key, model in EVENTS.items()}
+_CHECKS: dict[tuple[str, str], tuple[Shape | None, Any]] = {
+    key: (shape_of(model), model.__pydantic_validator__) for key, model in EVENTS.items()
+}
+"""(f, type) -> the fast test of its value (:mod:`knell.history_shape`),
+and the model's validator, which decides whatever the fast test does not
+accept and words why."""
+
+PLAIN_SHAPES: dict[tuple[str, str], Shape] = {
+    key: shape
+    for key, (shape, _) in _CHECKS.items()
+    if shape is not None and (key[0] in OPERATION_FS or key[1] == "ok")
+}
+"""(f, type) -> the fast test of the value, for every event a worker may
+write (an operation's four types, a single event's ``ok``): a value that
+fits it is certainly what :func:`value_problem` accepts."""
 
 _NAMES = {
     "int_type": "an integer",
@@ -308,8 +328,11 @@ def value_problem(f: str, type_: str, value: Any) -> str | None:
     """Why ``value`` is not what a worker writes for ``f``/``type_``, in one
     phrase naming the field and the value (``None``: it is, or ``f`` is not
     a worker's event, which the caller judges)."""
-    validator = _VALIDATORS.get((f, type_))
-    if validator is None:
+    check = _CHECKS.get((f, type_))
+    if check is None:
+        return None
+    shape, validator = check
+    if shape is not None and fits(shape, value):
         return None
     return _problem(validator, f, type_, value)
 
@@ -354,11 +377,58 @@ class _NemesisValue(_Value):
     contract: str = ""
 
 
-_NEMESIS = _NemesisValue.__pydantic_validator__
+_NEMESIS = (shape_of(_NemesisValue), _NemesisValue.__pydantic_validator__)
+
+
+# -- clock faults -----------------------------------------------------------------------------
+
+CLOCK_APPLY_FS = ("clock-skew", "clock-jump", "clock-strobe", "clock-rate")
+"""The apply ``f`` of each clock fault kind (one kind each)."""
+CLOCK_RESET_F = "clock-reset"
+"""The heal of every clock fault: the target's clock back to true time."""
+CLOCK_FS = frozenset((*CLOCK_APPLY_FS, CLOCK_RESET_F))
+
+
+class _ClockInvoke(_NemesisValue):
+    """A clock fault's apply ``invoke`` (or the ``fail`` the runner writes
+    when it did not take): what every nemesis event carries; the clock it
+    set, if any, is not known yet."""
+
+    processes: list[str] = []
+    store: bool = False
+    offset_s: float = 0.0
+    rate: float = 1.0
+    period_s: float = 0.0
+
+
+class _ClockSet(_ClockInvoke):
+    """A clock setting that took (an apply's completion, or a
+    ``clock-reset``): whose wall clock it moved (the worker instances, and
+    the private store server when ``store``), to which offset from true
+    time (signed seconds), at which rate (1.0 unless ``clock-rate``), and
+    for a strobe the flip period. The report draws each process's clock
+    from these fields alone, so they are required: a setting without them
+    could only be drawn by guessing."""
+
+    processes: list[str]
+    store: bool
+    offset_s: float
+    rate: float
+
+
+_CLOCK_INVOKE = (shape_of(_ClockInvoke), _ClockInvoke.__pydantic_validator__)
+_CLOCK_SET = (shape_of(_ClockSet), _ClockSet.__pydantic_validator__)
+_CLOCK_SET_TYPES = frozenset(("ok", "info"))
 
 
 def nemesis_problem(f: str, type_: str, value: Any) -> str | None:
     """Why ``value`` is not what the nemesis writes for ``f``/``type_``
     (``None``: it is). Which ``f`` the nemesis writes is the caller's to
     judge: fault kinds are registered at run time."""
-    return _problem(_NEMESIS, f, type_, value)
+    if f in CLOCK_FS:
+        shape, validator = _CLOCK_SET if type_ in _CLOCK_SET_TYPES else _CLOCK_INVOKE
+    else:
+        shape, validator = _NEMESIS
+    if shape is not None and fits(shape, value):
+        return None
+    return _problem(validator, f, type_, value)

@@ -5,12 +5,14 @@ meaning."""
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
-from knell.buses import DriverError, DriverExited
+from knell.buses import DriverError, DriverExited, open_bus
 from knell.buses.deadline import TIMEOUT_VAR, DriverTimeout, bound, close_within, within
 from knell.limits import DRIVER_CLOSE_TIMEOUT, DRIVER_OPEN_TIMEOUT
 
@@ -106,3 +108,36 @@ def test_a_close_that_raises_is_the_drivers_error_without_the_password(short: fl
     message = str(caught.value)
     assert message.startswith("bus driver 'mine:bus': close() raised OSError: cannot reach ")
     assert "hunter2" not in message
+
+
+RAISES_IN_FACTORY = """
+def make_bus(url):
+    raise OSError("cannot reach " + url + "\\x1b[2J")
+"""
+
+
+def test_opening_and_closing_word_a_drivers_exception_alike(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, short: float
+) -> None:
+    """Opening keeps the exception as the cause (its traceback is the
+    driver author's lead); closing, past a bound, does not."""
+    url = "redis://:hunter2@127.0.0.1:6399/0"
+    (tmp_path / "raises_in_factory.py").write_text(RAISES_IN_FACTORY, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        with pytest.raises(DriverError) as opened:
+            open_bus(url, "raises_in_factory:make_bus")
+    finally:
+        sys.modules.pop("raises_in_factory", None)
+    with pytest.raises(DriverError) as closed:
+        close_within(_Closing(OSError(f"cannot reach {url}\x1b[2J")), "mine:bus", url)
+    said = {
+        "opening the bus": (str(opened.value), opened.value),
+        "close()": (str(closed.value), closed.value),
+    }
+    for doing, (message, _) in said.items():
+        assert f": {doing} raised OSError: cannot reach redis://:***@127.0.0.1:6399/0" in message
+        assert "hunter2" not in message and "\x1b" not in message
+    assert str(opened.value).startswith("bus driver 'raises_in_factory:make_bus': ")
+    assert isinstance(opened.value.__cause__, OSError)
+    assert closed.value.__cause__ is None and closed.value.__suppress_context__

@@ -106,6 +106,7 @@ __all__ = [
     "WrongChannelKind",
     "contracts_of",
     "driver_call",
+    "driver_raised",
     "open_bus",
     "require_contract",
     "resolve_driver",
@@ -145,6 +146,17 @@ def driver_call(name: str, call: str) -> Iterator[None]:
             f"bus driver {name!r} called sys.exit({exc.code!r}) in {call}; a driver reports "
             "failure by raising an exception, never by ending knell"
         ) from None
+
+
+def driver_raised(name: str, doing: str, exc: Exception, url: str = "") -> DriverError:
+    """The error for driver ``name``'s code raising ``exc`` while ``doing``
+    something knell asked of it in its own process (opening the bus,
+    closing it): the driver's error (exit 3), never a bug in knell, and
+    never the bus's verdict. Its text is the exception's, cleaned for a
+    terminal and without the password of the store ``url`` (a driver's
+    message often quotes the URL it could not reach)."""
+    shown = scrub(clean(exc), url)
+    return DriverError(f"bus driver {name!r}: {doing} raised {type(exc).__name__}: {shown}")
 
 
 def _builtin(scheme: str) -> Factory | None:
@@ -259,10 +271,7 @@ def open_bus(url: str, driver: str | None = None) -> Bus:
     except DriverError:
         raise
     except Exception as exc:
-        shown = scrub(clean(exc), url)
-        raise DriverError(
-            f"bus driver {name!r}: opening the bus raised {type(exc).__name__}: {shown}"
-        ) from exc
+        raise driver_raised(name, "opening the bus", exc, url) from exc
     declared = contracts_of(bus)
     unknown = sorted(declared - set(CONTRACTS))
     if unknown or not declared:

@@ -31,15 +31,13 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from knell.buses import DriverError, driver_call
+from knell.buses import DriverError, driver_call, driver_raised
 from knell.limits import (
     DRIVER_CALL_TIMEOUT,
     DRIVER_CLOSE_TIMEOUT,
     DRIVER_OPEN_TIMEOUT,
     MAX_DURATION,
 )
-from knell.redact import scrub
-from knell.text import clean
 
 __all__ = [
     "TIMEOUT_VAR",
@@ -147,7 +145,4 @@ def close_within(bus: Any, name: str, url: str = "") -> None:
     except DriverError:
         raise
     except Exception as exc:
-        shown = scrub(clean(exc), url)
-        raise DriverError(
-            f"bus driver {name!r}: close() raised {type(exc).__name__}: {shown}"
-        ) from None
+        raise driver_raised(name, "close()", exc, url) from None

@@ -43,12 +43,15 @@ from typing import Any
 
 from knell.history import Event, HistoryError
 from knell.history_schema import (
+    CLOCK_FS,
     OPERATION_FS,
     PLACES,
+    PLAIN_SHAPES,
     SINGLE_FS,
     nemesis_problem,
     value_problem,
 )
+from knell.history_shape import fits
 from knell.nemesis.registry import kinds
 from knell.stores.integrity import INTEGRITY_F
 
@@ -67,10 +70,13 @@ NEMESIS_FS = frozenset(
         "kill",
         "fault-failed",
         INTEGRITY_F,
+        *CLOCK_FS,
     )
 )
-"""What the runner itself records as the nemesis; each fault kind adds its
-own apply and heal (:func:`nemesis_fs`)."""
+"""What the runner itself records as the nemesis, and the clock faults'
+events (their shape is fixed by :mod:`knell.history_schema` whether or not
+their fault kinds are installed); each fault kind adds its own apply and
+heal (:func:`nemesis_fs`)."""
 
 
 def nemesis_fs() -> frozenset[str]:
@@ -114,15 +120,63 @@ class WellFormed:
         )
 
     def events(self, events: Iterable[Event]) -> Iterator[Event]:
+        """Each event, once held to everything above. The loop is the hot
+        path of ``knell check`` (every event of a history passes here before
+        any check), so what nearly every event does (numbered in turn, a
+        plain worker event (:func:`_plain`), in time order, an invoke or the
+        completion of the pending one) is tested inline, and anything else
+        goes to the methods that decide and word it."""
+        line = self._line
+        last_time = self._last_time
+        pending_of = self._pending
+        single = SINGLE_FS
         for event in events:
-            self._count += 1
-            self._check(event)
+            self._count = count = self._count + 1
+            index = event.get("index")
+            if not self._indexed or type(index) is not int or index != count - 1:
+                self._numbering(event)
+            if not _plain(event):
+                self._schema(event)
+            process = event["process"]
+            key = (process, event["incarnation"])
+            now = event["time"]
+            if now >= self._latest:
+                self._latest = now
+            else:
+                self._out_of_order(now)
+            last = last_time.get(key)
+            if last is None or now > last:
+                last_time[key] = now
+            elif now < last:
+                self._backwards_in(key, last, now)
+            if process != "nemesis":
+                f = event["f"]
+                if event["type"] == "invoke":
+                    if key in pending_of:
+                        self._pair(key, event)  # refused: one operation at a time
+                    pending_of[key] = (event, line() if line is not None else count)
+                elif f in single:
+                    if f == "wake":
+                        self._pair(key, event)
+                else:
+                    pending = pending_of.get(key)
+                    invoke = pending[0] if pending is not None else None
+                    if (
+                        invoke is not None
+                        and invoke["f"] == f
+                        and invoke.get("handle") == event.get("handle")
+                        and invoke.get("channel") == event.get("channel")
+                    ):
+                        del pending_of[key]
+                    else:
+                        self._pair(key, event)  # refused, and why
             yield event
 
     # -- one event ---------------------------------------------------------------
 
-    def _check(self, event: Event) -> None:
-        self._numbering(event)
+    def _schema(self, event: Event) -> None:
+        """Refuse an event whose envelope, ``f``, value or places are not
+        what knell writes (the full test, which words the refusal)."""
         problem = _envelope(event)
         if problem is not None:
             raise self._refuse(problem)
@@ -146,10 +200,6 @@ class WellFormed:
         for name in PLACES.get(f, ()):
             if event.get(name) is None:
                 raise self._refuse(f"a {f} event without its {name!r}")
-        key = (process, event["incarnation"])
-        self._clock(key, event)
-        if process != "nemesis":
-            self._pair(key, event)
 
     def _numbering(self, event: Event) -> None:
         index = event.get("index")
@@ -166,19 +216,20 @@ class WellFormed:
                 "events 0, 1, 2, ... (a line duplicated, dropped or moved?)"
             )
 
-    def _clock(self, key: tuple[str, int], event: Event) -> None:
-        now: int = event["time"]
-        if now < self._latest and not self._unordered:
+    def _out_of_order(self, now: int) -> None:
+        """An event earlier than one before it in the file: said once."""
+        if not self._unordered:
             self._unordered = True
             self.doubts.append(
                 f"{self.path}:{self._where()}: events out of time order "
                 f"({(self._latest - now) / 1e9:.6f} s back): a merged history is in time "
                 "order unless a clock was stepped back, and the checks order events by it"
             )
-        self._latest = max(self._latest, now)
-        last = self._last_time.get(key)
-        self._last_time[key] = now if last is None or now > last else last
-        if last is not None and now < last and key not in self._backwards:
+
+    def _backwards_in(self, key: tuple[str, int], last: int, now: int) -> None:
+        """An event earlier than one before it of the same process
+        incarnation: said once per incarnation."""
+        if key not in self._backwards:
             self._backwards.add(key)
             self.doubts.append(
                 f"{self.path}:{self._where()}: time goes backwards in process {key[0]} "
@@ -216,6 +267,39 @@ class WellFormed:
                     f"{_shown(invoke.get(name))}, not {_shown(event.get(name))}"
                 )
         del self._pending[key]
+
+
+_PLAIN = {key: (shape, PLACES.get(key[0], ())) for key, shape in PLAIN_SHAPES.items()}
+_NONE = type(None)
+
+
+def _plain(event: Event) -> bool:
+    """Whether a worker's event is certainly what :meth:`WellFormed._schema`
+    accepts: its envelope, value (:mod:`knell.history_shape`) and places
+    tested with plain Python. ``False`` only means "not certainly": the full
+    test then decides, and words the refusal. This is the path nearly every
+    event takes; the full test, with pydantic, cost as much as the checks."""
+    if event["time"] < 0 or event["process"] in ("", "nemesis"):
+        return False
+    incarnation = event.get("incarnation")
+    if type(incarnation) is not int or incarnation < 0:
+        return False
+    get = event.get
+    if type(get("pid")) not in _INT_OR_NONE:
+        return False
+    if type(get("handle")) not in _STR_OR_NONE or type(get("channel")) not in _STR_OR_NONE:
+        return False
+    plain = _PLAIN.get((event["f"], event["type"]))
+    if plain is None or not fits(plain[0], get("value")):
+        return False
+    for name in plain[1]:  # noqa: SIM110 - a loop over one or two names beats all() here
+        if get(name) is None:
+            return False
+    return True
+
+
+_INT_OR_NONE = frozenset((int, _NONE))
+_STR_OR_NONE = frozenset((str, _NONE))
 
 
 def _envelope(event: Event) -> str | None:

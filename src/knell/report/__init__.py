@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from knell.checker import Verdict
+from knell.report.clocks import read_settings
 from knell.report.describe import tested_contracts
 from knell.report.junit import write_junit
 from knell.report.markdown import render_markdown, verdict_word
@@ -79,7 +80,10 @@ def write_reports(
             json.dumps(series.to_json(), separators=(",", ":"), default=str) + "\n",
         )
     replay = replay_command(scenario, run_dir) if scenario else None
-    atomic_write(run_dir / "report.md", render_markdown(scenario, verdict, stats, torn, t0, replay))
+    clock = read_settings(series.clock) if series is not None else []
+    atomic_write(
+        run_dir / "report.md", render_markdown(scenario, verdict, stats, torn, t0, replay, clock)
+    )
     write_junit(run_dir / "junit.xml", str(scenario.get("name", "history")), verdict)
     return render_page(run_dir) if html else []
 

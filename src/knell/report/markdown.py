@@ -16,11 +16,13 @@ heading or a verdict.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from knell.checker import Verdict
 from knell.checker.verdict import CHECK_CONTRACT
 from knell.history import Event
+from knell.report.clocks import ClockSetting, clock_faults
 from knell.report.describe import describe_bus, describe_store, tested_contracts
 from knell.report.stats import RunStats
 from knell.text import md, md_code
@@ -109,6 +111,17 @@ def _contracts(scenario: dict[str, Any]) -> str:
     return "unknown (no scenario.json)" if tested is None else ", ".join(tested)
 
 
+def _clock_lines(clock: Sequence[ClockSetting], t0: int | None) -> list[str]:
+    """One line per clock fault: whose clock, by how much, and when."""
+    faults = clock_faults(clock)
+    if not faults:
+        return []
+    t_ref = t0 if t0 is not None else faults[0].apply.time
+    out = ["## Clock faults (offset from true time; the run's times are true time)", ""]
+    out += [f"- {md(fault.line(t_ref), 400)}" for fault in faults]
+    return [*out, ""]
+
+
 def not_applicable_line(verdict: Verdict) -> str | None:
     """One sentence for the checks set apart as not applicable, or None."""
     apart = verdict.not_applicable
@@ -129,7 +142,10 @@ def render_markdown(
     torn: list[str],
     t0: int | None,
     replay: str | None = None,
+    clock: Sequence[ClockSetting] = (),
 ) -> str:
+    """``clock``: the clock settings the run's clock faults made
+    (:mod:`knell.report.clocks`), one line per fault."""
     name = scenario.get("name", "history")
     out = [f"# knell: {name} is {verdict_word(verdict.valid)}", ""]
     if scenario.get("description"):
@@ -213,6 +229,7 @@ def render_markdown(
         f" max {_fmt(stats.spawn_ms.get('max'), ' ms')}",
         "",
     ]
+    out += _clock_lines(clock, t0)
     if stats.crashes:
         out += ["## Workers that exited on their own", ""]
         for crash in stats.crashes:

@@ -23,6 +23,7 @@ import orjson
 
 from knell.checker.verdict import not_applicable
 from knell.history import Event
+from knell.report.clocks import clock_faults, read_settings
 from knell.report.describe import describe_bus, describe_store, tested_contracts
 from knell.report.faults import FaultWindow, load_windows, open_at, recent_before
 from knell.report.gather import Subject, gather
@@ -33,7 +34,7 @@ from knell.report.scene import Scene
 from knell.report.timeline import Lifecycle, build_timeline, lifecycle
 from knell.text import clean
 
-__all__ = ["AnomalyView", "RunPage", "build_page", "replay_command"]
+__all__ = ["AnomalyView", "ClockRow", "RunPage", "build_page", "replay_command"]
 
 MAX_SHOWN_PER_CHECK = 10
 MAX_TIMELINES = 24
@@ -136,6 +137,18 @@ class WindowRow:
 
 
 @dataclass
+class ClockRow:
+    """One clock fault in the page's clock table."""
+
+    number: str
+    kind: str
+    target: str
+    setting: str
+    start: str
+    end: str
+
+
+@dataclass
 class RunPage:
     title: str
     word: str
@@ -164,6 +177,8 @@ class RunPage:
     windows_raw: list[FaultWindow] = field(default_factory=list)
     render_problems: list[str] = field(default_factory=list)
     plots: list[Any] = field(default_factory=list)
+    clock: list[ClockRow] = field(default_factory=list)
+    """The run's clock faults (empty: no clock was moved, no clock panel)."""
 
 
 def _short(value: Any, limit: int = VALUE_CUT) -> str:
@@ -467,6 +482,22 @@ def _window_rows(windows: list[FaultWindow], t_ref: int) -> list[WindowRow]:
     return rows
 
 
+def _clock_rows(series: dict[str, Any], t_ref: int) -> list[ClockRow]:
+    rows = []
+    for fault in clock_faults(read_settings(series.get("clock"))):
+        rows.append(
+            ClockRow(
+                number="?" if fault.apply.fault is None else str(fault.apply.fault),
+                kind=fault.kind,
+                target=fault.whom,
+                setting=fault.setting,
+                start=f"{(fault.apply.time - t_ref) / _NS:.3f}",
+                end="never reset" if fault.end is None else f"{(fault.end - t_ref) / _NS:.3f}",
+            )
+        )
+    return rows
+
+
 def _unapplied(data: RunData, windows: list[FaultWindow]) -> list[str]:
     """Planned faults that never opened a window (their target was not running)."""
     applied = {str(w.fault) for w in windows}
@@ -637,6 +668,7 @@ def build_page(data: RunData, *, source: str | None = None) -> RunPage:
         t_ref=t_ref,
         t_end=t_end,
         windows_raw=window_list,
+        clock=_clock_rows(series, t_ref),
     )
 
 

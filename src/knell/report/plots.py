@@ -1,11 +1,13 @@
-"""The report's plots: throughput, latency, post-to-wake and cursor lag, with fault bands.
+"""The report's plots: throughput, latency, post-to-wake, cursor lag and clocks, with fault bands.
 
 Jepsen's latency and rate plots are the model: quantiles (p50, p95, p99,
 max) per time bin, never means, on a log scale, with every fault window
 shaded in its kind's colour (the band its fault kind declares, a neutral
 grey for kinds this knell does not know) and the grace period lighter.
 The figures come from ``series.json`` (:mod:`knell.report.series`), so
-drawing never reads the history.
+drawing never reads the history. The ``clock`` panel (each clock's
+offset from true time, from :mod:`knell.report.clocks`) is drawn only for
+a run whose clocks were moved.
 
 matplotlib is imported here, lazily, and only here: ``knell`` and its
 worker processes start without it. No pyplot: each figure is a
@@ -29,6 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
+from knell.report.clocks import ClockSetting, ClockTrack, clock_tracks, read_settings
 from knell.report.faults import FaultWindow
 from knell.text import clean
 
@@ -440,6 +443,76 @@ def _lag(series: dict[str, Any], windows: Sequence[FaultWindow], t_ref: int, t_e
     return fig
 
 
+_TRACK_COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2")
+MAX_CLOCK_TRACKS = 12
+
+
+def _track_line(track: ClockTrack, t_ref: int, t_end: int) -> tuple[list[float], list[float]]:
+    """The track's offset as points: steps at each setting, a slope while
+    a rate holds (straight between settings, so two points suffice)."""
+    xs, ys = [0.0], [0.0]
+    settings = track.settings
+    for k, s in enumerate(settings):
+        a = (s.time - t_ref) / _NS
+        until = settings[k + 1].time if k + 1 < len(settings) else max(t_end, s.time)
+        xs += [a, a, (until - t_ref) / _NS]
+        ys += [ys[-1], s.offset_s, s.offset_s + (s.rate - 1.0) * (until - s.time) / _NS]
+    if len(xs) > 1 and xs[-1] < (t_end - t_ref) / _NS:
+        xs.append((t_end - t_ref) / _NS)
+        ys.append(ys[-1])
+    return xs, ys
+
+
+def _clock(
+    settings: list[ClockSetting], windows: Sequence[FaultWindow], t_ref: int, t_end: int
+) -> Figure:
+    tracks = clock_tracks(settings)
+    fig, (ax,) = _figure(1, 3.0)
+    for i, track in enumerate(tracks[:MAX_CLOCK_TRACKS]):
+        colour = _TRACK_COLOURS[i % len(_TRACK_COLOURS)]
+        xs, ys = _track_line(track, t_ref, t_end)
+        # Clocks moved together by one fault overlap there: each line is
+        # drawn thinner than the one before, so the ones beneath still show.
+        width = max(0.8, 2.6 - 0.4 * i)
+        ax.plot(xs, ys, lw=width, color=colour, label=clean(track.label, 60))
+        for k, s in enumerate(track.settings):
+            if s.f != "clock-strobe":
+                continue
+            until = track.settings[k + 1].time if k + 1 < len(track.settings) else t_end
+            ax.fill_between(
+                [(s.time - t_ref) / _NS, (until - t_ref) / _NS],
+                0,
+                s.offset_s,
+                facecolor="none",
+                edgecolor=colour,
+                hatch="xx",
+                lw=0,
+                alpha=0.6,
+            )
+    ax.axhline(0, color="#999999", lw=0.6)
+    ax.set_title(
+        "clock offset applied (wall clock minus true time); a strobe flips within its "
+        "hatched band, a rate is a slope",
+        loc="left",
+    )
+    ax.set_ylabel("offset (s)")
+    ax.set_xlabel("seconds since the run began")
+    ax.set_xlim(0, max((t_end - t_ref) / _NS, 1e-3))
+    _shade(ax, windows, t_ref, t_end, len(windows) <= MAX_WINDOW_LABELS)
+    ax.legend(loc="best", ncols=4)
+    if len(tracks) > MAX_CLOCK_TRACKS:
+        ax.text(
+            1.0,
+            1.02,
+            f"{len(tracks) - MAX_CLOCK_TRACKS} more clocks in series.json",
+            transform=ax.transAxes,
+            ha="right",
+            fontsize=6,
+        )
+    _fault_legend(fig, windows)
+    return fig
+
+
 def render_plots(
     series: dict[str, Any],
     windows: Sequence[FaultWindow],
@@ -480,6 +553,18 @@ def render_plots(
             lambda: _lag(series, windows, t_ref, t_end),
         ),
     ]
+    settings = read_settings(series.get("clock"))
+    if settings:  # the panel exists only where clocks were moved
+        makers.append(
+            (
+                "clock",
+                "Clock offsets",
+                "The offset from true time applied to each process's wall clock (and the "
+                "store server's) by the clock faults, beside the fault windows; processes "
+                "always moved together share a line.",
+                lambda: _clock(settings, windows, t_ref, t_end),
+            )
+        )
     out = []
     try:
         import matplotlib

@@ -27,7 +27,9 @@ that grows with the run is a post-time table for post-to-wake latency: one
   returned, the worst per bin, as observed at each of those operations;
 * per process: role, incarnations, outcomes, operations cut short by a
   kill, and the first few distinct error texts;
-* the run's phases (begin, ready, heal, stop, drains, crashes).
+* the run's phases (begin, ready, heal, stop, drains, crashes);
+* every clock setting a clock fault made (:mod:`knell.report.clocks`),
+  for the ``clock`` panel.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from typing import Any, ClassVar
 
 from knell.checker.consumer import Consumer, on, on_op
 from knell.history import Event
+from knell.report.clocks import CLOCK_FS, MAX_SETTINGS, setting_of
 from knell.report.histogram import LogHistogram
 from knell.text import clean
 
@@ -122,6 +125,7 @@ class RunSeries(Consumer):
         self._lag_seen: dict[tuple[Any, Any], int] = {}
         self._procs: dict[str, _Process] = {}
         self.phases: list[dict[str, Any]] = []
+        self.clock: list[dict[str, Any]] = []
 
     # -- bins ----------------------------------------------------------------
 
@@ -194,6 +198,13 @@ class RunSeries(Consumer):
                     "target": clean(value.get("target") or event.get("handle") or "", 200),
                 }
             )
+
+    @on(tuple(sorted(CLOCK_FS)), "ok", "info")
+    def _clock_set(self, event: Event) -> None:
+        setting = setting_of(event)
+        if setting is not None and len(self.clock) < MAX_SETTINGS:
+            self._bin(setting.time)
+            self.clock.append(setting.to_json())
 
     @on("start")
     def _start(self, event: Event) -> None:
@@ -383,4 +394,5 @@ class RunSeries(Consumer):
             "lag_handles": len(self._lag),
             "processes": processes,
             "phases": self.phases,
+            "clock": self.clock,
         }
