@@ -13,7 +13,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from knell.checker.consumer import Consumer, on
+from knell.checker.consumer import Consumer, Handler, on
 from knell.history import Event
 from knell.stats import percentile
 
@@ -61,6 +61,15 @@ class RunStats(_Figures, Consumer):
 
     def __init__(self) -> None:
         _Figures.__init__(self)
+        # Every other registered fault kind (network, store, disk, clock...)
+        # is counted by its apply, so a run whose faults are all partitions
+        # or clock jumps does not report "faults: none".
+        from knell.nemesis.registry import kinds
+
+        others = sorted({k.apply_f for k in kinds().values()} - set(_FAULT_FS))
+        self.handlers = type(self).handlers + tuple(  # type: ignore[misc]  # kinds vary
+            Handler("event", f, ("ok", "info"), "_applied") for f in others
+        )
         self._posts: Counter[str] = Counter()
         self._faults: Counter[str] = Counter()
         self._begin: int | None = None
@@ -99,6 +108,13 @@ class RunStats(_Figures, Consumer):
             )
         elif f == "restart":
             self._restarted_at[target] = t
+
+    def _applied(self, event: Event) -> None:
+        """A fault kind's apply, as it completed (its window's opening
+        record carries the fault's ``effect``; a kind's later notes do not)."""
+        value = event.get("value") or {}
+        if event.get("process") == "nemesis" and "effect" in value:
+            self._faults[str(event.get("f"))] += 1
 
     @on("post")
     def _post(self, event: Event) -> None:

@@ -44,16 +44,14 @@ def clock_event(
     stands alone."""
     base: dict[str, Any] = {"target": target, "fault": fault, "kind": kind or f}
     if f != "clock-reset":
-        h.invoke(
-            "nemesis",
-            f,
-            {
-                **base,
-                "effect": "degraded",
-                "grace_s": 0.0,
-                "radius": {"processes": processes, "indirect": [], "stores": [], "links": []},
-            },
+        # The runner writes what the fault is and touches with the apply's
+        # invoke and again with its completion.
+        base.update(
+            effect="degraded",
+            grace_s=0.0,
+            radius={"processes": processes, "indirect": [], "stores": [], "links": []},
         )
+        h.invoke("nemesis", f, base)
     value = {**base, "processes": processes, "store": store, "offset_s": offset_s, "rate": rate}
     if period_s is not None:
         value["period_s"] = period_s
@@ -234,6 +232,9 @@ def test_report_md_has_one_line_per_clock_fault(clocked_run: Path) -> None:
     assert lines[1].startswith("- fault 1: clock-jump host (producer-1, consumer-1, consumer-2")
     assert lines[3].endswith("s to never reset")
     assert "rate x3" in lines[3]
+    # The run's fault count names every kind applied, not only process faults.
+    faults = next(line for line in md.splitlines() if line.startswith("- faults: "))
+    assert faults == "- faults: clock-jump 1, clock-rate 1, clock-skew 1, clock-strobe 1"
 
 
 def test_a_run_without_clock_events_has_no_clock_panel(lossy_run: Path) -> None:
