@@ -6,7 +6,10 @@ operations that completed would call such a bus VALID. So every operation
 a worker invokes must complete within its bound, unless a fault touched its process, its
 store or its link while it ran (a frozen process cannot answer; a crashed
 store cannot reply): those windows, with their grace periods, come from
-:mod:`knell.checker.windows`.
+:mod:`knell.checker.windows`. A clock fault's window excuses nothing: a
+bound is a duration (``docs/contracts.md``, "Which clock each promise
+depends on"), so a call that hangs because its wall clock jumped back is
+the bus's finding.
 
 The bound is ``op_timeout`` plus as much again (at least one second): a
 bus hands ``op_timeout`` to its server (a statement timeout), and the
@@ -83,7 +86,7 @@ class LivenessCheck(Check):
             return
         if done is None and invoke["process"] in self._killed:
             return  # its process was killed: judged as stuck-at-shutdown or excused there
-        if self.windows.touching(invoke["process"], invoke["time"], end) is not None:
+        if self.windows.touching(invoke["process"], invoke["time"], end, clocks=False) is not None:
             self._slow_in_faults += 1
             return
         how = (
