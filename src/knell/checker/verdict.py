@@ -75,6 +75,7 @@ CHECK_CONTRACT: dict[str, str | None] = {
     "at-most-once": ROLES,
     "read-refusal": ROLES,
     "stranded-listed": ROLES,
+    "role-exclusive": ROLES,
     "nothing-vanishes": ROLES,
     # every scenario: posts (which every contract shares), and the run itself
     "no-duplicate-seq": None,

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from knell.checker.atmostonce import StrandedListedCheck
+from knell.checker.atmostonce import RoleExclusiveCheck, StrandedListedCheck
 from knell.checker.clocks import STORE, ClockTimeline
 from knell.checker.dispatch import run_pass
 from knell.checker.queue import LeaseExclusiveCheck, LeaseExpiryCheck, LeaseHolderCheck
@@ -301,3 +301,53 @@ def test_a_clock_fault_window_is_no_excuse_where_a_check_says_so() -> None:
     paused = windows.touching("waiter-2", start, end, clocks=False)
     assert paused is not None and not paused.clock
     assert windows.clocks.offset_s(STORE, end) == (0.0, 0.0)
+
+
+# -- role-exclusive ---------------------------------------------------------------------
+
+
+def test_holders_taking_turns_after_release_or_lapse_are_valid() -> None:
+    h = RoleHistory()
+    h.claim_role("holder-1", "inbox", "a", lease=5.0)
+    h.claim_role("holder-1", "inbox", "a", lease=5.0)  # renews
+    h.claim_role("holder-2", "inbox", "b", lease=5.0, outcome="fail")
+    h.release_role("holder-1", "inbox", "a")
+    h.claim_role("holder-2", "inbox", "b", lease=0.5)
+    h.sleep(0.6)  # b's hold lapsed (b died holding it)
+    h.claim_role("holder-3", "inbox", "c", lease=0.5)
+    r = run(h, RoleExclusiveCheck)
+    assert r.valid is True, r.to_json()
+    assert r.counts["holds-claimed"] == 4
+
+
+def test_a_run_given_the_role_while_another_surely_holds_it() -> None:
+    h = RoleHistory()
+    first = h.claim_role("holder-1", "inbox", "a", lease=5.0)
+    h.sleep(1)
+    second = h.claim_role("holder-2", "inbox", "b", lease=5.0)
+    r = run(h, RoleExclusiveCheck)
+    assert only(r, "two-live-holds") == indices([*first, *second])
+    assert "run b" in r.anomalies[0].message and "run a" in r.anomalies[0].message
+
+
+def _takeover_after_forward_jump(target: str) -> tuple[RoleHistory, list[Event]]:
+    """A 60 s hold, ``target``'s clock jumps 120 s ahead, another run takes
+    the role a second later."""
+    h = RoleHistory()
+    first = h.claim_role("holder-1", "inbox", "a", lease=60.0)
+    processes = [] if target == "store" else [target]
+    clock_change(h, "clock-jump", target, 120.0, processes=processes)
+    h.sleep(1)
+    second = h.claim_role("holder-2", "inbox", "b", lease=60.0)
+    return h, [*first, *second]
+
+
+def test_a_takeover_after_the_store_clock_lapsed_the_hold_is_valid() -> None:
+    h, _ = _takeover_after_forward_jump("store")
+    assert run(h, RoleExclusiveCheck).valid is True
+
+
+def test_a_takeover_judged_by_a_client_clock_is_two_live_holds() -> None:
+    h, witness = _takeover_after_forward_jump("holder-2")
+    r = run(h, RoleExclusiveCheck)
+    assert only(r, "two-live-holds") == indices(witness)
