@@ -73,7 +73,6 @@ from __future__ import annotations
 
 import heapq
 import os
-import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -82,6 +81,7 @@ from typing import Any
 import orjson
 
 from knell.errors import KnellError
+from knell.faketime.truetime import time_ns as true_time_ns
 
 __all__ = [
     "OPERATIONS",
@@ -168,7 +168,7 @@ class HistoryWriter:
         channel: str | None = None,
     ) -> Event:
         event: Event = {
-            "time": time.time_ns(),
+            "time": true_time_ns(),
             "process": self.process,
             "incarnation": self.incarnation,
             "pid": self.pid,

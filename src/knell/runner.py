@@ -164,6 +164,23 @@ def make_store(scenario: Scenario, run_dir: Path, owner: Owner | None) -> Any:
     return create_store(spec, run_dir, owner=owner)
 
 
+def start_env(scenario: Scenario, run_dir: Path) -> dict[str, dict[str, str]]:
+    """Per process name (``store``: the store's server), the variables it
+    needs from its start for a fault of the scenario to reach it (a clock
+    fault's preload, :meth:`~knell.nemesis.kind.FaultKind.start_env`). A
+    machine that cannot run such a fault refuses the run, saying why."""
+    registry = kinds()
+    env: dict[str, dict[str, str]] = {}
+    for index, fault in enumerate(scenario.nemesis):
+        try:
+            wanted = registry[fault.fault].start_env(fault, scenario, run_dir)
+        except Exception as exc:
+            raise RunError(f"nemesis[{index}]: {fault.fault} cannot run here: {exc}") from None
+        for name, variables in wanted.items():
+            env.setdefault(name, {}).update(variables)
+    return env
+
+
 def _check_store_faults(scenario: Scenario, store: Any) -> None:
     """A scenario's store faults must be ones this store can suffer (each
     store fault kind names the capability it uses)."""
@@ -635,6 +652,9 @@ def run_scenario(
         store = make_store(scenario, run_dir, owner)
         _check_store_faults(scenario, store)
         Provision(scenario, run_dir, store, driver, owner).check()
+        preload = start_env(scenario, run_dir)
+        if "store" in preload:
+            store.server_env = preload.pop("store")
         say(f"store: {store.describe_short()}")
         store.start()
         try:
@@ -673,6 +693,7 @@ def run_scenario(
     try:
         provision = Provision(scenario, run_dir, store, driver, owner)
         run = _Run(scenario, run_dir, provision, schedule, say, owner)
+        run.supervisor.start_env = preload
         try:
             with interrupt_on_terminate():
                 run.start_all()

@@ -625,6 +625,9 @@ class Scenario(_Strict):
                     f"nemesis[{index}].target: {fault.target!r} names no process "
                     f"(known: {', '.join(sorted(known))})"
                 )
+            refused = registry[fault.fault].refusal(fault, self)
+            if refused is not None:
+                raise ValueError(f"nemesis[{index}].target: {fault.target!r}: {refused}")
         return self
 
     @model_validator(mode="after")

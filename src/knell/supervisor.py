@@ -112,6 +112,11 @@ class Supervisor:
         self.env[OWNER_ENV] = self.marker
         self.sessions: set[int] = set()
         """The session of every incarnation started (its leader's pid)."""
+        self.start_env: dict[str, dict[str, str]] = {}
+        """Per process name, variables it needs from its start because a
+        fault of the scenario may target it (a clock fault's preload, see
+        :meth:`knell.nemesis.kind.FaultKind.start_env`): every incarnation
+        gets them, and no other process does."""
 
     def add(
         self, name: str, spec_path: Path, env: Mapping[str, str] | None = None
@@ -180,7 +185,7 @@ class Supervisor:
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             cwd=self.run_dir,
-            env={**self.env, **worker.env},
+            env={**self.env, **worker.env, **self.start_env.get(name, {})},
             **SPAWN_GROUP,
         )
         contain(worker.popen)  # Windows: the job object that kills it with us

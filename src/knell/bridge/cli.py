@@ -191,5 +191,8 @@ def bridge(
 
 def main() -> None:
     """``python -m knell.bridge``."""
+    from knell.faketime import faked
+
+    faked.start()  # a clock fault's target: report the offset, repair sleep
     bridge(prog_name="python -m knell.bridge")
     sys.exit(0)

@@ -41,6 +41,8 @@ from knell.durations import Duration
 from knell.limits import MIN_FAULT_INTERVAL
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from knell.nemesis.targets import FaultTargets
     from knell.supervisor import Supervisor
 
@@ -275,6 +277,23 @@ class FaultKind(ABC):
         groups = {spec.group for spec in instances.values()}
         roles = {spec.role for spec in instances.values()}
         return set(instances) | groups | roles
+
+    def refusal(self, spec: FaultSpec, scenario: FaultTargets) -> str | None:
+        """Why ``spec`` cannot run on ``scenario`` (its target is known, but
+        the fault makes no sense there), or None; the scenario loader
+        refuses the file with it, naming the ``[[nemesis]]`` table."""
+        return None
+
+    def start_env(
+        self, spec: FaultSpec, scenario: FaultTargets, run_dir: Path
+    ) -> dict[str, dict[str, str]]:
+        """The environment each process ``spec`` may target needs from its
+        start, by process name (an instance, or ``store`` for the store's
+        server): a fault that cannot be switched on in a running process
+        (a preload library) asks for it here, and the runner starts those
+        processes, and only those, with it. Raises when this machine cannot
+        run the fault (the run is refused, saying why). Default: nothing."""
+        return {}
 
     @abstractmethod
     def hold(self, spec: FaultSpec) -> float:

@@ -13,6 +13,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from knell.nemesis.bandwidth import Bandwidth
+from knell.nemesis.clock_jump import ClockJump
+from knell.nemesis.clock_rate import ClockRate
+from knell.nemesis.clock_skew import ClockSkew
+from knell.nemesis.clock_strobe import ClockStrobe
 from knell.nemesis.disk_full import DiskFull
 from knell.nemesis.fsync_error import FsyncError
 from knell.nemesis.kill import Kill
@@ -94,5 +98,9 @@ for _builtin in (
     SlowClose,
     Slicer,
     LimitData,
+    ClockSkew,
+    ClockJump,
+    ClockStrobe,
+    ClockRate,
 ):
     register_kind(_builtin)

@@ -1,6 +1,6 @@
 """The keeper: a small process that holds a server on a leash.
 
-``python -m knell.platform.keeper PARENT [--user U] [--pidfile F] -- CMD...``
+``python -m knell.platform.keeper PARENT [--user U] [--pidfile F] [--env K=V] -- CMD...``
 
 A worker dies with its runner through the Linux parent-death signal, but
 that signal is cleared when a process changes its user, and Postgres must
@@ -15,11 +15,15 @@ runner that is itself SIGKILLed therefore leaves no server behind, within
 the keeper's poll interval. On Windows the server is also put in the
 keeper's kill-on-close job object (:func:`knell.platform.contain`), so it
 dies with the keeper even when the keeper is the one hard-killed.
+``--env`` variables are given to the server alone, never to the keeper
+itself (a clock fault's preload library belongs in the server, not in
+knell's leash).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import subprocess
 import sys
@@ -43,6 +47,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("parent", type=int)
     parser.add_argument("--user")
     parser.add_argument("--pidfile", type=Path)
+    parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE")
     if "--" not in argv:
         parser.error("give the server's command after --")
     split = argv.index("--")
@@ -60,7 +65,14 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGINT, request_stop)
     if not parent_alive(args.parent):
         return 70
-    child = subprocess.Popen(command, stdin=subprocess.DEVNULL, **SPAWN_GROUP, **run_as(args.user))
+    extra = dict(item.split("=", 1) for item in args.env if "=" in item)
+    child = subprocess.Popen(
+        command,
+        stdin=subprocess.DEVNULL,
+        env={**os.environ, **extra} if extra else None,
+        **SPAWN_GROUP,
+        **run_as(args.user),
+    )
     contain(child)  # Windows: the server dies with this keeper, even a TerminateProcess'd one
     if args.pidfile is not None:
         tmp = args.pidfile.with_suffix(".tmp")

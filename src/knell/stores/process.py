@@ -24,7 +24,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, Literal
 
@@ -50,6 +50,7 @@ class KeptProcess:
         user: str | None = None,
         owner: Owner | None = None,
         cwd: Path | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> None:
         self.name = name
         self.command = [str(c) for c in command]
@@ -58,6 +59,9 @@ class KeptProcess:
         self.user = user
         self.owner = owner
         self.cwd = cwd
+        self.env = dict(env or {})
+        """Variables for the server alone (not the keeper): a clock fault's
+        preload (:meth:`knell.nemesis.kind.FaultKind.start_env`)."""
         self.keeper: subprocess.Popen[bytes] | None = None
         self.pid: int | None = None  # the server's pid, leader of its process group
         self._log: IO[bytes] | None = None
@@ -71,6 +75,8 @@ class KeptProcess:
         argv += ["--pidfile", str(self.pidfile)]
         if self.user is not None:
             argv += ["--user", self.user]
+        for key, value in sorted(self.env.items()):
+            argv += ["--env", f"{key}={value}"]
         argv += ["--", *self.command]
         self.keeper = subprocess.Popen(
             argv,

@@ -65,6 +65,9 @@ class ServerStore(Store):
         self.log = self.store_dir / f"{self.kind}.log"
         self._server: KeptProcess | None = None
         self._started = False
+        self.server_env: dict[str, str] = {}
+        """Variables every incarnation of the server starts with (a clock
+        fault's preload; see :meth:`knell.nemesis.kind.FaultKind.start_env`)."""
 
     # -- what each server says for itself -------------------------------------
 
@@ -111,6 +114,7 @@ class ServerStore(Store):
             log=self.log,
             pidfile=self.store_dir / f"{self.kind}.pid",
             owner=self.owner,
+            env=self.server_env,
             **self._kept_options(),
         )
         self._server.start()
@@ -151,6 +155,12 @@ class ServerStore(Store):
                     f"{timeout:g} s ({why})"
                 )
             time.sleep(0.05)
+
+    def clock(self) -> float:
+        """The server's own wall clock, in seconds since the epoch (what
+        it computes expiry and ``now()`` from; a clock fault proves itself
+        with it)."""
+        raise StoreError(f"the {self.title} store cannot tell its clock")
 
     def crash(self) -> None:
         if self._server is None:

@@ -12,6 +12,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+from knell.faketime import faked
 from knell.redact import BUS_URL_ENV
 from knell.workload.claimer import run_claimer, run_queue_drain
 from knell.workload.consumer import run_consumer, run_drain
@@ -92,6 +93,7 @@ def main(argv: list[str]) -> int:
     if len(argv) != 3:
         print("usage: python -m knell.workload SPEC.json INCARNATION PARENT_PID", file=sys.stderr)
         return 2
+    faked.start()  # a clock fault's target: report the offset, repair sleep
     spec = load_spec(Path(argv[0]))
     parent = int(argv[2])
     try:

@@ -276,6 +276,14 @@ class PostgresServer(ServerStore):
     def _kept_options(self) -> dict[str, Any]:
         return {"user": self.user}
 
+    def clock(self) -> float:
+        """The server's wall clock (``clock_timestamp()``, what ``now()``
+        reads at the start of each transaction)."""
+        with psycopg.connect(self.admin_url, connect_timeout=2, autocommit=True) as conn:
+            row = conn.execute("SELECT extract(epoch from clock_timestamp())::float8").fetchone()
+        assert row is not None
+        return float(row[0])
+
     def _probe(self) -> str | None:
         try:
             with psycopg.connect(self.admin_url, connect_timeout=2, autocommit=True) as conn:

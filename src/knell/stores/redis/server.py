@@ -152,6 +152,22 @@ class RedisServer(ServerStore):
     def _kept_options(self) -> dict[str, Any]:
         return {"cwd": self.data_dir}
 
+    def clock(self) -> float:
+        """The server's wall clock (``TIME``, what ``PX`` expiry counts on)."""
+        conn = Connection(
+            host="127.0.0.1",
+            port=self.port or 0,
+            password=self.password,
+            socket_timeout=2,
+            socket_connect_timeout=2,
+        )
+        try:
+            conn.send_command("TIME")
+            seconds, micros = conn.read_response()
+            return int(seconds) + int(micros) / 1e6
+        finally:
+            conn.disconnect()
+
     def _probe(self) -> str | None:
         conn = Connection(
             host="127.0.0.1",
