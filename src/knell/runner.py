@@ -654,6 +654,9 @@ def run_scenario(
         Provision(scenario, run_dir, store, driver, owner).check()
         preload = start_env(scenario, run_dir)
         if "store" in preload:
+            refused = getattr(store, "preload_refusal", lambda: "it is not a private server")()
+            if refused is not None:
+                raise RunError(f"a clock fault must move the store's clock, and {refused}")
             store.server_env = preload.pop("store")
         say(f"store: {store.describe_short()}")
         store.start()

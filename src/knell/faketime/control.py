@@ -29,6 +29,7 @@ from pathlib import Path
 
 __all__ = [
     "CLOCK_DIR",
+    "CONTROL_ENV",
     "REPORT_ENV",
     "STORE",
     "control_path",
@@ -43,6 +44,10 @@ CLOCK_DIR = "clock"
 
 STORE = "store"
 """The control file name of the private store server."""
+
+CONTROL_ENV = "FAKETIME_TIMESTAMP_FILE"
+"""Names a faked process's control file (a server that cannot read the run
+directory is given one elsewhere, and this variable says where)."""
 
 REPORT_ENV = "KNELL_CLOCK_FILE"
 """Set in a faked knell process: the file it reports its offset to."""
@@ -81,7 +86,7 @@ def preload_env(library: Path, control: Path, report: Path | None = None) -> dic
         write_setting(control, 0.0)
     os.chmod(control.parent, 0o755)
     env = {
-        "FAKETIME_TIMESTAMP_FILE": str(control.resolve()),
+        CONTROL_ENV: str(control.resolve()),
         "FAKETIME_NO_CACHE": "1",
         "FAKETIME_DONT_FAKE_MONOTONIC": "1",
     }

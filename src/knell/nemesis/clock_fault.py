@@ -60,7 +60,16 @@ from typing import Annotated, Any, ClassVar
 from pydantic import BeforeValidator, Field
 
 from knell.durations import Duration, parse_duration
-from knell.faketime.control import STORE, control_path, preload_env, report_path, write_setting
+from knell.faketime.control import (
+    CLOCK_DIR,
+    CONTROL_ENV,
+    STORE,
+    control_path,
+    preload_env,
+    report_path,
+    setting,
+    write_setting,
+)
 from knell.faketime.library import find_library
 from knell.faketime.probe import PROOF_TIMEOUT, TOLERANCE, prove, read_report, store_offset
 from knell.faketime.truetime import time_ns
@@ -288,6 +297,13 @@ class ClockFault(FaultKind):
             readers[STORE] = partial(store_offset, server)
         return readers
 
+    def _store_control(self, ctx: NemesisContext) -> Path:
+        """The store server's control file: where its environment says (a
+        server running as another user reads one outside the run directory)."""
+        env = getattr(ctx.stores.get(STORE), "server_env", None) or {}
+        named = env.get(CONTROL_ENV)
+        return Path(named) if named else control_path(ctx.supervisor.run_dir, STORE)
+
     def _set(self, moved: Moved, offset: float) -> None:
         for control in moved.controls:
             write_setting(control, offset)
@@ -295,8 +311,10 @@ class ClockFault(FaultKind):
     def apply(self, action: Action, ctx: NemesisContext) -> bool:
         processes, store = self.covered(action.target, ctx.scenario)
         run_dir = ctx.supervisor.run_dir
-        names = [*processes, *([STORE] if store else [])]
-        moved = Moved(action.target, processes, store, [control_path(run_dir, n) for n in names])
+        controls = [control_path(run_dir, n) for n in processes]
+        if store:
+            controls.append(self._store_control(ctx))
+        moved = Moved(action.target, processes, store, controls)
         since = _true_s()
         self._set(moved, self.first(action))
         if self.setting(action, since, since) is not None:
@@ -376,8 +394,10 @@ class ClockFault(FaultKind):
         for key in [k for k in self._moved if k[0] == id(ctx.supervisor)]:
             moved = self._moved.pop(key)
             self._reset(moved.target, None, moved, ctx)
-        clock_dir = ctx.supervisor.run_dir / "clock"
-        if clock_dir.is_dir():
-            for control in clock_dir.glob("*.faketime"):
-                if control.read_text(encoding="ascii").strip() not in ("+0.000000", ""):
-                    write_setting(control, 0.0)
+        clock_dir = ctx.supervisor.run_dir / CLOCK_DIR
+        controls = list(clock_dir.glob("*.faketime")) if clock_dir.is_dir() else []
+        if STORE in ctx.stores:
+            controls.append(self._store_control(ctx))
+        for control in controls:
+            if control.is_file() and control.read_text(encoding="ascii").strip() != setting(0):
+                write_setting(control, 0.0)

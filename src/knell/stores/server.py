@@ -156,6 +156,11 @@ class ServerStore(Store):
                 )
             time.sleep(0.05)
 
+    def preload_refusal(self) -> str | None:
+        """Why this server cannot start under a preload library (a clock
+        fault's libfaketime), or None when it can."""
+        return None
+
     def clock(self) -> float:
         """The server's own wall clock, in seconds since the epoch (what
         it computes expiry and ``now()`` from; a clock fault proves itself

@@ -38,6 +38,7 @@ from typing import Any
 
 import psycopg
 
+from knell.faketime.control import CONTROL_ENV
 from knell.owners import Owner
 from knell.platform import give_to, is_root
 from knell.redact import is_secret_key
@@ -103,6 +104,7 @@ class PostgresServer(ServerStore):
         self.binaries: PostgresBinaries | None = None
         self.initdb_log = self.store_dir / "initdb.log"
         self._temp: Path | None = None
+        self._clock_temp: Path | None = None
         self._secrets: Path | None = None
         """The private folder of the secret settings' config file, once written."""
         if disk == "faulty":
@@ -141,10 +143,25 @@ class PostgresServer(ServerStore):
             )
         return None
 
+    def _place_clock(self, user: str | None) -> None:
+        """A clock fault's control file where the server's user can read it:
+        as another user, the server may not reach the run directory, so the
+        file moves to a temporary folder of its own and the environment
+        (which the fault reads to know where to write) names it there."""
+        current = self.server_env.get(CONTROL_ENV)
+        if user is None or current is None or self._clock_temp is not None:
+            return
+        self._clock_temp = tempdirs.make("postgres-clock", self.owner)
+        moved = self._clock_temp / Path(current).name
+        shutil.copyfile(current, moved)
+        moved.chmod(0o644)
+        self.server_env[CONTROL_ENV] = str(moved)
+
     def _provision(self) -> None:
         self.binaries = find_postgres(self.bin_dir)
         ensure_writable(self.store_dir, "store folder")
         user = self.user = self._server_user()
+        self._place_clock(user)
         if self.disk is not None:
             self.data_dir = self.disk.start() / "pgdata"
         elif self.data_dir is None:
@@ -296,6 +313,8 @@ class PostgresServer(ServerStore):
         self._stop_server("interrupt")  # "fast" shutdown: no waiting for clients
         if self._temp is not None and not self.keep:
             shutil.rmtree(self._temp, ignore_errors=True)
+        if self._clock_temp is not None:
+            shutil.rmtree(self._clock_temp, ignore_errors=True)
         if self._secrets is not None:
             shutil.rmtree(self._secrets, ignore_errors=True)
             self._secrets = None

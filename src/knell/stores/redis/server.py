@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -151,6 +152,27 @@ class RedisServer(ServerStore):
 
     def _kept_options(self) -> dict[str, Any]:
         return {"cwd": self.data_dir}
+
+    def preload_refusal(self) -> str | None:
+        """A ``redis-server`` built with jemalloc (Debian's, and Redis's own
+        default) cannot run under libfaketime: jemalloc reads the clock while
+        libfaketime initialises, and the server dies at start (libfaketime
+        issue #130, unfixed). One built with libc's malloc can."""
+        binary = find_redis_server(self.binary_name)
+        try:
+            version = subprocess.run(
+                [str(binary), "--version"], capture_output=True, text=True, timeout=10
+            ).stdout
+        except (OSError, subprocess.SubprocessError) as exc:
+            return f"{binary} --version failed: {exc}"
+        if "malloc=jemalloc" in version:
+            return (
+                f"{binary} is built with jemalloc, which libfaketime cannot be preloaded "
+                "into (the server dies at start: libfaketime issue #130); a clock fault can "
+                "move its clients' clocks, not the server's (build Redis with "
+                "MALLOC=libc and name it in [store] bin or KNELL_REDIS_SERVER)"
+            )
+        return None
 
     def clock(self) -> float:
         """The server's wall clock (``TIME``, what ``PX`` expiry counts on)."""
