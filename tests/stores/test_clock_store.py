@@ -50,9 +50,7 @@ def test_a_clock_skew_on_the_store_moves_the_servers_clock(kind: str, tmp_path: 
             "duration": 10,
             "store": kind,
             "process": [{"role": "producer"}, {"role": "consumer"}],
-            "nemesis": [
-                {"fault": "clock-skew", "target": "store", "every": 5, "offset": "-45s"}
-            ],
+            "nemesis": [{"fault": "clock-skew", "target": "store", "every": 5, "offset": "-45s"}],
         }
     )
     fault = kinds()["clock-skew"]

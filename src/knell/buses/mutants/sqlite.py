@@ -681,6 +681,14 @@ class StaleHeadBus(_Mutant):
 # -- clocks (only a clock fault shows these) ----------------------------------------
 
 
+@mutant(
+    "wall-clock-wait",
+    failure_mode="A waiter's timeout is a wall-clock deadline: after a backward clock step "
+    "the wait hangs past its timeout",
+    killed_by=("liveness",),
+    scenarios=("waiters-clock-jump",),
+    rule="Timeouts are durations, measured on a monotonic clock",
+)
 class WallClockWaitBus(_Mutant):
     """Failure mode: a waiter's timeout computed on the wall clock.
 

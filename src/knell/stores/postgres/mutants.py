@@ -482,6 +482,21 @@ _DEADLINE_RENEW = _swapped(
 )
 
 
+QUEUE_SKEW = "queue-clock-skew"
+QUEUE_JUMP = "queue-clock-jump"
+HOLDER_SKEW = "atmostonce-clock-skew"
+STORE_CLOCK = "postgres-clock-store"
+
+
+@mutant(
+    "postgres-lease-from-claimer-clock",
+    failure_mode="The lease deadline is the claimer's clock + lease_s; the server judges lapse "
+    "by its own clock: a claimer behind writes a lease already lapsed",
+    killed_by=("lease-exclusive",),
+    scenarios=(QUEUE_SKEW, STORE_CLOCK),
+    rule="The store computes the deadline from its own clock, in the statement that grants it",
+    store="postgres",
+)
 class LeaseFromClaimerClockBus(_PgMutant):
     """Failure mode: the lease deadline computed from the claimer's clock.
 
@@ -514,6 +529,15 @@ _CLIENT_CLAIM = _swapped(
 )
 
 
+@mutant(
+    "postgres-expiry-by-client-clock",
+    failure_mode="Lapse judged against the client's wall clock: after it steps back (or the "
+    "server's forward) leases look live for that long, a dead worker's message is stuck",
+    killed_by=("lease-expiry", "lease-holder"),
+    scenarios=(QUEUE_JUMP, STORE_CLOCK),
+    rule="Lapse is judged by the store's clock inside the statement that acts on it",
+    store="postgres",
+)
 class ExpiryByClientClockBus(_PgMutant):
     """Failure mode: lease expiry compared with the client's wall clock.
 
@@ -549,6 +573,15 @@ class ExpiryByClientClockBus(_PgMutant):
 _DEADLINE_ROLE = _swapped(CLAIM_ROLE_SQL, (f"{NOW} + %(lease)s", "%(deadline)s"))
 
 
+@mutant(
+    "postgres-role-hold-from-client-clock",
+    failure_mode="A role hold's deadline is the holder's clock + lease_s: a holder behind "
+    "writes a hold already lapsed, and the next run takes the role from it",
+    killed_by=("role-exclusive",),
+    scenarios=(HOLDER_SKEW,),
+    rule="The store computes the hold's deadline from its own clock when it grants it",
+    store="postgres",
+)
 class RoleHoldFromClientClockBus(_PgMutant):
     """Failure mode: a role hold's TTL computed from the client's clock.
 
