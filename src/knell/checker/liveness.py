@@ -89,6 +89,7 @@ class LivenessCheck(Check):
         if self.windows.touching(invoke["process"], invoke["time"], end, clocks=False) is not None:
             self._slow_in_faults += 1
             return
+        moved = self.windows.touching(invoke["process"], invoke["time"], end) is not None
         how = (
             f"completed {done['type']} after {elapsed / _NS:.2f} s"
             if done is not None
@@ -100,7 +101,12 @@ class LivenessCheck(Check):
             if self.log.full
             else f"{invoke['f']} by {invoke['process']} (handle {invoke.get('handle')}, channel "
             f"{invoke.get('channel')}) {how}; the bound is {self._allowed(invoke) / _NS:.2f} s "
-            f"and no fault touched it",
+            + (
+                "and only a clock fault touched it (a moved clock excuses nothing: the bound "
+                "is a duration)"
+                if moved
+                else "and no fault touched it"
+            ),
             witness(invoke, done),
         )
 

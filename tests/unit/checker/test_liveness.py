@@ -119,6 +119,7 @@ def test_a_wait_that_hangs_after_its_clock_jumped_back_is_hung() -> None:
     ok = h.arm_ok(arm, False)
     r = run(h, LivenessCheck, CONFIG)
     assert only(r, "hung") == [arm["index"], ok["index"]]
+    assert "only a clock fault touched it" in r.anomalies[0].message
 
 
 def test_a_pause_still_excuses_under_a_clock_jump() -> None:

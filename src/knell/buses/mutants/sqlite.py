@@ -686,7 +686,7 @@ class StaleHeadBus(_Mutant):
     failure_mode="A waiter's timeout is a wall-clock deadline: after a backward clock step "
     "the wait hangs past its timeout",
     killed_by=("liveness",),
-    scenarios=("waiters-clock-jump",),
+    scenarios=("waiters-clock-step-back",),
     rule="Timeouts are durations, measured on a monotonic clock",
 )
 class WallClockWaitBus(_Mutant):
@@ -699,7 +699,9 @@ class WallClockWaitBus(_Mutant):
     agent session stalls in a call that should have returned; stepped
     forward, it gives up at once. The reference measures the timeout on a
     monotonic clock, which no one steps. Proven by ``liveness`` (``hung``)
-    after a backward host jump.
+    after a backward host jump that stays, on an idle channel
+    (``waiters-clock-step-back``: on a busy one the next post rings the
+    wait long before the hang shows).
     """
 
     def wait(self, handle: str, timeout: float) -> Wake | None:
