@@ -27,21 +27,38 @@ runs. Every bound a check derives is then safe in the direction it needs:
 "surely" bounds use the earliest the clock could have got somewhere,
 "possibly" bounds the latest.
 
-Queries see what the pass has read so far, with the last offsets held
-from then on: a check asks at the instant it judges, so a clock event
-later in the history cannot change an answer about earlier instants.
-With no clock events, every query is plain arithmetic on true time.
+The clock events are read *before* the pass (:func:`scan`, then
+:meth:`ClockTimeline.preload`): a change's record comes after the change
+(the apply's offset only with its completion, a heal only once proven),
+and a check judging an operation in between must already know it. In the
+pass itself a preloaded timeline ignores them. Without a preload (a
+stream that cannot be read twice) the timeline is fed in the pass and
+knows, at each instant, what the history said so far. With no clock
+events, every query is plain arithmetic on true time.
 """
 
 from __future__ import annotations
 
+import json
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from knell.history import Event
 
-__all__ = ["APPLY_FS", "CLOCK_FS", "RESET_F", "STORE", "UNSURE_NS", "ClockTimeline", "Envelope"]
+__all__ = [
+    "APPLY_FS",
+    "CLOCK_FS",
+    "RESET_F",
+    "STORE",
+    "UNSURE_NS",
+    "ClockTimeline",
+    "Envelope",
+    "clock_events",
+    "scan",
+]
 
 APPLY_FS: tuple[str, ...] = ("clock-skew", "clock-jump", "clock-strobe", "clock-rate")
 """The apply events of the clock fault kinds."""
@@ -224,17 +241,55 @@ class Envelope:
         return last
 
 
-class ClockTimeline:
-    """Every clock's envelope, fed the nemesis's clock events in history order."""
+def clock_events(events: Iterable[Event]) -> list[Event]:
+    """The nemesis's clock events among ``events``, in order."""
+    return [e for e in events if e.get("f") in CLOCK_FS and e.get("process") == "nemesis"]
 
-    __slots__ = ("_clocks", "_invoked")
+
+def scan(path: Path) -> list[Event]:
+    """The clock events of a history file, read ahead of the pass: only
+    lines that mention a clock event are parsed (an unreadable one is left
+    to the pass, which reports it)."""
+    found: list[Event] = []
+    try:
+        with open(path, "rb") as fh:
+            for line in fh:
+                if b'"clock-' not in line:
+                    continue
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(event, dict):
+                    found.extend(clock_events([event]))
+    except OSError:
+        return []  # the pass reads the file again and reports why it cannot
+    return found
+
+
+class ClockTimeline:
+    """Every clock's envelope, from the nemesis's clock events in history order."""
+
+    __slots__ = ("_clocks", "_invoked", "_preloaded")
 
     def __init__(self) -> None:
         self._clocks: dict[str, Envelope] = {}
         self._invoked: dict[Any, int] = {}
+        self._preloaded = False
+
+    def preload(self, events: Iterable[Event]) -> None:
+        """Read every clock event of the history before the pass; the pass
+        then feeds none (see the module docstring)."""
+        for event in events:
+            self._read(event)
+        self._preloaded = True
 
     def feed(self, event: Event) -> None:
-        """Read one clock event (see the module docstring)."""
+        """Read one clock event in the pass, unless the timeline was preloaded."""
+        if not self._preloaded:
+            self._read(event)
+
+    def _read(self, event: Event) -> None:
         if event.get("process") != "nemesis" or event.get("f") not in CLOCK_FS:
             return
         value = event.get("value") or {}

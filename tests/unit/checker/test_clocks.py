@@ -8,13 +8,15 @@ moved: a bus that followed it is wrong), with the witness that proves it."""
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from knell.checker.atmostonce import RoleExclusiveCheck, StrandedListedCheck
-from knell.checker.clocks import STORE, ClockTimeline
+from knell.checker.clocks import STORE, ClockTimeline, scan
 from knell.checker.dispatch import run_pass
 from knell.checker.queue import LeaseExclusiveCheck, LeaseExpiryCheck, LeaseHolderCheck
 from knell.checker.windows import FaultWindows
@@ -351,3 +353,29 @@ def test_a_takeover_judged_by_a_client_clock_is_two_live_holds() -> None:
     h, witness = _takeover_after_forward_jump("holder-2")
     r = run(h, RoleExclusiveCheck)
     assert only(r, "two-live-holds") == indices(witness)
+
+
+def test_a_claim_between_a_jump_and_its_record_is_judged_by_the_jump() -> None:
+    # the jump's offset is recorded only once proven, after claims went on:
+    # a host step of +30 s lapses the 1 s lease at once, and a claim of the
+    # message made before the record is the contract working
+    h = QueueHistory()
+    h.claim("steady-1", "jobs", "c1.1", 1.0, "p:1", 1)
+    inv = h.invoke("nemesis", "clock-jump", {"target": "host", "fault": 1, "kind": "clock-jump"})
+    h.claim("steady-2", "jobs", "c2.1", 1.0, "p:1", 1, deliveries=2)
+    h.info(
+        "nemesis",
+        "clock-jump",
+        {**inv["value"], "processes": ["steady-1"], "store": True, "offset_s": 30.0, "rate": 1.0},
+    )
+    assert run(h, LeaseExclusiveCheck).valid is True
+
+
+def test_a_history_file_is_scanned_for_its_clock_events(tmp_path: Path) -> None:
+    h = QueueHistory()
+    h.post("sender-1", "jobs", "p:1", 1)
+    jump = clock_change(h, "clock-jump", "store", 30.0)
+    path = tmp_path / "history.jsonl"
+    path.write_text("".join(json.dumps(e) + "\n" for e in h.events) + "not json\n")
+    assert scan(path) == list(jump)
+    assert scan(tmp_path / "missing.jsonl") == []
