@@ -162,6 +162,32 @@ def _storage_faults() -> list[Finding]:
     return [Finding("knell fs", True, f"/dev/fuse, {fusermount} and mfusepy found")]
 
 
+def _clock_faults() -> list[Finding]:
+    """Whether clock faults can run here: libfaketime to preload, and the
+    raw clock a faked process reads true time from."""
+    from knell.faketime.library import ClockUnavailable, find_library
+    from knell.faketime.truetime import supported
+
+    try:
+        library = find_library()
+    except ClockUnavailable as exc:
+        hint = "" if sys.platform == "win32" else "Debian: apt-get install faketime"
+        return [Finding("libfaketime", False, str(exc), hint)]
+    out = [Finding("libfaketime", True, str(library))]
+    if supported():
+        out.append(Finding("true time", True, "raw clock_gettime past the preload"))
+    else:
+        out.append(
+            Finding(
+                "true time",
+                False,
+                f"no raw clock_gettime known for {sys.platform}/{platform.machine()}: a faked "
+                "process could not stamp its history with true time",
+            )
+        )
+    return out
+
+
 def _containers() -> list[Finding]:
     from knell.stores.compose.doctor import doctor
 
@@ -191,6 +217,7 @@ CAPABILITIES: dict[str, tuple[str, Callable[[], list[Finding]]]] = {
         'storage faults: a store on a faulty disk (disk = "faulty", knell fs)',
         _storage_faults,
     ),
+    "clock": ("clock faults (clock-skew, clock-jump, clock-strobe, clock-rate)", _clock_faults),
     "node": ("the Node.js example adapter and its mutant", _node),
     "docker": ("the compose stack (make compose-test)", _containers),
     "browser": ("the HTML report's headless-browser test", _browser),

@@ -62,6 +62,10 @@ reads which field and what ``knell check`` holds a history to
 (:mod:`knell.checker.wellformed`). Nemesis actions (kill, pause, resume, restart, ...) are
 events of the process ``"nemesis"`` with the target in ``value``.
 
+Times are true wall-clock time even in a process whose clock a clock
+fault moved (:mod:`knell.faketime.truetime`): histories of different
+processes are compared by real time.
+
 Why a hand-written writer: the one property that matters is that SIGKILL
 can tear only the *last* line of a file. That holds when every event is a
 single ``write()`` of one whole line to a descriptor opened ``O_APPEND``,

@@ -129,10 +129,12 @@ def targets(tmp_path: Path) -> Any:
 
 
 def _true_durations(sample: dict[str, Any]) -> None:
-    """Sleeps and timeouts last what they say; monotonic runs at true speed."""
+    """Sleeps and timeouts last what they say; monotonic runs at true speed
+    (bounds loose enough for a busy machine, tight against any fake: the
+    smallest offset here is seconds)."""
     for key in ("slept", "waited", "selected"):
-        assert 0.045 < sample[key] < 0.2, (key, sample)
-    assert abs(sample["mono_vs_true"]) < 0.005, sample
+        assert 0.045 < sample[key] < 0.5, (key, sample)
+    assert abs(sample["mono_vs_true"]) < 0.05, sample
 
 
 def _run_fault(t: Targets, target: str, hold: float = 0.8) -> tuple[float, float]:
@@ -240,8 +242,8 @@ def test_clock_strobe_flips_between_true_and_offset(targets: Any) -> None:
     )
     applied, healed = _run_fault(t, "consumer-2", hold=1.0)
     offsets = _during(t, "consumer-2", applied, healed)
-    ahead = [o for o in offsets if abs(o - 30) < 0.05]
-    true = [o for o in offsets if abs(o) < 0.05]
+    ahead = [o for o in offsets if abs(o - 30) < 0.1]
+    true = [o for o in offsets if abs(o) < 0.1]
     assert ahead and true and len(ahead) + len(true) == len(offsets), offsets
     _after(t, "consumer-2", healed)
     assert t.records[0][2]["period_s"] == 0.02
@@ -257,7 +259,10 @@ def test_clock_rate_runs_the_wall_clock_fast(targets: Any) -> None:
         assert abs(s["offsets"][-1] - 2 * (s["offset_at"] - applied)) < 0.1, s
     assert samples[-1]["offsets"][-1] > 1.0
     _after(t, "consumer-1", healed)
-    assert t.records[0][2]["rate"] == 3.0 and t.records[0][2]["offset_s"] == 0.0
+    apply = t.records[0][2]
+    # the drift began when the file was first written, before the proof: the
+    # event says how far it had got, so offset_s + 2 * (t - event) holds after
+    assert apply["rate"] == 3.0 and 0.0 <= apply["offset_s"] < 2 * (healed - applied)
 
 
 def test_host_moves_every_process_and_the_final_heal_returns_them(targets: Any) -> None:

@@ -5,6 +5,9 @@ and the heal brings it back to true time."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -88,3 +91,88 @@ def test_a_clock_skew_on_the_store_moves_the_servers_clock(kind: str, tmp_path: 
             assert children and all("faketime" in _maps(c.pid) for c in children)
     finally:
         store.stop()
+
+
+def test_a_jemalloc_redis_server_is_refused_because_it_dies_preloaded(tmp_path: Path) -> None:
+    """The refusal is needed: a jemalloc ``redis-server`` started under
+    libfaketime never answers (libfaketime issue #130). Should a build of
+    either fix it, this fails, and the refusal can go."""
+    store = _server("redis", tmp_path)
+    why = store.preload_refusal()
+    if why is None:
+        pytest.skip("this redis-server is not built with jemalloc")
+    assert "jemalloc" in why and "libfaketime" in why
+    from knell.faketime import find_library
+    from knell.faketime.control import STORE, control_path, preload_env
+    from knell.stores.base import StoreError
+
+    store.server_env = preload_env(find_library(), control_path(tmp_path, STORE))
+    store.ready_timeout = 3.0
+    try:
+        with pytest.raises(StoreError):
+            store.start()
+    finally:
+        store.stop()
+
+
+def test_a_run_moving_a_jemalloc_redis_clock_exits_3_saying_why(tmp_path: Path) -> None:
+    require_redis()
+    from knell.stores.redis.server import RedisServer
+
+    if RedisServer(tmp_path / "probe", persistence="none").preload_refusal() is None:
+        pytest.skip("this redis-server is not built with jemalloc")
+    scenario = tmp_path / "s.toml"
+    scenario.write_text(
+        'name = "redis-clock"\ndescription = "d"\nstore = "redis"\nduration = "3s"\n'
+        '[[process]]\nrole = "producer"\n[[process]]\nrole = "consumer"\n'
+        '[[nemesis]]\nfault = "clock-skew"\ntarget = "host"\nevery = "1s"\noffset = "5s"\n',
+        encoding="utf-8",
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "knell", "run", str(scenario), "--reports", str(tmp_path / "r")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 3, done.stderr
+    assert "a clock fault must move the store's clock" in done.stderr
+    assert "jemalloc" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_run_preloads_only_the_processes_its_clock_specs_target(tmp_path: Path) -> None:
+    """Through ``knell run``: a skew on the consumers reaches them (each
+    reports its offset) and no other process: the producer has no control
+    file and never reports, and the run is VALID."""
+    require_postgres()
+    scenario = tmp_path / "s.toml"
+    scenario.write_text(
+        'name = "pg-clock-skew"\ndescription = "d"\nstore = "postgres"\nduration = "4s"\n'
+        '[[process]]\nrole = "producer"\nrate = 10\n[[process]]\nrole = "consumer"\ncount = 2\n'
+        '[[nemesis]]\nfault = "clock-skew"\ntarget = "consumer"\nevery = "1.5s"\n'
+        'offset = "-40s"\nduration = "0.5s"\n',
+        encoding="utf-8",
+    )
+    reports = tmp_path / "r"
+    done = subprocess.run(
+        [sys.executable, "-m", "knell", "run", str(scenario), "--reports", str(reports)],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    (run,) = [p for p in (reports / "pg-clock-skew").iterdir() if p.name != "latest"]
+    files = sorted(p.name for p in (run / "clock").iterdir())
+    assert files == [
+        "consumer-1.faketime",
+        "consumer-1.offset",
+        "consumer-2.faketime",
+        "consumer-2.offset",
+    ]
+    events = [
+        json.loads(line) for line in (run / "history" / "nemesis.1.jsonl").read_text().splitlines()
+    ]
+    skews = [e for e in events if e["f"] == "clock-skew" and e["type"] == "info"]
+    assert skews and all(e["value"]["offset_s"] == -40.0 for e in skews)
+    assert all(e["value"]["processes"] in (["consumer-1"], ["consumer-2"]) for e in skews)
+    resets = [e for e in events if e["f"] == "clock-reset"]
+    assert len(resets) == len(skews)

@@ -41,3 +41,15 @@ def test_an_unknown_capability_is_a_usage_error() -> None:
     result = CliRunner().invoke(cli, ["doctor", "--require", "oracle"])
     assert result.exit_code == 3
     assert "unknown oracle" in result.output
+
+
+def test_clock_faults_are_reported_missing_without_libfaketime(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KNELL_FAKETIME_LIB", str(tmp_path / "libfaketime.so.1"))
+    (clock,) = diagnose(["clock"])
+    assert not clock.ok
+    assert clock.findings[0].name == "libfaketime"
+    assert "libfaketime.so.1 names no file" in clock.findings[0].detail
+    result = CliRunner().invoke(cli, ["doctor", "--require", "clock", "--json"])
+    assert result.exit_code == 3 and json.loads(result.output)["missing"] == ["clock"]

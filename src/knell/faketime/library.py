@@ -9,13 +9,17 @@ library is searched in the usual library folders, and
 ``KNELL_FAKETIME_LIB`` names another one.
 
 On Windows there is no such library and no ``LD_PRELOAD``: a scenario
-with clock faults is refused there, and ``knell doctor`` says so.
+with clock faults is refused there, and ``knell doctor`` says so. Where
+knell cannot read true time past the library (:mod:`knell.faketime.truetime`:
+Linux on x86_64 and aarch64), a faked worker could not keep its history
+true, so clock faults are refused there too (macOS, for now).
 """
 
 from __future__ import annotations
 
 import glob
 import os
+import platform
 import sys
 from pathlib import Path
 
@@ -47,6 +51,14 @@ def find_library() -> Path:
         raise ClockUnavailable(
             "clock faults need libfaketime, a preload library for Linux and macOS; "
             "Windows has neither it nor LD_PRELOAD"
+        )
+    from knell.faketime.truetime import supported
+
+    if not supported():
+        raise ClockUnavailable(
+            f"a faked process could not stamp its history with true time on "
+            f"{sys.platform}/{platform.machine()} (knell reads the raw clock_gettime "
+            "system call on Linux x86_64 and aarch64 only)"
         )
     named = os.environ.get(LIBRARY_ENV)
     if named:

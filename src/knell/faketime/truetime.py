@@ -47,10 +47,11 @@ def faked() -> bool:
 
 
 def _raw_clock() -> Any:
-    """libc's ``syscall`` function, or None where it cannot serve."""
+    """libc's ``syscall`` function, or None where it cannot serve (loaded as
+    a ``PyDLL``: the call is short and keeps the GIL, no thread switch)."""
     if not supported():
         return None
-    call = ctypes.CDLL(None, use_errno=True).syscall
+    call = ctypes.PyDLL(None, use_errno=True).syscall
     call.restype = ctypes.c_long
     return call
 

@@ -89,9 +89,6 @@ __all__ = [
 HOST = "host"
 """The target that moves every process's clock and the store server's."""
 
-SERVER_KINDS = frozenset({"postgres", "redis"})
-"""Store kinds knell runs a private server for (the ``store`` target)."""
-
 
 def parse_signed(value: Any) -> float:
     """A signed duration: ``"30s"``, ``"-30s"``, ``"+2m"``, ``-1.5``."""
@@ -138,11 +135,20 @@ class Moved:
             self.ticker.join(timeout=2)
 
 
+def _networked(scenario: FaultTargets) -> bool:
+    """Whether the run's store is a server its bus reaches over the network
+    (else it is embedded in every process, and has the host's clock)."""
+    from knell.stores import registry
+
+    kind = registry.kinds().get(scenario.store.kind)
+    return kind is not None and kind.network
+
+
 def _server_store(scenario: FaultTargets) -> bool:
     """Whether the run's store is a private server knell starts itself."""
     store = scenario.store
     return (
-        store.kind in SERVER_KINDS
+        _networked(scenario)
         and not getattr(store, "url", None)
         and getattr(store, "provider", "private") == "private"
     )
@@ -193,8 +199,10 @@ class ClockFault(FaultKind):
         """How far a proof may be off (a ticking fault lags one tick)."""
         return TOLERANCE
 
-    def recorded(self, action: Action) -> dict[str, Any]:
-        """What the apply event says besides targets (``offset_s``, ``rate``)."""
+    def recorded(self, action: Action, since: float, now: float) -> dict[str, Any]:
+        """What the apply event, written at true time ``now`` for a fault
+        set at ``since``, says besides targets: ``offset_s`` and ``rate``,
+        from which the offset at any later true time follows."""
         return {"offset_s": float(self.first(action)), "rate": 1.0}
 
     # -- planning -----------------------------------------------------------------
@@ -214,29 +222,35 @@ class ClockFault(FaultKind):
     def occupies(self, target: str, scenario: FaultTargets) -> set[str]:
         """A clock: its own name under ``clock:``, so a clock fault may hold
         while a process is killed or paused (a restarted process reads the
-        same control file), but two clock faults never move one clock at
-        once; ``host`` holds every clock."""
+        same control file; a proof skips a process that cannot run), but
+        two clock faults never move one clock at once; ``host`` holds every
+        clock, and a fault on the store server's clock holds the store."""
+        held = {f"clock:{target}"}
         if target == HOST:
-            return {f"clock:{n}" for n in (HOST, STORE, *scenario.instances())}
-        return {f"clock:{target}"}
+            held = {f"clock:{n}" for n in (HOST, STORE, *scenario.instances())}
+        if target in (HOST, STORE) and _server_store(scenario):
+            held.add(STORE)  # no store fault meanwhile: a server down cannot show its clock
+        return held
 
     def refusal(self, spec: FaultSpec, scenario: FaultTargets) -> str | None:
         """Why ``spec`` cannot run on this scenario's store, or None."""
         server = _server_store(scenario)
+        networked = _networked(scenario)
         if spec.target == STORE and not server:
             return (
-                f"'store' moves the clock of a private store server (postgres or redis "
-                f"started by knell), and this scenario's store is {scenario.store.kind!r}"
-                + ("" if scenario.store.kind in SERVER_KINDS else "; target 'host' instead")
+                "'store' moves the clock of a private store server (a network store "
+                f"knell starts itself), and this scenario's store is {scenario.store.kind!r}"
+                + (" on a server knell does not start" if networked else "; target 'host'")
             )
-        if spec.target == HOST and scenario.store.kind in SERVER_KINDS and not server:
+        if spec.target == HOST and networked and not server:
             return (
                 "'host' must move the store's clock too, and knell cannot fake the clock "
                 "of a server it does not start (url or compose)"
             )
-        if spec.target not in (HOST, STORE) and scenario.store.kind == "sqlite":
+        if spec.target not in (HOST, STORE) and not networked:
             return (
-                f"a SQLite store has no clock of its own: every process shares the host's, "
+                f"a {scenario.store.kind} store has no clock of its own: every process "
+                f"shares the host's, "
                 f"so a clock fault must target 'host', not {spec.target!r} (a per-process "
                 f"skew models a client on another machine of a network store)"
             )
@@ -346,7 +360,7 @@ class ClockFault(FaultKind):
             action=action,
             processes=processes,
             store=store,
-            **self.recorded(action),
+            **self.recorded(action, since, _true_s()),
         )
         return True
 

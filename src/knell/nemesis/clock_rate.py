@@ -64,5 +64,11 @@ class ClockRate(ClockFault):
         """One tick of drift behind the control file, besides the usual."""
         return TOLERANCE + abs(float(action.params["rate"]) - 1.0) * self.tick * 2
 
-    def recorded(self, action: Action) -> dict[str, Any]:
-        return {"offset_s": 0.0, "rate": float(action.params["rate"])}
+    def recorded(self, action: Action, since: float, now: float) -> dict[str, Any]:
+        """The drift started when the fault was set, before its proof: the
+        event gives the offset it had reached when written, so the offset at
+        a later true time ``t`` is ``offset_s + (rate - 1) * (t - event)``."""
+        return {
+            "offset_s": round(self.wanted(action, since, now), 6),
+            "rate": float(action.params["rate"]),
+        }

@@ -54,5 +54,8 @@ class ClockStrobe(ClockFault):
     def tick_of(self, action: Action) -> float:
         return min(self.tick, float(action.params["period"]) / 2)
 
-    def recorded(self, action: Action) -> dict[str, Any]:
-        return {**super().recorded(action), "period_s": float(action.params["period"])}
+    def recorded(self, action: Action, since: float, now: float) -> dict[str, Any]:
+        return {
+            **super().recorded(action, since, now),
+            "period_s": float(action.params["period"]),
+        }
