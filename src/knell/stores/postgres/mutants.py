@@ -533,7 +533,7 @@ _CLIENT_CLAIM = _swapped(
     "postgres-expiry-by-client-clock",
     failure_mode="Lapse judged against the client's wall clock: after it steps back (or the "
     "server's forward) leases look live for that long, a dead worker's message is stuck",
-    killed_by=("lease-expiry", "lease-holder"),
+    killed_by=("lease-exclusive", "lease-expiry", "lease-holder"),
     scenarios=(QUEUE_JUMP, STORE_CLOCK),
     rule="Lapse is judged by the store's clock inside the statement that acts on it",
     store="postgres",
@@ -548,8 +548,11 @@ class ExpiryByClientClockBus(_PgMutant):
     clock is stepped back (an NTP correction, a VM restored), or the
     server's forward, every lease looks live that much longer: a message
     whose worker died is stuck, and a worker past its lease still renews
-    and finishes. Proven by ``lease-expiry`` (``not-claimable``) and
-    ``lease-holder`` (``stale-holder-accepted``)."""
+    and finishes; a claimer whose clock stepped forward takes messages the
+    server still counts as leased. Proven by ``lease-exclusive`` (a
+    claimer ahead), ``lease-expiry`` (``not-claimable``) and
+    ``lease-holder`` (``stale-holder-accepted``) (a claimer behind, when no
+    other claimer took the message first)."""
 
     def claim(self, channel: str, consumer: str, lease_s: float) -> Claim | None:
         extra = {"client_now": time.time()}  # the bug: the client's clock judges lapse
