@@ -12,7 +12,15 @@ stopped every role, recording each as a ``drain`` of the nemesis process
 * at-most-once: one ``role-drain`` worker per role waits for the role,
   reads everything pending and lists what is stranded.
 
-Which contracts a scenario tests at all is :mod:`knell.role_contracts`."""
+Which contracts a scenario tests at all is :mod:`knell.role_contracts`.
+
+Both wait out leases, and a lease is judged by the store's clock. A clock
+fault that set the store's clock ahead (a forward jump or skew, a fast
+rate) and was healed before the final phase stepped it back: every lease
+granted meanwhile runs that much longer in true time, as the contract says
+it must. So the queue's settle time, and what the role's last run may wait
+for, grow by :func:`store_clock_lead`; without it, the drain would stop
+while those leases still live and call their messages lost."""
 
 from __future__ import annotations
 
@@ -22,7 +30,7 @@ from knell.buses.contract import QUEUE, ROLES
 from knell.scenario import ClaimerSpec, HolderSpec, Scenario
 from knell.workload.params import QueueDrainParams, RoleDrainParams, WorkerParams
 
-__all__ = ["FINAL_ROLES", "SETTLE_MARGIN", "Final", "finals"]
+__all__ = ["FINAL_ROLES", "SETTLE_MARGIN", "Final", "finals", "store_clock_lead"]
 
 FINAL_ROLES = ("claimer", "holder")
 """Roles the runner stops (after producers and readers) before the final workers."""
@@ -42,6 +50,30 @@ class Final:
     contract: str
 
 
+def store_clock_lead(scenario: Scenario) -> float:
+    """The most seconds the scenario's clock faults may set the store's
+    clock ahead of true time: a fault targeting the store or the whole
+    host (on SQLite, any: its store's clock is the host's), by its positive
+    ``offset``, or what a ``rate`` above 1 gains over its ``duration``."""
+    lead = 0.0
+    embedded = scenario.store.kind == "sqlite"
+    for spec in scenario.nemesis:
+        if not str(spec.fault).startswith("clock-"):
+            continue
+        if not embedded and getattr(spec, "target", None) not in ("store", "host"):
+            continue
+        gain = _seconds(getattr(spec, "offset", 0.0))
+        rate = _seconds(getattr(spec, "rate", 1.0))
+        if rate > 1:
+            gain = max(gain, (rate - 1) * _seconds(getattr(spec, "duration", 0.0)))
+        lead = max(lead, gain)
+    return lead
+
+
+def _seconds(value: object) -> float:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0.0
+
+
 def finals(scenario: Scenario) -> list[Final]:
     """The final workers of a scenario, one per queue channel and per role."""
     queues: dict[str, list[ClaimerSpec]] = {}
@@ -52,6 +84,7 @@ def finals(scenario: Scenario) -> list[Final]:
         elif isinstance(spec, HolderSpec):
             roles.setdefault(spec.channel, []).append(spec)
     out: list[Final] = []
+    lead = store_clock_lead(scenario)
     for index, (channel, claimers) in enumerate(queues.items(), start=1):
         lease = max(c.lease for c in claimers)
         params = QueueDrainParams(
@@ -59,7 +92,7 @@ def finals(scenario: Scenario) -> list[Final]:
             lease=lease,
             max_deliveries=claimers[0].max_deliveries,
             poison_every=max(c.poison_every for c in claimers),
-            settle=lease + SETTLE_MARGIN,
+            settle=lease + SETTLE_MARGIN + lead,
         )
         out.append(Final(f"queue-drain-{index}", "queue-drain", params, channel, QUEUE))
     for index, (channel, holders) in enumerate(roles.items(), start=1):

@@ -45,6 +45,7 @@ from knell.buses import (
 )
 from knell.buses.deadline import DriverTimeout, close_within, within
 from knell.checker import CheckConfig, Verdict, check_events
+from knell.checker.clocks import scan
 from knell.checker.wellformed import WellFormed
 from knell.errors import KnellError
 from knell.final_phase import FINAL_ROLES, Final, finals
@@ -852,7 +853,9 @@ def _check_run(run_dir: Path, say: Callable[[str], None]) -> RunOutcome:
     series = RunSeries()
     reader = HistoryReader(merged)
     wellformed = WellFormed(merged, lambda: reader.line)
-    verdict = check_events(wellformed.events(reader), config, extra=[stats, series])
+    verdict = check_events(
+        wellformed.events(reader), config, extra=[stats, series], clocks=scan(merged)
+    )
     for doubt in wellformed.doubts:
         verdict.cannot_judge(doubt)
     if reader.torn:

@@ -6,7 +6,10 @@ operations that completed would call such a bus VALID. So every operation
 a worker invokes must complete within its bound, unless a fault touched its process, its
 store or its link while it ran (a frozen process cannot answer; a crashed
 store cannot reply): those windows, with their grace periods, come from
-:mod:`knell.checker.windows`.
+:mod:`knell.checker.windows`. A clock fault's window excuses nothing: a
+bound is a duration (``docs/contracts.md``, "Which clock each promise
+depends on"), so a call that hangs because its wall clock jumped back is
+the bus's finding.
 
 The bound is ``op_timeout`` plus as much again (at least one second): a
 bus hands ``op_timeout`` to its server (a statement timeout), and the
@@ -83,9 +86,10 @@ class LivenessCheck(Check):
             return
         if done is None and invoke["process"] in self._killed:
             return  # its process was killed: judged as stuck-at-shutdown or excused there
-        if self.windows.touching(invoke["process"], invoke["time"], end) is not None:
+        if self.windows.touching(invoke["process"], invoke["time"], end, clocks=False) is not None:
             self._slow_in_faults += 1
             return
+        moved = self.windows.touching(invoke["process"], invoke["time"], end) is not None
         how = (
             f"completed {done['type']} after {elapsed / _NS:.2f} s"
             if done is not None
@@ -97,7 +101,12 @@ class LivenessCheck(Check):
             if self.log.full
             else f"{invoke['f']} by {invoke['process']} (handle {invoke.get('handle')}, channel "
             f"{invoke.get('channel')}) {how}; the bound is {self._allowed(invoke) / _NS:.2f} s "
-            f"and no fault touched it",
+            + (
+                "and only a clock fault touched it (a moved clock excuses nothing: the bound "
+                "is a duration)"
+                if moved
+                else "and no fault touched it"
+            ),
             witness(invoke, done),
         )
 

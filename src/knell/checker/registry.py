@@ -16,6 +16,7 @@ from knell.checker.atmostonce import (
     AtMostOnceCheck,
     NothingVanishesCheck,
     ReadRefusalCheck,
+    RoleExclusiveCheck,
     StrandedListedCheck,
 )
 from knell.checker.availability import AvailabilityCheck
@@ -70,6 +71,7 @@ CHECKS: tuple[type[Check], ...] = (
     # the at-most-once contract
     AtMostOnceCheck,
     ReadRefusalCheck,
+    RoleExclusiveCheck,
     StrandedListedCheck,
     NothingVanishesCheck,
     # the store's own files, after the run

@@ -34,6 +34,7 @@ from typing import Any
 
 from knell.buses.contract import BROADCAST, QUEUE, ROLES
 from knell.checker.base import Check, CheckConfig, CheckResult, Validity, merge_validity
+from knell.checker.clocks import clock_events, scan
 from knell.checker.consumer import Consumer
 from knell.checker.dispatch import PassResult, run_pass
 from knell.checker.registry import CHECKS
@@ -75,6 +76,7 @@ CHECK_CONTRACT: dict[str, str | None] = {
     "at-most-once": ROLES,
     "read-refusal": ROLES,
     "stranded-listed": ROLES,
+    "role-exclusive": ROLES,
     "nothing-vanishes": ROLES,
     # every scenario: posts (which every contract shares), and the run itself
     "no-duplicate-seq": None,
@@ -180,15 +182,23 @@ def check_events(
     *,
     checks: Sequence[CheckFactory] | None = None,
     extra: Sequence[Consumer] = (),
+    clocks: Sequence[Event] | None = None,
 ) -> Verdict:
     """Run every check (``checks``, default :data:`CHECKS`) and the
-    ``extra`` consumers over ``events`` in a single pass; merge the checks."""
+    ``extra`` consumers over ``events`` in a single pass; merge the checks.
+    ``clocks``: the history's clock events, read ahead of the pass
+    (:func:`knell.checker.clocks.scan`); taken from ``events`` itself when
+    it is a sequence."""
     if config is None:
         config = CheckConfig()
     elif not isinstance(config, CheckConfig):
         raise TypeError(f"config must be a CheckConfig, got {type(config).__name__}")
     started = time.perf_counter()
     windows = FaultWindows()
+    if clocks is None and isinstance(events, Sequence):
+        clocks = clock_events(events)
+    if clocks is not None:
+        windows.clocks.preload(clocks)
     instances = [factory(config, windows) for factory in (CHECKS if checks is None else checks)]
     names = [c.name for c in instances]
     if len(set(names)) != len(names):
@@ -235,4 +245,4 @@ def _result(check: Check, passed: PassResult) -> CheckResult:
 
 def check_history(path: Path, config: CheckConfig | None = None) -> Verdict:
     """Check a merged ``history.jsonl``."""
-    return check_events(HistoryReader(Path(path)), config)
+    return check_events(HistoryReader(Path(path)), config, clocks=scan(Path(path)))

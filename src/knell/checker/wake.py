@@ -43,7 +43,9 @@ top level. Anomalies, with ``B`` the configured ``wake_bound``:
 Arms that a fault window touched directly at any point while armed (the
 waiter was paused, its store or link was down: :mod:`knell.checker.windows`)
 are excluded, since a frozen or cut-off waiter cannot ring; so are arms
-with no completion (the waiter was killed while armed).
+with no completion (the waiter was killed while armed). A clock fault
+excuses nothing: a wait's timeout is a duration, which a bus measures on
+a monotonic clock, so a moved wall clock must not change when it rings.
 Wake latency (``wake`` time minus the ``ok`` time of the post with that
 (channel, seq), clamped at 0) of ``post`` rings is reported as count, p50,
 p99 and max in milliseconds beside the bound; it is a metric, not a
@@ -248,7 +250,7 @@ class WakeCheck(Check):
         self._timed_out += 1
         process = event["process"]
         window = self.windows.touching(
-            process, arm.invoke["time"], event["time"], indirect=False, grace=False
+            process, arm.invoke["time"], event["time"], indirect=False, grace=False, clocks=False
         )
         if window is not None:
             self._excluded += 1

@@ -29,6 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from knell.checker.clocks import APPLY_FS, CLOCK_FS, ClockTimeline
 from knell.checker.consumer import EVENT_TYPES, Consumer, Handler
 from knell.history import Event
 from knell.nemesis.kind import FaultKind, Radius
@@ -63,6 +64,11 @@ class Window:
             return True
         return self.end + (self.grace_ns if grace else 0) >= t0
 
+    @property
+    def clock(self) -> bool:
+        """Whether this is a clock fault (it moves a clock, stops nothing)."""
+        return self.apply.get("f") in APPLY_FS
+
     def touches(self, process: str, *, indirect: bool) -> bool:
         return process in self.radius.processes or (indirect and process in self.radius.indirect)
 
@@ -89,10 +95,17 @@ class FaultWindows(Consumer):
         self._by_heal = {k.heal_f: k for k in self._fault_kinds.values()}
         handlers = [Handler("event", f, EVENT_TYPES, "_applied") for f in self._by_apply]
         handlers += [Handler("event", f, EVENT_TYPES, "_healed") for f in self._by_heal]
+        handlers += [Handler("event", f, EVENT_TYPES, "_clock") for f in CLOCK_FS]
         self.handlers = tuple(handlers)  # type: ignore[misc]  # per instance: fault kinds vary
         self.windows: list[Window] = []
         self._open: dict[Any, Window] = {}
         self._by_process: dict[str, list[Window]] = {}
+        self.clocks = ClockTimeline()
+        """Every clock's offset over the run (:mod:`knell.checker.clocks`),
+        read in the same pass: the checks that time a promise ask it."""
+
+    def _clock(self, event: Event) -> None:
+        self.clocks.feed(event)
 
     def _applied(self, event: Event) -> None:
         if event["process"] != "nemesis":
@@ -156,12 +169,23 @@ class FaultWindows(Consumer):
     # -- queries ---------------------------------------------------------------
 
     def touching(
-        self, process: str, t0: int, t1: int, *, indirect: bool = True, grace: bool = True
+        self,
+        process: str,
+        t0: int,
+        t1: int,
+        *,
+        indirect: bool = True,
+        grace: bool = True,
+        clocks: bool = True,
     ) -> Window | None:
         """The first window that touched ``process`` at some moment of
         ``[t0, t1]`` (ns): directly, or also indirectly; with each
-        window's grace period, or (``grace=False``) only while in force."""
+        window's grace period, or (``grace=False``) only while in force;
+        with ``clocks=False`` a clock fault's window is not one (a wait
+        or a timeout is a duration, which no wall clock may decide)."""
         for window in self._by_process.get(process, ()):
+            if not clocks and window.clock:
+                continue
             if window.touches(process, indirect=indirect) and window.overlaps(t0, t1, grace=grace):
                 return window
         return None

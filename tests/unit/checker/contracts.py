@@ -175,3 +175,51 @@ class RoleHistory(QueueHistory):
     def seconds(self) -> float:
         """The current time in seconds (what a bus reports as delivered_at)."""
         return self.now / 1e9
+
+
+def clock_change(
+    h: History,
+    f: str,
+    target: str,
+    offset: float,
+    *,
+    fault: int = 1,
+    rate: float = 1.0,
+    processes: Sequence[str] = (),
+    took_s: float = 0.0,
+) -> Pair:
+    """A clock fault's apply as the nemesis records it: the runner's invoke,
+    then (after ``took_s`` of proving) the kind's record with the offset."""
+    store = target in ("store", "host")
+    inv = h.invoke("nemesis", f, {"target": target, "fault": fault, "kind": f})
+    h.sleep(took_s)
+    done = h.info(
+        "nemesis",
+        f,
+        {
+            "target": target,
+            "fault": fault,
+            "kind": f,
+            "processes": list(processes),
+            "store": store,
+            "offset_s": offset,
+            "rate": rate,
+        },
+    )
+    return inv, done
+
+
+def clock_reset(h: History, target: str, *, fault: int = 1, processes: Sequence[str] = ()) -> Event:
+    """A clock fault's heal: every clock it moved is true again."""
+    return h.info(
+        "nemesis",
+        "clock-reset",
+        {
+            "target": target,
+            "fault": fault,
+            "processes": list(processes),
+            "store": target in ("store", "host"),
+            "offset_s": 0.0,
+            "rate": 1.0,
+        },
+    )

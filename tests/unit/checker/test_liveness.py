@@ -95,3 +95,40 @@ def test_a_nemesis_kill_mid_operation_is_not_a_finding() -> None:
     h.ok("p1", "start", {"role": "producer"}, incarnation=2)
     r = run(h, LivenessCheck, CONFIG)
     assert r.valid is True
+
+
+def _host_jump(h: History, target: str = "w1") -> None:
+    """A backward host clock jump touching ``target``, as the runner and
+    the clock-jump kind record it (invoke with the radius, then the apply)."""
+    radius = {"processes": [target], "indirect": []}
+    value = {"target": "host", "fault": 1, "kind": "clock-jump", "radius": radius}
+    h.invoke("nemesis", "clock-jump", value)
+    h.info(
+        "nemesis",
+        "clock-jump",
+        {**value, "processes": [target], "store": True, "offset_s": -30.0, "rate": 1.0},
+    )
+
+
+def test_a_wait_that_hangs_after_its_clock_jumped_back_is_hung() -> None:
+    # the timeout is a duration: no wall clock, stepped or not, excuses it
+    h = History()
+    arm = h.arm_invoke("w1", "w1", 1.0)
+    _host_jump(h)
+    h.sleep(31.0)
+    ok = h.arm_ok(arm, False)
+    r = run(h, LivenessCheck, CONFIG)
+    assert only(r, "hung") == [arm["index"], ok["index"]]
+    assert "only a clock fault touched it" in r.anomalies[0].message
+
+
+def test_a_pause_still_excuses_under_a_clock_jump() -> None:
+    h = History()
+    arm = h.arm_invoke("w1", "w1", 1.0)
+    _host_jump(h)
+    h.nemesis("pause", "w1")
+    h.sleep(31.0)
+    h.nemesis("resume", "w1")
+    h.arm_ok(arm, False)
+    r = run(h, LivenessCheck, CONFIG)
+    assert r.valid is True and r.counts["slow-inside-faults"] == 1

@@ -296,3 +296,18 @@ def test_a_restarted_waiter_may_ring_again_for_unacked_backlog() -> None:
             handle="reviewer", channel="events", incarnation=2)  # fmt: skip
     h.event("waiter-1", "ok", "arm", {"rang": True}, handle="reviewer", incarnation=2)
     assert arm2 and run(h, WakeCheck, CONFIG).valid is True
+
+
+def test_a_clock_jump_does_not_excuse_a_missed_post() -> None:
+    # a wait's timeout is a duration: a stepped wall clock changes nothing
+    h = waiting()
+    arm = h.arm_invoke("waiter-1", "reviewer", 3.0)
+    radius = {"processes": ["waiter-1"], "indirect": []}
+    value = {"target": "host", "fault": 1, "kind": "clock-jump", "radius": radius}
+    h.invoke("nemesis", "clock-jump", value)
+    h.info("nemesis", "clock-jump", {**value, "processes": ["waiter-1"], "offset_s": 30.0})
+    _, post_ok = h.post("p1", "events", "a", 1, sender="producer")
+    h.sleep(3.0)
+    done = h.arm_ok(arm, False)
+    r = run(h, WakeCheck, CONFIG)
+    assert only(r, "missed-post") == [arm["index"], post_ok["index"], done["index"]]

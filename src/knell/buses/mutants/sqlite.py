@@ -676,3 +676,47 @@ class StaleHeadBus(_Mutant):
         value = super().head(channel)
         cache[channel] = (now, value)
         return value
+
+
+# -- clocks (only a clock fault shows these) ----------------------------------------
+
+
+@mutant(
+    "wall-clock-wait",
+    failure_mode="A waiter's timeout is a wall-clock deadline: after a backward clock step "
+    "the wait hangs past its timeout",
+    killed_by=("liveness",),
+    scenarios=("waiters-clock-step-back",),
+    rule="Timeouts are durations, measured on a monotonic clock",
+)
+class WallClockWaitBus(_Mutant):
+    """Failure mode: a waiter's timeout computed on the wall clock.
+
+    ``wait`` sets its deadline as ``time.time() + timeout`` and sleeps
+    until the wall clock passes it. Nothing differs while the clock runs
+    true; when it is stepped back (an NTP correction, a laptop resumed, a
+    VM restored), the wait sleeps that much longer past its timeout, and an
+    agent session stalls in a call that should have returned; stepped
+    forward, it gives up at once. The reference measures the timeout on a
+    monotonic clock, which no one steps. Proven by ``liveness`` (``hung``)
+    after a backward host jump that stays, on an idle channel
+    (``waiters-clock-step-back``: on a busy one the next post rings the
+    wait long before the hang shows).
+    """
+
+    def wait(self, handle: str, timeout: float) -> Wake | None:
+        deadline = time.time() + timeout  # the bug: a wall-clock deadline
+        with self._lock:
+            backlog = self._backlog(handle)
+            if backlog is not None:
+                return backlog
+            armed = self._armed(handle)
+        while True:
+            ring = self._first_post_by_other(handle, armed)
+            if ring is not None:
+                return ring
+            remaining = deadline - time.time()
+            if remaining <= 0:
+                return None
+            if not self._doze(remaining):
+                return None

@@ -32,6 +32,7 @@ from typing import Any, ClassVar
 from knell.buses.contract import STRANDED_CAP
 from knell.checker.atmostonce.book import Delivered, Key, RoleCheck
 from knell.checker.base import CheckResult, witness
+from knell.checker.clocks import STORE, ClockTimeline
 from knell.checker.consumer import on, on_op
 from knell.history import Event
 
@@ -42,12 +43,21 @@ TOLERANCE_NS = 10_000_000
 
 
 class _Hold:
-    __slots__ = ("claimed", "released", "sure_until")
+    __slots__ = ("claimed", "released", "sure_until", "term")
 
-    def __init__(self, claimed: Event, sure_until: int) -> None:
+    def __init__(self, claimed: Event, sure_until: int, term: tuple[int, int, int]) -> None:
         self.claimed = claimed
         self.sure_until = sure_until
+        """while the store's clock runs with true time"""
+        self.term = term
+        """(invoke, ok, lease ns) of the latest claim that renewed it"""
         self.released: int | None = None
+
+    def until(self, clocks: ClockTimeline) -> int:
+        """Until when the hold is surely live, judged by the store's clock."""
+        if clocks.clock(STORE) is None:
+            return self.sure_until
+        return clocks.sure_until(*self.term)
 
 
 class StrandedListedCheck(RoleCheck):
@@ -72,12 +82,15 @@ class StrandedListedCheck(RoleCheck):
         if invoke is None:
             return
         key = (done["channel"], done["value"]["run"])
-        until = invoke["time"] + int(done["value"]["lease_s"] * NS)
+        lease_ns = int(done["value"]["lease_s"] * NS)
+        until = invoke["time"] + lease_ns
+        term = (invoke["time"], done["time"], lease_ns)
         hold = self._holds.get(key)
         if hold is None or hold.released is not None:
-            self._holds[key] = _Hold(done, until)
+            self._holds[key] = _Hold(done, until, term)
         else:
             hold.sure_until = max(hold.sure_until, until)
+            hold.term = term
 
     @on("release_role", "invoke")
     def _releasing(self, event: Event) -> None:
@@ -107,7 +120,7 @@ class StrandedListedCheck(RoleCheck):
             invoke is None
             or hold is None
             or hold.claimed["time"] > invoke["time"]
-            or done["time"] >= hold.sure_until - TOLERANCE_NS
+            or done["time"] >= hold.until(self.windows.clocks) - TOLERANCE_NS
             or (hold.released is not None and hold.released <= done["time"])
         ):
             return  # the lister may not have held the role: "current holder" is unknown
@@ -144,7 +157,7 @@ class StrandedListedCheck(RoleCheck):
                 full
                 and isinstance(last_at, (int, float))
                 and got.invoke is not None
-                and got.invoke["time"] > int(last_at * NS) + TOLERANCE_NS
+                and got.invoke["time"] > self.windows.clocks.true_time(last_at) + TOLERANCE_NS
             ):
                 continue  # surely delivered after the last listed one: beyond the cap
             self._report(

@@ -129,7 +129,7 @@ class NothingVanishesCheck(RoleCheck):
                     got is None
                     or got.invoke is None
                     or not isinstance(last_at, (int, float))
-                    or got.invoke["time"] > int(last_at * NS) + TOLERANCE_NS
+                    or got.invoke["time"] > self.windows.clocks.true_time(last_at) + TOLERANCE_NS
                 ):
                     beyond += 1
                     continue

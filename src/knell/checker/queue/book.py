@@ -16,6 +16,13 @@ bounds, and every queue check reasons with them:
   yet completed) that bound is not known yet: the renew may have been
   applied already, and only its completion bounds when.
 
+Both deadlines are on the store's clock (``docs/contracts.md``, "Which
+clock each promise depends on"): while a clock fault moves it, ``lease_s``
+of the store's time is mapped back to true time through
+:mod:`knell.checker.clocks`, at its earliest for "surely" and at its
+latest for "possibly" (a store clock stepped back may even revive a lease
+that had lapsed). A client's clock never counts.
+
 :class:`QueueCheck` is the base of the queue checks: it keeps the book
 (one :class:`Lease` per claim, by message) and each channel's settings
 (``max_deliveries`` and ``sweep_interval`` from ``declare``), and calls a
@@ -30,6 +37,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from knell.checker.base import Check
+from knell.checker.clocks import STORE, ClockTimeline
 from knell.checker.consumer import on, on_op
 from knell.history import Event
 
@@ -67,7 +75,8 @@ class Lease:
     invoke: Event
     ok: Event
     lease_ns: int
-    sure_until: int
+    sure_static: int
+    """``sure_until`` while the store's clock runs with true time"""
     touch: int
     renewed: Event | None = None
     renewing: Event | None = None
@@ -79,10 +88,32 @@ class Lease:
     taken_by: Lease | None = None
     """the first later lease of the message by another consumer, claimed
     after this one's claim returned"""
+    term: tuple[int, int, int] = (0, 0, 0)
+    """(invoke, completion, lease ns) of the latest claim or renew that
+    surely set the lease: the store set its deadline somewhere in between"""
+    touch_from: int = 0
+    """the invoke of the operation that gave :attr:`touch`"""
+    clocks: ClockTimeline | None = None
 
-    def latest_expiry(self, sweep_ns: int) -> int:
-        """The latest instant the lease may still have been honoured."""
-        return self.touch + self.lease_ns + sweep_ns + TOLERANCE_NS
+    def _store_moved(self) -> bool:
+        return self.clocks is not None and self.clocks.clock(STORE) is not None
+
+    @property
+    def sure_until(self) -> int:
+        """Until when the lease is surely live: its deadline, judged by the
+        store's clock (which a clock fault may move), mapped back to true
+        time at its earliest."""
+        if self.clocks is None or not self._store_moved():
+            return self.sure_static
+        return self.clocks.sure_until(*self.term)
+
+    def latest_expiry(self, sweep_ns: int) -> float:
+        """The latest instant the lease may still have been honoured (on
+        the store's clock, mapped back to true time at its latest)."""
+        if self.clocks is None or not self._store_moved():
+            return self.touch + self.lease_ns + sweep_ns + TOLERANCE_NS
+        until = self.clocks.latest_until(self.touch_from, self.touch, self.lease_ns)
+        return until + sweep_ns + TOLERANCE_NS
 
 
 class QueueCheck(Check):
@@ -158,8 +189,11 @@ class QueueCheck(Check):
             invoke=invoke,
             ok=done,
             lease_ns=lease_ns,
-            sure_until=invoke["time"] + lease_ns,
+            sure_static=invoke["time"] + lease_ns,
             touch=done["time"],
+            term=(invoke["time"], done["time"], lease_ns),
+            touch_from=invoke["time"],
+            clocks=self.windows.clocks,
         )
         key = (done["channel"], value["id"])
         self.claimed(invoke, done, lease)
@@ -183,7 +217,8 @@ class QueueCheck(Check):
                 lease = self.held(invoke["channel"], value["id"], value["consumer"])
                 if lease is not None and lease.renewing is invoke:
                     lease.renewing = None
-                    lease.touch = max(lease.touch, self.now)
+                    if self.now >= lease.touch:
+                        lease.touch, lease.touch_from = self.now, invoke["time"]
             return
         self.now = max(self.now, done["time"])
         value = done["value"]
@@ -191,9 +226,13 @@ class QueueCheck(Check):
         if lease is not None and (invoke is None or lease.renewing is invoke):
             lease.renewing = None
         if lease is not None and done["type"] != "fail":
-            lease.touch = max(lease.touch, done["time"])
+            if done["time"] >= lease.touch:
+                lease.touch = done["time"]
+                lease.touch_from = invoke["time"] if invoke is not None else done["time"]
             if done["type"] == "ok" and invoke is not None:
-                lease.sure_until = max(lease.sure_until, invoke["time"] + ns(value["lease_s"]))
+                renewed_ns = ns(value["lease_s"])
+                lease.sure_static = max(lease.sure_static, invoke["time"] + renewed_ns)
+                lease.term = (invoke["time"], done["time"], renewed_ns)
                 lease.renewed = done
                 live = self.live.setdefault((done["channel"], value["id"]), [])
                 if lease not in live:

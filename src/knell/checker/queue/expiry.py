@@ -12,8 +12,9 @@ post returned ok before t; it is not done (no done that did not fail) and
 cannot be dead (its known deliveries, plus every claim on the channel whose
 outcome is unknown, are fewer than ``max_deliveries``); and every lease it
 ever had surely lapsed before t: t is past the lease's latest possible
-expiry (the last time the bus may have started its term, + ``lease_s`` +
-the sweep interval the bus declared, + 10 ms), no renew of it is still in
+expiry (the last time the bus may have started its term, + ``lease_s`` on
+the store's clock, which a clock fault may move (:mod:`knell.checker.clocks`),
++ the sweep interval the bus declared, + 10 ms), no renew of it is still in
 flight (a renew invoked before the lease lapsed may already have extended
 it, however late its reply comes), and t is past every claim of unknown
 outcome on the channel (it may have taken this very message).
@@ -176,7 +177,7 @@ class LeaseExpiryCheck(QueueCheck):
 
     # -- judging a claim ----------------------------------------------------
 
-    def _claimable_since(self, channel: Any, ch: _Channel, msg: _Msg) -> int | None:
+    def _claimable_since(self, channel: Any, ch: _Channel, msg: _Msg) -> float | None:
         """From when ``msg`` is surely claimable; None if it never will be
         (done, or possibly dead); :data:`_WAIT` while its holder's done is
         in flight."""
@@ -187,7 +188,7 @@ class LeaseExpiryCheck(QueueCheck):
         unknown = [(end, n) for end, n in ch.unknown if end >= msg.post_invoke]
         if most is not None and msg.deliveries + len(unknown) >= most:
             return None
-        since: int = msg.post["time"]
+        since: float = msg.post["time"]
         lease = msg.lease
         if lease is not None:
             if lease.ending is not None and lease.ending["f"] == "done":
@@ -198,8 +199,11 @@ class LeaseExpiryCheck(QueueCheck):
                 since = msg.released["time"] + setting.sweep_ns + TOLERANCE_NS
             else:
                 since = lease.latest_expiry(setting.sweep_ns)
+        clocks = self.windows.clocks
         for end, lease_ns in unknown:
-            since = max(since, end + lease_ns + setting.sweep_ns + TOLERANCE_NS)
+            # on the store's clock: its lease may have taken this very message
+            lapsed = clocks.latest_until(end, end, lease_ns)
+            since = max(since, lapsed + setting.sweep_ns + TOLERANCE_NS)
         return since
 
     def _judge(

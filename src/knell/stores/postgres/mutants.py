@@ -24,18 +24,30 @@ from knell.buses.contract import (
     Delivery,
     IndeterminateError,
     Message,
+    RoleHeld,
+    RoleHold,
 )
-from knell.buses.leases import check_lease, message_id
+from knell.buses.leases import check_lease, message_id, split_id
 from knell.buses.mutants.registry import mutant
 from knell.stores.postgres.bus import SCHEMA_NAME, PostgresBus, open_postgres, schema_sql
-from knell.stores.postgres.queue import NOW
-from knell.stores.postgres.roles import RECEIVE_SQL
+from knell.stores.postgres.queue import (
+    CLAIM_SQL,
+    DONE_SQL,
+    NOW,
+    RELEASE_SQL,
+    RENEW_SQL,
+    _leased,
+)
+from knell.stores.postgres.roles import CLAIM_ROLE_SQL, RECEIVE_SQL
 
 __all__ = [
     "AckReadThenWriteBus",
     "ClaimReadThenUpsertBus",
+    "ExpiryByClientClockBus",
+    "LeaseFromClaimerClockBus",
     "ReceivePopsInboxBus",
     "RetryWithoutKeyBus",
+    "RoleHoldFromClientClockBus",
     "SeqFromSequenceBus",
     "SeqOutsideLockBus",
     "UnloggedTablesBus",
@@ -446,3 +458,158 @@ class ReceivePopsInboxBus(_PgMutant):
             f"  SELECT channel, seq, %(run)s, {NOW}, {NOW} FROM",
         )
         return self._deliver(run, limit, popped)
+
+
+# -- clocks (only a clock fault shows these) -------------------------------------------
+
+
+def _swapped(text: str, *pairs: tuple[str, str]) -> str:
+    """``text`` with each ``old`` replaced by ``new``; every ``old`` must be
+    there (a mutant whose edit silently missed would be the reference)."""
+    for old, new in pairs:
+        assert old in text, old
+        text = text.replace(old, new)
+    return text
+
+
+_DEADLINE_CLAIM = _swapped(
+    CLAIM_SQL,
+    ("expires_at = n.t + %(lease)s", "expires_at = %(deadline)s"),
+    ("'leased', %(who)s, n.t + %(lease)s, 1, n.t", "'leased', %(who)s, %(deadline)s, 1, n.t"),
+)
+_DEADLINE_RENEW = _swapped(
+    RENEW_SQL, (f"expires_at = {NOW} + %(lease)s", "expires_at = %(deadline)s")
+)
+
+
+QUEUE_SKEW = "queue-clock-skew"
+QUEUE_JUMP = "queue-clock-jump"
+HOLDER_SKEW = "atmostonce-clock-skew"
+STORE_CLOCK = "postgres-clock-store"
+
+
+@mutant(
+    "postgres-lease-from-claimer-clock",
+    failure_mode="The lease deadline is the claimer's clock + lease_s; the server judges lapse "
+    "by its own clock: a claimer behind writes a lease already lapsed",
+    killed_by=("lease-exclusive",),
+    scenarios=(QUEUE_SKEW, STORE_CLOCK),
+    rule="The store computes the deadline from its own clock, in the statement that grants it",
+    store="postgres",
+)
+class LeaseFromClaimerClockBus(_PgMutant):
+    """Failure mode: the lease deadline computed from the claimer's clock.
+
+    ``claim`` and ``renew`` send ``time.time() + lease_s`` and the server
+    stores it as ``expires_at``; the server still judges lapse by its own
+    clock. Every test on one machine passes: client and server read the
+    same clock. A claimer whose clock runs behind (another machine, a
+    container that drifted) writes a deadline already past, and the next
+    claimer takes the message it is working on; one that runs ahead holds
+    a message long after it died. Proven by ``lease-exclusive`` (two live
+    leases) under per-claimer skew."""
+
+    def claim(self, channel: str, consumer: str, lease_s: float) -> Claim | None:
+        check_lease(lease_s)
+        deadline = time.time() + float(lease_s)  # the bug: the client's clock
+        return self._claim(channel, consumer, lease_s, _DEADLINE_CLAIM, {"deadline": deadline})
+
+    def renew(self, id: str, consumer: str, lease_s: float) -> Claim:
+        check_lease(lease_s)
+        extra = {"lease": float(lease_s), "deadline": time.time() + float(lease_s)}
+        row = self._holder("renew", id, consumer, _DEADLINE_RENEW, extra)
+        return _leased(split_id(id)[0], consumer, row)
+
+
+_CLIENT_LIVE = (f"expires_at > {NOW}", "expires_at > %(client_now)s")
+_CLIENT_CLAIM = _swapped(
+    CLAIM_SQL,
+    ("c.expires_at <= n.t", "c.expires_at <= %(client_now)s"),
+    ("expires_at <= (SELECT t FROM n)", "expires_at <= %(client_now)s"),
+)
+
+
+@mutant(
+    "postgres-expiry-by-client-clock",
+    failure_mode="Lapse judged against the client's wall clock: after it steps back (or the "
+    "server's forward) leases look live for that long, a dead worker's message is stuck",
+    killed_by=("lease-exclusive", "lease-expiry", "lease-holder"),
+    # Not postgres-clock-store: every claimer there shares the bug, and the
+    # messages it keeps stuck are judged only with no claim in flight (0 of
+    # 1 at 10 s; the forward step of one claimer is what catches it).
+    scenarios=(QUEUE_JUMP,),
+    rule="Lapse is judged by the store's clock inside the statement that acts on it",
+    store="postgres",
+)
+class ExpiryByClientClockBus(_PgMutant):
+    """Failure mode: lease expiry compared with the client's wall clock.
+
+    The server writes ``expires_at`` from its own clock, but every
+    statement that asks "has it lapsed?" is handed the caller's
+    ``time.time()``: claim (which lapsed leases may be taken) and renew,
+    done, release (is the caller's lease still live?). When the client's
+    clock is stepped back (an NTP correction, a VM restored), or the
+    server's forward, every lease looks live that much longer: a message
+    whose worker died is stuck, and a worker past its lease still renews
+    and finishes; a claimer whose clock stepped forward takes messages the
+    server still counts as leased. Proven by ``lease-exclusive`` (a
+    claimer ahead), ``lease-expiry`` (``not-claimable``) and
+    ``lease-holder`` (``stale-holder-accepted``) (a claimer behind, when no
+    other claimer took the message first)."""
+
+    def claim(self, channel: str, consumer: str, lease_s: float) -> Claim | None:
+        extra = {"client_now": time.time()}  # the bug: the client's clock judges lapse
+        return self._claim(channel, consumer, lease_s, _CLIENT_CLAIM, extra)
+
+    def renew(self, id: str, consumer: str, lease_s: float) -> Claim:
+        check_lease(lease_s)
+        extra = {"lease": float(lease_s), "client_now": time.time()}
+        row = self._holder("renew", id, consumer, _swapped(RENEW_SQL, _CLIENT_LIVE), extra)
+        return _leased(split_id(id)[0], consumer, row)
+
+    def done(self, id: str, consumer: str) -> None:
+        extra = {"client_now": time.time()}
+        self._holder("done", id, consumer, _swapped(DONE_SQL, _CLIENT_LIVE), extra)
+
+    def release(self, id: str, consumer: str) -> None:
+        extra = {"client_now": time.time()}
+        self._holder("release", id, consumer, _swapped(RELEASE_SQL, _CLIENT_LIVE), extra)
+
+
+_DEADLINE_ROLE = _swapped(CLAIM_ROLE_SQL, (f"{NOW} + %(lease)s", "%(deadline)s"))
+
+
+@mutant(
+    "postgres-role-hold-from-client-clock",
+    failure_mode="A role hold's deadline is the holder's clock + lease_s: a holder behind "
+    "writes a hold already lapsed, and the next run takes the role from it",
+    killed_by=("role-exclusive",),
+    scenarios=(HOLDER_SKEW,),
+    rule="The store computes the hold's deadline from its own clock when it grants it",
+    store="postgres",
+)
+class RoleHoldFromClientClockBus(_PgMutant):
+    """Failure mode: a role hold's TTL computed from the client's clock.
+
+    ``claim_role`` sends ``time.time() + lease_s`` as the hold's deadline;
+    the server judges takeovers and receives by its own clock. A holder
+    whose clock runs behind writes a hold the server already counts as
+    lapsed, so the next run takes the role while the first still holds it
+    (and is told it holds none on its next receive); one whose clock runs
+    ahead keeps the role for minutes after it died. Proven by
+    ``role-exclusive`` (two live holds) under per-holder skew."""
+
+    def claim_role(self, role: str, run: str, lease_s: float) -> RoleHold:
+        check_lease(lease_s)
+        args = {"r": role, "run": run, "lease": float(lease_s)}
+        args["deadline"] = time.time() + float(lease_s)  # the bug: the client's clock
+
+        def call(conn: psycopg.Connection[Any]) -> Any:
+            self._kinds.fix(conn, role, "role", "claim_role")
+            return conn.execute(self._sql(_DEADLINE_ROLE), args).fetchone()
+
+        row = self._run("claim_role", True, call)
+        if row is None or row[0] is None:
+            holder = "another run" if row is None or row[1] is None else f"run {row[1]!r}"
+            raise RoleHeld(f"role {role!r} is held by {holder}")
+        return RoleHold(role, run, float(row[0]))

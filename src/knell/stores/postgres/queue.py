@@ -55,7 +55,7 @@ from knell.buses.leases import (
 )
 from knell.stores.postgres.kinds import PgKinds
 
-__all__ = ["QUEUE_DDL", "PostgresQueue"]
+__all__ = ["CLAIM_SQL", "DONE_SQL", "QUEUE_DDL", "RELEASE_SQL", "RENEW_SQL", "PostgresQueue"]
 
 T = TypeVar("T")
 
@@ -101,7 +101,7 @@ _CLAIMABLE = (
 of states, so the planner cannot answer it from the partial indexes (a
 scan of every lease): the rows it guards are found by primary key."""
 
-_CLAIM = f"""
+CLAIM_SQL = f"""
 WITH n AS (SELECT {NOW} AS t),
 lapsed AS MATERIALIZED (
   SELECT seq FROM {{s}}.claims WHERE channel = %(c)s AND state = 'leased'
@@ -159,7 +159,7 @@ WHERE (channel, seq) IN (
   FOR UPDATE SKIP LOCKED)
 """
 
-_RENEW = f"""
+RENEW_SQL = f"""
 WITH r AS (
   UPDATE {{s}}.claims SET expires_at = {NOW} + %(lease)s, updated_at = {NOW}
   WHERE channel = %(c)s AND seq = %(seq)s AND {_LIVE}
@@ -167,11 +167,11 @@ WITH r AS (
 SELECT r.seq, r.deliveries, r.expires_at, m.body, m.sender
 FROM r JOIN {{s}}.messages m ON m.channel = %(c)s AND m.seq = r.seq
 """
-_DONE = (
+DONE_SQL = (
     f"UPDATE {{s}}.claims SET state = 'done', updated_at = {NOW}"
     f" WHERE channel = %(c)s AND seq = %(seq)s AND {_LIVE}"
 )
-_RELEASE = (
+RELEASE_SQL = (
     "UPDATE {s}.claims SET state = CASE WHEN deliveries >= %(max)s THEN 'dead' ELSE 'ready' END,"
     f" expires_at = {NOW}, updated_at = {NOW}"
     f" WHERE channel = %(c)s AND seq = %(seq)s AND {_LIVE}"
@@ -238,12 +238,19 @@ class PostgresQueue:
         return QueueInfo(channel, int(actual or max_deliveries), 0.0)
 
     def claim(self, channel: str, consumer: str, lease_s: float) -> Claim | None:
+        return self._claim(channel, consumer, lease_s, CLAIM_SQL, {})
+
+    def _claim(
+        self, channel: str, consumer: str, lease_s: float, text: str, extra: dict[str, Any]
+    ) -> Claim | None:
+        """Run a claim statement shaped like :data:`CLAIM_SQL` with extra
+        arguments (a mutant may change how it reads the time)."""
         check_lease(lease_s)
-        sql = self._sql(_CLAIM)
+        sql = self._sql(text)
 
         def call(conn: psycopg.Connection[Any]) -> Any:
             most = int(self._kinds.fix(conn, channel, "queue", "claim", self.max_deliveries) or 1)
-            args = {"c": channel, "who": consumer, "lease": float(lease_s), "max": most}
+            args = {"c": channel, "who": consumer, "lease": float(lease_s), "max": most, **extra}
             self._sweep(conn, args)
             return conn.execute(sql, args).fetchone()
 
@@ -291,14 +298,14 @@ class PostgresQueue:
 
     def renew(self, id: str, consumer: str, lease_s: float) -> Claim:
         check_lease(lease_s)
-        row = self._holder("renew", id, consumer, _RENEW, {"lease": float(lease_s)})
+        row = self._holder("renew", id, consumer, RENEW_SQL, {"lease": float(lease_s)})
         return _leased(split_id(id)[0], consumer, row)
 
     def done(self, id: str, consumer: str) -> None:
-        self._holder("done", id, consumer, _DONE, {})
+        self._holder("done", id, consumer, DONE_SQL, {})
 
     def release(self, id: str, consumer: str) -> None:
-        self._holder("release", id, consumer, _RELEASE, {})
+        self._holder("release", id, consumer, RELEASE_SQL, {})
 
     def dead(self, channel: str, after: int = 0, limit: int = 100) -> list[DeadLetter]:
         if limit <= 0:

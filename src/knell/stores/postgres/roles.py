@@ -51,7 +51,7 @@ from knell.buses.leases import check_lease, message_id, split_id
 from knell.stores.postgres.kinds import PgKinds
 from knell.stores.postgres.queue import NOW
 
-__all__ = ["RECEIVE_SQL", "ROLES_DDL", "PostgresRoles"]
+__all__ = ["CLAIM_ROLE_SQL", "RECEIVE_SQL", "ROLES_DDL", "PostgresRoles"]
 
 T = TypeVar("T")
 
@@ -73,7 +73,7 @@ CREATE INDEX IF NOT EXISTS deliveries_unread
     ON {s}.deliveries (channel, delivered_at, seq) WHERE read_at IS NULL;
 """
 
-_CLAIM_ROLE = f"""
+CLAIM_ROLE_SQL = f"""
 WITH held AS (
   INSERT INTO {{s}}.role_holds AS h (role, run, expires_at)
   VALUES (%(r)s, %(run)s, {NOW} + %(lease)s)
@@ -147,7 +147,7 @@ class PostgresRoles:
 
         def call(conn: psycopg.Connection[Any]) -> Any:
             self._kinds.fix(conn, role, "role", "claim_role")
-            return conn.execute(self._sql(_CLAIM_ROLE), args).fetchone()
+            return conn.execute(self._sql(CLAIM_ROLE_SQL), args).fetchone()
 
         row = self._run("claim_role", True, call)
         if row is None or row[0] is None:
