@@ -69,6 +69,7 @@ __all__ = [
     "ENVIRONMENT_EXIT",
     "RunError",
     "RunOutcome",
+    "Unavailable",
     "check_run",
     "current_run_dir",
     "exit_code",
@@ -95,6 +96,14 @@ def current_run_dir() -> Path | None:
 
 class RunError(KnellError):
     """The run could not be set up (bad driver, unwritable reports folder)."""
+
+
+class Unavailable(RunError):
+    """This machine cannot run the scenario as written: a library, a kernel
+    feature or a server build its faults need is missing here (libfaketime,
+    a Redis that runs under it). Nothing about the bus: the matrix shows
+    such a cell as not run here, the pytest plugin skips it (fails it where
+    ``KNELL_REQUIRE_SERVERS=1`` says the machine must provide it)."""
 
 
 @dataclass(frozen=True)
@@ -137,8 +146,11 @@ def make_store(scenario: Scenario, run_dir: Path, owner: Owner | None) -> Any:
 
     refused = refusal(table.disk, url=table.url, provider=table.provider)
     if refused is not None:
+        from knell.fs.mount import fuse_missing
         from knell.stores.base import StoreError
 
+        if table.url is None and table.provider == "private" and fuse_missing() is not None:
+            raise Unavailable(f"[store] {refused}")  # the machine lacks FUSE, not bad input
         raise StoreError(f"[store] {refused}")
     if table.provider == "compose":
         from knell.stores.compose.adapter import compose_store
@@ -176,7 +188,7 @@ def start_env(scenario: Scenario, run_dir: Path) -> dict[str, dict[str, str]]:
         try:
             wanted = registry[fault.fault].start_env(fault, scenario, run_dir)
         except Exception as exc:
-            raise RunError(f"nemesis[{index}]: {fault.fault} cannot run here: {exc}") from None
+            raise Unavailable(f"nemesis[{index}]: {fault.fault} cannot run here: {exc}") from None
         for name, variables in wanted.items():
             env.setdefault(name, {}).update(variables)
     return env
@@ -681,7 +693,7 @@ def run_scenario(
         if "store" in preload:
             refused = getattr(store, "preload_refusal", lambda: "it is not a private server")()
             if refused is not None:
-                raise RunError(f"a clock fault must move the store's clock, and {refused}")
+                raise Unavailable(f"a clock fault must move the store's clock, and {refused}")
             store.server_env = preload.pop("store")
         say(f"store: {store.describe_short()}")
         store.start()

@@ -6,6 +6,7 @@ and the heal brings it back to true time."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -50,7 +51,20 @@ def _maps(pid: int) -> str:
         return ""
 
 
-@pytest.mark.parametrize("kind", ["postgres"])
+def _clock_redis() -> None:
+    """A Redis that runs under libfaketime: ``KNELL_REDIS_CLOCK_SERVER``, a
+    libc-malloc build (CI builds one with tools/redis_libc.sh)."""
+    from knell.stores.redis.server import CLOCK_SERVER_ENV
+
+    path = os.environ.get(CLOCK_SERVER_ENV)
+    require_server(
+        "a redis-server built with libc malloc",
+        bool(path) and Path(str(path)).is_file(),
+        f"build one with tools/redis_libc.sh and name it in {CLOCK_SERVER_ENV}",
+    )
+
+
+@pytest.mark.parametrize("kind", ["postgres", "redis"])
 def test_a_clock_skew_on_the_store_moves_the_servers_clock(kind: str, tmp_path: Path) -> None:
     scenario = Scenario.model_validate(
         {
@@ -67,7 +81,10 @@ def test_a_clock_skew_on_the_store_moves_the_servers_clock(kind: str, tmp_path: 
     spec = scenario.nemesis[0]
     env = fault.start_env(spec, scenario, tmp_path)
     assert set(env) == {"store"}
+    if kind == "redis":
+        _clock_redis()
     store = _server(kind, tmp_path)
+    assert store.preload_refusal() is None  # Redis: the libc build is chosen for this run
     store.server_env = env["store"]
     records: list[tuple[str, dict[str, Any]]] = []
     ctx = NemesisContext(
@@ -99,10 +116,15 @@ def test_a_clock_skew_on_the_store_moves_the_servers_clock(kind: str, tmp_path: 
         store.stop()
 
 
-def test_a_jemalloc_redis_server_is_refused_because_it_dies_preloaded(tmp_path: Path) -> None:
+def test_a_jemalloc_redis_server_is_refused_because_it_dies_preloaded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The refusal is needed: a jemalloc ``redis-server`` started under
     libfaketime never answers (libfaketime issue #130). Should a build of
     either fix it, this fails, and the refusal can go."""
+    from knell.stores.redis.server import CLOCK_SERVER_ENV
+
+    monkeypatch.delenv(CLOCK_SERVER_ENV, raising=False)
     store = _server("redis", tmp_path)
     why = store.preload_refusal()
     if why is None:
@@ -121,9 +143,13 @@ def test_a_jemalloc_redis_server_is_refused_because_it_dies_preloaded(tmp_path: 
         store.stop()
 
 
-def test_a_run_moving_a_jemalloc_redis_clock_exits_3_saying_why(tmp_path: Path) -> None:
+def test_a_run_moving_a_jemalloc_redis_clock_exits_3_saying_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     require_redis()
-    from knell.stores.redis.server import RedisServer
+    from knell.stores.redis.server import CLOCK_SERVER_ENV, RedisServer
+
+    monkeypatch.delenv(CLOCK_SERVER_ENV, raising=False)
 
     if RedisServer(tmp_path / "probe", persistence="none").preload_refusal() is None:
         pytest.skip("this redis-server is not built with jemalloc")

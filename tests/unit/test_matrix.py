@@ -524,3 +524,32 @@ def test_a_mutant_missed_everywhere_is_confirmed_on_the_next_seeds(
         [scenario], mutants=[mutant.name], confirm=2, reports=tmp_path, duration=None
     )
     assert [r for bus, _, r in ran if bus == mutant.name] == [0]
+
+
+def test_a_cell_this_machine_cannot_run_is_said_apart_not_failed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run refused because a library or server build its faults need is
+    missing here (Unavailable) is no outcome of the bus: the cell leaves
+    its row, the matrix names it as not run here, and a mutant left with
+    no cell at all is not run, never missed. The runs are a double here."""
+    import knell.matrix.run as run_module
+    from knell.runner import Unavailable
+
+    mutant = MUTANTS["no-idempotency"]
+
+    def fake_run(scenario: object, **_: object) -> object:
+        raise Unavailable("a clock fault must move the store's clock, and it cannot")
+
+    monkeypatch.setattr(run_module, "run_scenario", fake_run)
+    scenario = load_scenario(SCENARIOS / "kill-producers-idempotent.toml")
+    matrix = run_module.run_matrix(
+        [scenario], mutants=[mutant.name], confirm=2, reports=tmp_path, duration=None
+    )
+    assert matrix.ok
+    assert matrix.skipped == [
+        "kill-producers-idempotent: a clock fault must move the store's clock, and it cannot"
+    ]
+    reference, row = matrix.rows
+    assert reference.cells == [] and row.cells == []
+    assert row.status == "not-run" and "can run on this machine" in str(row.not_run)

@@ -100,3 +100,19 @@ def test_power_loss_on_a_plain_disk_is_refused_saying_how(tmp_path: Path) -> Non
     with pytest.raises(RunError, match=r'power-loss needs .*\[store\] disk = "faulty"'):
         _check_store_faults(scenario, SqliteStore(tmp_path))
     _check_store_faults(scenario, SqliteStore(tmp_path, disk="faulty"))  # nothing mounted yet
+
+
+def test_a_run_on_a_machine_without_fuse_is_unavailable_not_bad_input(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The matrix and the pytest plugin say such a run is not run here:
+    this machine lacks FUSE, nothing is wrong with the scenario."""
+    import knell.fs.mount
+    from knell.runner import Unavailable, make_store
+    from knell.scenario import load_scenario
+
+    scenarios = Path(__file__).resolve().parents[2] / "scenarios"
+    monkeypatch.setattr(knell.fs.mount, "fuse_missing", lambda: "/dev/fuse is missing")
+    scenario = load_scenario(scenarios / "sqlite-power-loss.toml")
+    with pytest.raises(Unavailable, match="/dev/fuse is missing"):
+        make_store(scenario, tmp_path, None)

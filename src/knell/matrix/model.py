@@ -92,6 +92,10 @@ class Cell:
     detected: float | None = None
     onset: float | None = None
     wall: float = 0.0
+    unavailable: str | None = None
+    """Why this machine could not run the cell at all (a library or a
+    server build its faults need is missing): such a cell is left out of
+    its row and said apart, as a store with no server is."""
     replay: str | None = None
     """The shell line that runs this cell again (its scenario by the name
     the matrix shows, its seed, duration, bus and saved fault plan)."""

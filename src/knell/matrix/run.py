@@ -47,7 +47,7 @@ from knell.matrix.render import write_matrix
 from knell.platform import interrupt_on_terminate
 from knell.report.replay import replay_command
 from knell.rundir import new_dir, point_latest
-from knell.runner import run_scenario
+from knell.runner import Unavailable, run_scenario
 from knell.scenario import Scenario, StoreTable
 
 __all__ = [
@@ -206,6 +206,10 @@ def _run_cell(task: Task, runs: Path) -> Cell:
     scenario = task.scenario.with_overrides(seed=task.seed)
     try:
         outcome = run_scenario(scenario, reports=runs / task.bus / task.store, driver=driver)
+    except Unavailable as exc:  # this machine, not the bus: said apart
+        cell.unavailable = str(exc)
+        cell.wall = time.monotonic() - started
+        return cell
     except Exception as exc:  # reported in the matrix (a reference error fails it)
         cell.error = f"{type(exc).__name__}: {exc}"
         cell.replay = _replay(scenario, driver, None, cell.scenario)
@@ -314,7 +318,8 @@ def run_matrix(
     # every round is missed.
     for extra in range(confirm):
         hit = {c.bus for c in cells if c.expected_hit}
-        missed = {t.bus for t in tasks if t.mutant is not None} - hit
+        unrunnable = {c.bus for c in cells if c.unavailable is not None}
+        missed = {t.bus for t in tasks if t.mutant is not None} - hit - unrunnable
         if not missed:
             break
         repeat = seeds + extra
@@ -326,6 +331,15 @@ def run_matrix(
         done = len(cells)
         tasks = tasks + again
         cells += _run_tasks(again, runs, jobs, progress, done, len(tasks))
+    # A cell this machine cannot run at all (Unavailable) is no outcome of
+    # its bus: it leaves its row, and the matrix says why, once per cell.
+    skipped = list(skipped)
+    for cell in cells:
+        if cell.unavailable is not None:
+            line = f"{cell.scenario}: {cell.unavailable}"
+            if line not in skipped:
+                skipped.append(line)
+    cells = [c for c in cells if c.unavailable is None]
     order = {(t.bus, t.label, t.repeat): i for i, t in enumerate(tasks)}
     cells.sort(key=lambda c: order[(c.bus, c.scenario, c.repeat)])
     kinds = list(dict.fromkeys(t.store for t in tasks)) or ["sqlite"]
@@ -340,6 +354,8 @@ def run_matrix(
     for m in chosen:
         mine = [c for c in cells if c.bus == m.name]
         why = None if m.name in planned else not_run_reason(m, scaled, stores, only)
+        if why is None and not mine:
+            why = "none of its scenarios can run on this machine (see below)"
         rows.append(MutantRow(m.name, m, mine, not_run=why))
     for name, why in (unavailable or {}).items():
         if name in registry and name not in names:

@@ -23,6 +23,7 @@ properties.
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from pathlib import Path
@@ -82,6 +83,18 @@ def record(item: pytest.Item, scenario: Scenario, outcome: RunOutcome | None) ->
         item.user_properties.append(("knell_report", str(outcome.run_dir / "report.md")))
 
 
+def unavailable(reason: str) -> None:
+    """Skip a scenario this machine cannot run (a library or server build
+    its faults need is missing), saying why; fail it instead where
+    ``KNELL_REQUIRE_SERVERS=1`` says the machine must provide everything
+    (CI)."""
+    if os.environ.get("KNELL_REQUIRE_SERVERS") == "1":
+        pytest.fail(
+            f"knell: {reason} (KNELL_REQUIRE_SERVERS=1: this machine must run it)", pytrace=False
+        )
+    pytest.skip(f"knell: {reason}")
+
+
 class ScenarioFile(pytest.File):
     """One scenario file: one item, named after the scenario."""
 
@@ -116,7 +129,7 @@ class ScenarioItem(pytest.Item):
     def runtest(self) -> None:
         from knell.errors import KnellError
         from knell.pytest_plugin.explain import explain, judge
-        from knell.runner import run_scenario
+        from knell.runner import Unavailable, run_scenario
 
         options = self.config.stash[OPTIONS]
         scenario = self.scenario
@@ -125,6 +138,10 @@ class ScenarioItem(pytest.Item):
             outcome = run_scenario(
                 scenario, reports=options.reports, driver=driver, say=lambda line: print(line)
             )
+        except Unavailable as exc:
+            record(self, scenario, None)
+            unavailable(f"this machine cannot run {scenario.name}: {exc}")
+            return
         except KnellError as exc:
             record(self, scenario, None)
             raise KnellFailure(f"knell could not run {scenario.name}: {exc}") from None

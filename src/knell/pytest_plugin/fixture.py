@@ -98,7 +98,8 @@ class KnellRun:
         schedule: Schedule | None = None,
     ) -> RunOutcome:
         from knell.errors import KnellError
-        from knell.runner import run_scenario
+        from knell.pytest_plugin.collect import unavailable
+        from knell.runner import Unavailable, run_scenario
 
         loaded = self._load(scenario)
         overrides: dict[str, Any] = self.options.overrides()
@@ -119,6 +120,9 @@ class KnellRun:
                 schedule=schedule,
                 say=lambda line: print(line),
             )
+        except Unavailable as exc:
+            unavailable(f"knell_run: this machine cannot run {loaded.name}: {exc}")
+            raise  # unreachable: unavailable() skips or fails
         except KnellError as exc:
             pytest.fail(f"knell_run: knell could not run {loaded.name}: {exc}", pytrace=False)
         if item is not None:

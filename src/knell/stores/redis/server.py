@@ -157,22 +157,28 @@ class RedisServer(ServerStore):
         """A ``redis-server`` built with jemalloc (Debian's, and Redis's own
         default) cannot run under libfaketime: jemalloc reads the clock while
         libfaketime initialises, and the server dies at start (libfaketime
-        issue #130, unfixed). One built with libc's malloc can."""
+        issue #130, unfixed). One built with libc's malloc can. So when a
+        clock fault must move the server's clock and the chosen binary is a
+        jemalloc one, ``$KNELL_REDIS_CLOCK_SERVER`` may name a libc build
+        (``make MALLOC=libc``) for this run alone; other runs keep theirs."""
         binary = find_redis_server(self.binary_name)
-        try:
-            version = subprocess.run(
-                [str(binary), "--version"], capture_output=True, text=True, timeout=10
-            ).stdout
-        except (OSError, subprocess.SubprocessError) as exc:
-            return f"{binary} --version failed: {exc}"
-        if "malloc=jemalloc" in version:
-            return (
-                f"{binary} is built with jemalloc, which libfaketime cannot be preloaded "
-                "into (the server dies at start: libfaketime issue #130); a clock fault can "
-                "move its clients' clocks, not the server's (build Redis with "
-                "MALLOC=libc and name it in [store] bin or KNELL_REDIS_SERVER)"
-            )
-        return None
+        why = _jemalloc(binary)
+        if why is None:
+            return None
+        spare = os.environ.get(CLOCK_SERVER_ENV)
+        if spare:
+            if not Path(spare).is_file():
+                return f"{CLOCK_SERVER_ENV}={spare!r}: no such redis-server binary"
+            if _jemalloc(Path(spare)) is None:
+                self.binary_name = spare
+                return None
+            why = _jemalloc(Path(spare)) or why
+        return (
+            f"{why}, which libfaketime cannot be preloaded into (the server dies at start: "
+            "libfaketime issue #130); a clock fault can move its clients' clocks, not the "
+            "server's (build Redis with MALLOC=libc, as tools/redis_libc.sh in knell's "
+            f"repository does, and name it in {CLOCK_SERVER_ENV})"
+        )
 
     def clock(self) -> float:
         """The server's wall clock (``TIME``, what ``PX`` expiry counts on)."""
@@ -247,3 +253,22 @@ def _conf_quote(value: str) -> str:
         else:
             out.append(f"\\x{byte:02x}")
     return '"' + "".join(out) + '"'
+
+
+CLOCK_SERVER_ENV = "KNELL_REDIS_CLOCK_SERVER"
+"""A ``redis-server`` built with libc's malloc, used for a run whose clock
+faults move the server's clock when the usual binary is a jemalloc build."""
+
+
+def _jemalloc(binary: Path) -> str | None:
+    """Why ``binary`` cannot run under libfaketime (it is a jemalloc
+    build, or says nothing), or None when it can."""
+    try:
+        version = subprocess.run(
+            [str(binary), "--version"], capture_output=True, text=True, timeout=10
+        ).stdout
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"{binary} --version failed: {exc}"
+    if "malloc=jemalloc" in version:
+        return f"{binary} is built with jemalloc"
+    return None
