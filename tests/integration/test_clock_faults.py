@@ -263,7 +263,9 @@ def test_clock_rate_runs_the_wall_clock_fast(targets: Any) -> None:
     for s in samples:
         _true_durations(s)
         # the offset grows by two seconds per true second since the apply
-        assert abs(s["offsets"][-1] - 2 * (s["offset_at"] - applied)) < 0.1, s
+        # (the nemesis rewrites it every 10 ms; a loaded machine delays a
+        # rewrite by a tenth of a second now and then)
+        assert abs(s["offsets"][-1] - 2 * (s["offset_at"] - applied)) < 0.25, s
     assert samples[-1]["offsets"][-1] > 1.0
     _after(t, "consumer-1", healed)
     apply = t.records[0][2]
