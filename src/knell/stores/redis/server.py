@@ -180,15 +180,19 @@ class RedisServer(ServerStore):
             f"repository does, and name it in {CLOCK_SERVER_ENV})"
         )
 
-    def clock(self) -> float:
-        """The server's wall clock (``TIME``, what ``PX`` expiry counts on)."""
-        conn = Connection(
+    def _connection(self) -> Connection:
+        """A short-lived admin connection to the server (probes, its clock)."""
+        return Connection(
             host="127.0.0.1",
             port=self.port or 0,
             password=self.password,
             socket_timeout=2,
             socket_connect_timeout=2,
         )
+
+    def clock(self) -> float:
+        """The server's wall clock (``TIME``, what ``PX`` expiry counts on)."""
+        conn = self._connection()
         try:
             conn.send_command("TIME")
             seconds, micros = conn.read_response()
@@ -197,13 +201,7 @@ class RedisServer(ServerStore):
             conn.disconnect()
 
     def _probe(self) -> str | None:
-        conn = Connection(
-            host="127.0.0.1",
-            port=self.port or 0,
-            password=self.password,
-            socket_timeout=2,
-            socket_connect_timeout=2,
-        )
+        conn = self._connection()
         try:
             conn.send_command("PING")
             conn.read_response()
