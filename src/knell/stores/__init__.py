@@ -58,7 +58,12 @@ def capabilities(table: Any) -> frozenset[str]:
         return frozenset()
     both = bool(table.crash_command and table.restart_command)
     found = kind.capabilities(table.provider, table.url, both)
+    private = table.provider == "private" and table.url is None
     faulty = getattr(table, "disk", "plain") == "faulty"
-    if faulty and table.provider == "private" and table.url is None:
+    if faulty and private:
         found |= {"power-loss", "disk-fault"}  # its data is on the faulty disk (knell.stores.disk)
+    if private and (getattr(table, "model_extra", None) or {}).get("replicas"):
+        # A primary with replicas (knell.stores.replicated): what its kind
+        # declares for "replicated" (the failover fault).
+        found |= kind.faults.get("replicated", frozenset())
     return found

@@ -147,7 +147,9 @@ class StoreKind:
     greeting: ClassVar[Greeting | None] = None
     """What a link probe exchanges with it (network stores)."""
     faults: ClassVar[dict[str, frozenset[str]]] = {}
-    """The store faults it can suffer, per provisioning."""
+    """The store faults it can suffer, per provisioning; ``replicated``: what
+    a private store with ``[store] replicas`` >= 1 can suffer on top
+    (``failover``; see :mod:`knell.stores.replicated`)."""
     frozen_client_stalls: ClassVar[bool] = True
     """Whether a client frozen mid-operation can stall the others."""
     namespace_key: ClassVar[str] = ""

@@ -62,6 +62,9 @@ class ServerStore(Store):
         self.owner = owner
         self.port = port
         self._fixed_port = port is not None
+        self.process_name = self.kind
+        """What its process, pid file and log are called (``postgres``; a
+        node of a replicated store is named after the node, ``pg-1``)."""
         self.log = self.store_dir / f"{self.kind}.log"
         self._server: KeptProcess | None = None
         self._started = False
@@ -109,10 +112,10 @@ class ServerStore(Store):
                 f"port {self.port} on 127.0.0.1 is in use: {self.title} cannot listen there"
             )
         self._server = KeptProcess(
-            self.kind,
+            self.process_name,
             self._command(),
             log=self.log,
-            pidfile=self.store_dir / f"{self.kind}.pid",
+            pidfile=self.store_dir / f"{self.process_name}.pid",
             owner=self.owner,
             env=self.server_env,
             **self._kept_options(),

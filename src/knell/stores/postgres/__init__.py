@@ -20,6 +20,8 @@ import struct
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from pydantic import Field, model_validator
+
 from knell.platform import is_root, user_exists
 from knell.stores.base import StoreError
 from knell.stores.disk import DiskOptions
@@ -41,6 +43,11 @@ __all__ = ["STORE_KIND", "PostgresKind", "PostgresOptions"]
 
 _ALL_FAULTS = frozenset({"crash", "pause", "restart", "disconnect"})
 
+_REPLICATED_REFUSED = ("port", "data_dir", "password")
+"""Options of a lone private server a replicated one does not take: each
+node gets a free port and a data directory of its own, and a replica
+copies its primary without a password (trusted from 127.0.0.1)."""
+
 
 class PostgresOptions(DiskOptions):
     """The ``[store]`` keys of a Postgres store."""
@@ -49,6 +56,22 @@ class PostgresOptions(DiskOptions):
     synchronous_commit: Literal["on", "off", "local", "remote_write", "remote_apply"] | None = None
     user: str | None = None
     """The unprivileged user a root run starts the private server as."""
+    replicas: int | None = Field(default=None, ge=0, le=8)
+    """Streaming replicas of a private server (0: a lone server); see
+    :mod:`knell.stores.postgres.replication`."""
+    synchronous: Literal["off", "on", "remote_apply"] | None = None
+    """What a commit waits for on the replicas (``off``: nothing)."""
+
+    @model_validator(mode="after")
+    def _replication(self) -> PostgresOptions:
+        if self.synchronous is not None and not self.replicas:
+            raise ValueError(
+                f"synchronous = {self.synchronous!r} needs replicas >= 1 (got "
+                f"replicas = {self.replicas or 0}): a lone server has nothing to wait for"
+            )
+        if self.replicas and self.disk == "faulty":
+            raise ValueError(f'replicas = {self.replicas}: not with disk = "faulty"')
+        return self
 
 
 class PostgresKind(StoreKind):
@@ -69,6 +92,7 @@ class PostgresKind(StoreKind):
     greeting = Greeting(struct.pack("!ii", 8, 80877103), (b"N", b"S"))
     faults = {
         "private": frozenset({"crash", "pause"}),
+        "replicated": frozenset({"crash", "pause", "failover"}),
         "existing": frozenset({"crash"}),
         "compose": _ALL_FAULTS,
     }
@@ -91,6 +115,8 @@ class PostgresKind(StoreKind):
         from knell.stores.postgres.server import PostgresServer
 
         o = spec.options
+        if o.get("replicas"):
+            return self._replicated(spec, run_dir, owner)
         return PostgresServer(
             run_dir,
             owner=owner,
@@ -107,12 +133,42 @@ class PostgresKind(StoreKind):
             op_timeout=spec.op_timeout,
         )
 
+    def _replicated(self, spec: StoreSpec, run_dir: Path, owner: Owner | None) -> Store:
+        from knell.stores.postgres.replication import ReplicatedPostgres
+
+        for name in _REPLICATED_REFUSED:
+            if getattr(spec, name) is not None:
+                raise StoreError(
+                    f"store option {name!r} does not apply with replicas = "
+                    f"{spec.options['replicas']} (each node gets its own)"
+                    if name != "password"
+                    else f"store option 'password' does not apply with replicas = "
+                    f"{spec.options['replicas']} (replicas copy their primary over trust)"
+                )
+        o = spec.options
+        return ReplicatedPostgres(
+            run_dir,
+            replicas=int(o["replicas"]),
+            synchronous=o.get("synchronous") or "off",
+            owner=owner,
+            synchronous_commit=o.get("synchronous_commit"),
+            settings=spec.settings,
+            poll_interval=spec.poll_interval,
+            op_timeout=spec.op_timeout,
+            fsync=True if o.get("fsync") is None else bool(o["fsync"]),
+            bin_dir=spec.bin,
+            user=o.get("user"),
+        )
+
     def integrity(self, store: Store) -> Integrity | None:
         """``amcheck`` on a private server's relations
         (:mod:`knell.stores.postgres.integrity`); a server someone else
         runs is not knell's to probe."""
+        from knell.stores.postgres.replication import ReplicatedPostgres
         from knell.stores.postgres.server import PostgresServer
 
+        if isinstance(store, ReplicatedPostgres):
+            store = store.current()
         if not isinstance(store, PostgresServer):
             return None
         from knell.stores.postgres.integrity import amcheck

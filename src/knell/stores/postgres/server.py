@@ -83,6 +83,7 @@ class PostgresServer(ServerStore):
         op_timeout: float = 5.0,
         settings: dict[str, str] | None = None,
         disk: str = "plain",
+        node: str | None = None,
     ) -> None:
         super().__init__(
             run_dir, owner=owner, port=port, poll_interval=poll_interval, op_timeout=op_timeout
@@ -102,7 +103,12 @@ class PostgresServer(ServerStore):
         self.schema = schema
         self.settings = dict(settings or {})
         self.binaries: PostgresBinaries | None = None
-        self.initdb_log = self.store_dir / "initdb.log"
+        self.node = node
+        """The node's name in a replicated store (``pg-0``), or None alone."""
+        if node is not None:
+            self.process_name = node
+            self.log = self.store_dir / f"{node}.log"
+        self.initdb_log = self.store_dir / ("initdb.log" if node is None else f"{node}-init.log")
         self._temp: Path | None = None
         self._clock_temp: Path | None = None
         self._secrets: Path | None = None
@@ -169,7 +175,9 @@ class PostgresServer(ServerStore):
                 self._temp = tempdirs.make("postgres", self.owner)
                 self.data_dir = self._temp / "data"
             else:
-                self.data_dir = self.store_dir / "pgdata"
+                self.data_dir = self.store_dir / (
+                    "pgdata" if self.node is None else f"{self.node}-pgdata"
+                )
         data = self.data_dir
         try:
             data.mkdir(parents=True, exist_ok=True)
@@ -184,12 +192,17 @@ class PostgresServer(ServerStore):
             raise StoreError(f"data directory {data} is not writable: {exc}") from None
         if (data / "PG_VERSION").exists():
             return  # an existing cluster (a kept data directory): serve it as it is
-        self._initdb(data, user)
+        self._make_cluster(data, user)
         if self.disk is not None and sys.platform != "win32":
             # initdb ran with --no-sync: make the fresh cluster durable, as a
             # machine set up before the test would be, so a power loss hits
             # only what the server itself wrote.
             self.disk.control().checkpoint()
+
+    def _make_cluster(self, data: Path, user: str | None) -> None:
+        """Fill the empty data directory ``data`` (``initdb``; a replica
+        copies its primary instead)."""
+        self._initdb(data, user)
 
     def _initdb(self, data: Path, user: str | None) -> None:
         assert self.binaries is not None

@@ -1,0 +1,61 @@
+"""``[store] replicas`` and ``synchronous``: what a scenario file may ask of
+a replicated private Postgres, refused naming the file and the key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from knell.scenario import ScenarioError, load_scenario
+from knell.stores import StoreError, StoreSpec, capabilities, create_store
+
+BASE = """
+name = "x"
+description = "x"
+duration = "2s"
+[store]
+kind = "postgres"
+{store}
+[[process]]
+role = "producer"
+"""
+
+
+def _load(tmp_path: Path, store: str) -> object:
+    path = tmp_path / "s.toml"
+    path.write_text(BASE.format(store=store), encoding="utf-8")
+    return load_scenario(path)
+
+
+@pytest.mark.parametrize(
+    ("store", "said"),
+    [
+        ("replicas = -1", "store option 'replicas'"),
+        ("replicas = 1\nsynchronous = 'sometimes'", "store option 'synchronous'"),
+        ("synchronous = 'on'", "synchronous = 'on' needs replicas >= 1"),
+        ("replicas = 1\ndisk = 'faulty'", 'replicas = 1: not with disk = "faulty"'),
+    ],
+)
+def test_a_bad_replication_option_is_refused_naming_file_and_key(
+    tmp_path: Path, store: str, said: str
+) -> None:
+    with pytest.raises(ScenarioError) as info:
+        _load(tmp_path, store)
+    assert "s.toml" in str(info.value) and said in str(info.value)
+
+
+def test_replicas_make_the_store_able_to_fail_over(tmp_path: Path) -> None:
+    lone = _load(tmp_path, "")
+    replicated = _load(tmp_path, "replicas = 2\nsynchronous = 'remote_apply'")
+    assert "failover" not in capabilities(lone.store)  # type: ignore[attr-defined]
+    assert "failover" in capabilities(replicated.store)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("option", [{"port": 5999}, {"password": "pw"}, {"data_dir": "/tmp/d"}])
+def test_what_one_server_takes_is_refused_for_several(
+    tmp_path: Path, option: dict[str, object]
+) -> None:
+    name = next(iter(option))
+    with pytest.raises(StoreError, match=f"store option '{name}' does not apply with replicas"):
+        create_store(StoreSpec("postgres", replicas=1, **option), tmp_path)  # type: ignore[arg-type]
