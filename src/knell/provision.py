@@ -153,10 +153,11 @@ class Provision:
             )
 
     def _link(self, source: str, upstream_name: str, upstream: str, processes: list[str],
-              exchange: str) -> str:  # fmt: skip
-        """The listen address of the link ``source`` -> ``upstream_name``."""
+              exchange: str, name: str | None = None) -> str:  # fmt: skip
+        """The listen address of the link ``source`` -> ``upstream_name``
+        (called ``name``, by default ``source--upstream_name``)."""
         assert self.links is not None
-        name = f"{source}--{upstream_name}"
+        name = name or f"{source}--{upstream_name}"
         link = self.links.links.get(name)
         if link is None:
             link = self.links.add(name, upstream_name, upstream, processes, exchange)
@@ -166,6 +167,17 @@ class Provision:
         url = str(self.store.url)
         if self.links is None or not _network_store(self.store.kind):
             return url
+        nodes = getattr(self.store, "node_addresses", None)
+        if nodes is not None:
+            # A replicated store (knell.stores.replicated): a link in front
+            # of each node, and a URL that names them all; a partition of a
+            # process cuts its way to every node.
+            listens = [
+                self._link(source, "store", address, processes, self.store.kind,
+                           name=f"{source}--store" if i == 0 else f"{source}--store-{node}")
+                for i, (node, address) in enumerate(nodes().items())
+            ]  # fmt: skip
+            return str(self.store.url_for(listens))
         listen = self._link(source, "store", url_address(url), processes, self.store.kind)
         return with_address(url, listen)
 

@@ -101,7 +101,7 @@ def _safe_rows(url: str) -> list[int] | None:
         return None
 
 
-@pytest.mark.parametrize("synchronous", ["off", "on", "remote_apply"])
+@pytest.mark.parametrize("synchronous", ["off", "remote_apply"])
 def test_a_commit_held_back_from_the_replica_is_lost_by_a_failover_unless_synchronous(
     make: object, synchronous: str
 ) -> None:

@@ -59,3 +59,48 @@ def test_what_one_server_takes_is_refused_for_several(
     name = next(iter(option))
     with pytest.raises(StoreError, match=f"store option '{name}' does not apply with replicas"):
         create_store(StoreSpec("postgres", replicas=1, **option), tmp_path)  # type: ignore[arg-type]
+
+
+FAILOVER = """
+[[nemesis]]
+fault = "failover"
+how = "{how}"
+"""
+
+
+@pytest.mark.parametrize("how", ["kill", "isolate"])
+def test_a_failover_on_a_store_without_replicas_is_refused_naming_the_key(
+    tmp_path: Path, how: str
+) -> None:
+    path = tmp_path / "s.toml"
+    path.write_text(BASE.format(store="") + FAILOVER.format(how=how), encoding="utf-8")
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(path)
+    said = str(info.value)
+    assert "s.toml" in said and "nemesis[0]" in said
+    assert "failover needs a store with replicas" in said and "[store] replicas = 0" in said
+
+
+def test_a_failover_on_a_replicated_store_plans_its_promotion_after_the_lag(
+    tmp_path: Path,
+) -> None:
+    from knell.nemesis.failover import PROMOTION_ALLOWANCE
+    from knell.nemesis.registry import kinds
+
+    path = tmp_path / "s.toml"
+    text = BASE.format(store="replicas = 1") + FAILOVER.format(how="isolate")
+    path.write_text(text + 'lag = "1s"\npromote_after = "250ms"\n', encoding="utf-8")
+    scenario = load_scenario(path)
+    (spec,) = scenario.nemesis
+    kind = kinds()["failover"]
+    assert kind.hold(spec) == pytest.approx(1.25 + PROMOTION_ALLOWANCE)
+    assert kind.params(spec) == {"how": "isolate", "promote_after": 0.25, "lag": 1.0}
+
+
+def test_a_bad_failover_how_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "s.toml"
+    path.write_text(
+        BASE.format(store="replicas = 1") + FAILOVER.format(how="shoot"), encoding="utf-8"
+    )
+    with pytest.raises(ScenarioError, match=r"how"):
+        load_scenario(path)

@@ -18,6 +18,7 @@ from knell.nemesis.clock_rate import ClockRate
 from knell.nemesis.clock_skew import ClockSkew
 from knell.nemesis.clock_strobe import ClockStrobe
 from knell.nemesis.disk_full import DiskFull
+from knell.nemesis.failover import Failover
 from knell.nemesis.fsync_error import FsyncError
 from knell.nemesis.kill import Kill
 from knell.nemesis.kind import FaultKind
@@ -85,6 +86,7 @@ for _builtin in (
     StorePause,
     StoreRestart,
     StoreDisconnect,
+    Failover,
     PowerLoss,
     TornPowerLoss,
     FsyncError,

@@ -39,11 +39,15 @@ class Replicated(Protocol):
         """The current primary's node name (``pg-0``)."""
         ...
 
-    def fail_over(self, how: FailoverHow) -> dict[str, Any]:
-        """Fence the primary as ``how`` says and promote a replica; return
-        once the new primary has answered a write. The result goes into the
-        history: at least ``{"old": <node>, "new": <node>}``, plus the
-        kind's own timings (seconds) and proofs. Raises
+    def fail_over(self, how: FailoverHow, *, promote_after: float = 0.0) -> dict[str, Any]:
+        """Fence the primary as ``how`` says and promote a replica
+        ``promote_after`` seconds later (a store whose own machinery elects
+        the new primary, such as Sentinel, may take its own time instead, and
+        says so in the result); return once the new primary has answered a
+        write. The result goes into the history: at least ``{"old": <node>,
+        "new": <node>}``, plus the kind's own timings (seconds) and, as
+        ``old_state``, what the old primary's processes are now (``dead``,
+        ``stopped``: fenced; anything else is a failed fence). Raises
         :class:`~knell.stores.base.StoreError` if no replica can take over."""
         ...
 

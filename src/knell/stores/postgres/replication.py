@@ -356,7 +356,7 @@ class ReplicatedPostgres(Store):
 
     # -- failover ------------------------------------------------------------------
 
-    def fail_over(self, how: FailoverHow) -> dict[str, Any]:
+    def fail_over(self, how: FailoverHow, *, promote_after: float = 0.0) -> dict[str, Any]:
         started = time.monotonic()
         old_index = self._primary
         old = self.nodes[old_index]
@@ -369,6 +369,8 @@ class ReplicatedPostgres(Store):
             self.fenced[old_name] = "frozen"
         fenced_s = time.monotonic() - started
         self.lagging = False  # the held-back senders died or froze with their primary
+        if promote_after > 0:
+            time.sleep(promote_after)
         new_index, positions = self._most_advanced()
         new = self.nodes[new_index]
         new_name = self._node(new_index)
