@@ -23,6 +23,7 @@ from knell.report.clocks import read_settings
 from knell.report.describe import tested_contracts
 from knell.report.junit import write_junit
 from knell.report.markdown import render_markdown, verdict_word
+from knell.report.primaries import primary_lines
 from knell.report.replay import replay_command
 from knell.report.series import RunSeries
 from knell.report.stats import RunStats
@@ -82,7 +83,10 @@ def write_reports(
     replay = replay_command(scenario, run_dir) if scenario else None
     clock = read_settings(series.clock) if series is not None else []
     atomic_write(
-        run_dir / "report.md", render_markdown(scenario, verdict, stats, torn, t0, replay, clock)
+        run_dir / "report.md",
+        render_markdown(
+            scenario, verdict, stats, torn, t0, replay, clock, primary_lines(run_dir, t0)
+        ),
     )
     write_junit(run_dir / "junit.xml", str(scenario.get("name", "history")), verdict)
     return render_page(run_dir) if html else []

@@ -143,9 +143,11 @@ def render_markdown(
     t0: int | None,
     replay: str | None = None,
     clock: Sequence[ClockSetting] = (),
+    primaries: Sequence[str] = (),
 ) -> str:
     """``clock``: the clock settings the run's clock faults made
-    (:mod:`knell.report.clocks`), one line per fault."""
+    (:mod:`knell.report.clocks`), one line per fault; ``primaries``: the
+    section of which node was primary when (:mod:`knell.report.primaries`)."""
     name = scenario.get("name", "history")
     out = [f"# knell: {name} is {verdict_word(verdict.valid)}", ""]
     if scenario.get("description"):
@@ -230,6 +232,7 @@ def render_markdown(
         "",
     ]
     out += _clock_lines(clock, t0)
+    out += list(primaries)
     if stats.crashes:
         out += ["## Workers that exited on their own", ""]
         for crash in stats.crashes:

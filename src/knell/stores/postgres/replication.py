@@ -368,6 +368,7 @@ class ReplicatedPostgres(Store):
             old.pause()
             self.fenced[old_name] = "frozen"
         fenced_s = time.monotonic() - started
+        fenced_at = time.time()
         self.lagging = False  # the held-back senders died or froze with their primary
         if promote_after > 0:
             time.sleep(promote_after)
@@ -390,6 +391,7 @@ class ReplicatedPostgres(Store):
             "new": new_name,
             "how": how,
             "replayed": positions,
+            "fenced_at": round(fenced_at, 3),
             "fenced_s": round(fenced_s, 3),
             "promoted_s": round(promoted_s, 3),
             "first_write_s": round(written_s, 3),
