@@ -9,7 +9,12 @@ is gone after stop.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -20,10 +25,11 @@ import psycopg
 import pytest
 
 from knell.buses import DefiniteError, open_bus
-from knell.owners import Owner
+from knell.owners import reap
 from knell.stores import StoreError, StoreSpec, create_store
 from knell.stores.postgres.replication import ReplicatedPostgres
 from knell.stores.replicated import Replicated, is_replicated
+from tests.integration.conftest import REPO
 from tests.servers import assert_gone, require_postgres, server_processes
 
 pytestmark = pytest.mark.integration
@@ -175,21 +181,73 @@ def test_an_isolated_primary_is_frozen_not_dead_and_stays_so(make: object) -> No
         store.fail_over("kill")
 
 
-def test_every_node_is_on_record_with_the_owner(tmp_path: Path) -> None:
-    """A SIGKILLed runner leaves its nodes to ``knell reap``: each one's
-    keeper and server are in the owner registry."""
+RUNNER = """
+import sys, time
+from pathlib import Path
+from knell.owners import Owner
+from knell.stores import StoreSpec, create_store
+run, states = Path(sys.argv[1]), Path(sys.argv[2])
+owner = Owner(run, states=states)
+store = create_store(StoreSpec("postgres", fsync=False, replicas=2), run / "st", owner=owner)
+store.start()
+store.hold_replication()
+(run / "ready").write_text("ready\\n")
+time.sleep(600)
+"""
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL of the runner is POSIX-only here")
+def test_no_node_outlives_a_sigkilled_runner_and_reap_removes_their_folders(
+    tmp_path: Path,
+) -> None:
     require_postgres()
-    owner = Owner(states=tmp_path / "owners")
+    run = tmp_path / "run"
+    run.mkdir()
+    states = tmp_path / "states"
+    runner = subprocess.Popen([sys.executable, "-c", RUNNER, str(run), str(states)], cwd=REPO)
+    try:
+        deadline = time.monotonic() + 60
+        while not (run / "ready").exists():
+            assert runner.poll() is None and time.monotonic() < deadline, (
+                "the runner never got ready"
+            )
+            time.sleep(0.1)
+        procs = psutil.Process(runner.pid).children(recursive=True)
+        servers = [p for p in procs if p.name() == "postgres"]
+        postmasters = [p for p in servers if p.parent().name() != "postgres"]
+        assert len(postmasters) == 3, postmasters  # pg-0, pg-1, pg-2 (under their keepers)
+        everything = list(procs)
+        for p in postmasters:  # backends and WAL senders, in sessions of their own
+            with contextlib.suppress(psutil.NoSuchProcess):
+                everything += p.children(recursive=True)
+        records = [json.loads(line) for line in (run / "owners.jsonl").read_text().splitlines()]
+        names = {str(r.get("name")) for r in records}
+        assert {"pg-0", "pg-1", "pg-2", "pg-1-basebackup"} <= names
+        folders = [Path(str(r["id"])) for r in records if r.get("kind") == "directory"]
+        os.kill(runner.pid, signal.SIGKILL)
+        runner.wait(10)
+        assert_gone(everything, timeout=10)
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+            runner.wait()
+    reap(states)
+    assert not [f for f in folders if f.exists()], "a node's folder outlived knell reap"
+
+
+def test_a_replica_that_cannot_be_made_leaves_nothing_running(tmp_path: Path) -> None:
+    """A failed start (the primary refuses replication connections, so
+    pg_basebackup fails) stops the primary it had started and says why."""
+    require_postgres()
     store = create_store(
-        StoreSpec("postgres", fsync=False, replicas=2), tmp_path / "run", owner=owner
+        StoreSpec("postgres", fsync=False, replicas=1, settings={"max_wal_senders": "0"}),
+        tmp_path / "run",
     )
     assert isinstance(store, ReplicatedPostgres)
-    try:
+    first = store.nodes[0]
+    with pytest.raises(StoreError, match=r"pg_basebackup of pg-1 .* failed"):
         store.start()
-        lines = owner.path.read_text(encoding="utf-8").splitlines()
-        names = {str(json.loads(line).get("name")) for line in lines}
-        assert {"pg-0", "pg-1", "pg-2", "pg-0-keeper", "pg-2-keeper"} <= names
-    finally:
-        procs = _processes(store)
-        store.stop()
-        assert_gone(procs)
+    assert first._server is not None and not first._server.alive()
+    assert_gone(server_processes(first))
+    folders = [node._temp for node in store.nodes if node._temp is not None]
+    assert not [f for f in folders if f.exists()], "a node's folder outlived a failed start"
