@@ -28,9 +28,15 @@ def test_each_failover_names_the_next_primary_and_when(tmp_path: Path) -> None:
                 "time": 15 * _S,
                 "type": "info",
                 "f": "failover",
-                "value": {"old": "pg-0", "new": "pg-1", "how": "kill", "old_state": "dead",
-                          "promoted_s": 0.7, "first_write_s": 0.75},
-            },  # fmt: skip
+                "value": {
+                    "old": "pg-0",
+                    "new": "pg-1",
+                    "how": "kill",
+                    "old_state": "dead",
+                    "promoted_s": 0.7,
+                    "first_write_s": 0.75,
+                },
+            },
         ],
     )
     lines = primary_lines(tmp_path, 10 * _S)
