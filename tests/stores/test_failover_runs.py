@@ -18,6 +18,17 @@ from tests.servers import require_postgres
 pytestmark = pytest.mark.integration
 
 
+def _posts_after(run: Path, at: float) -> int:
+    """Posts acknowledged after wall time ``at`` (seconds)."""
+    count = 0
+    for path in (run / "history").glob("producer-*.jsonl"):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            event = json.loads(line)
+            ok_post = event.get("f") == "post" and event.get("type") == "ok"
+            count += ok_post and event["time"] / 1e9 > at
+    return count
+
+
 def _run(tmp_path: Path, scenario: str) -> tuple[int, dict[str, object], list[dict[str, object]]]:
     done = subprocess.run(
         [sys.executable, "-m", "knell", "run", f"scenarios/{scenario}.toml",
@@ -53,6 +64,8 @@ def test_a_failover_loses_acked_posts_only_without_synchronous_replication(
     assert (done["old"], done["new"], done["old_state"]) == ("pg-0", "pg-1", "dead")
     assert 0 < done["fenced_s"] <= done["promoted_s"] <= done["first_write_s"]  # type: ignore[operator]
     assert any(e["f"] == "failover-done" for e in nemesis)
+    # The bus followed the primary: posts went on, acknowledged by pg-1.
+    assert _posts_after(tmp_path / scenario / "latest", float(done["fenced_at"])) > 20  # type: ignore[arg-type]
     assert got == code, results.get("checks")
     checks = results["checks"]["checks"]  # type: ignore[index]
     if code == 1:
