@@ -105,6 +105,8 @@ class Failover(StoreFault):
         promote_after = float(action.params.get("promote_after", 0.0))
         held: dict[str, Any] = {}
         try:
+            if lag > 0 and not hasattr(store, "hold_replication"):
+                raise TypeError(f"lag needs a store that can hold replication back, not {store}")
             if lag > 0:
                 held = {"lag_s": lag, "senders_held": store.hold_replication()}
                 time.sleep(lag)

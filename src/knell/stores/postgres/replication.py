@@ -226,15 +226,6 @@ class ReplicatedPostgres(Store):
         """The current primary's plain libpq URL."""
         return self.current().admin_url
 
-    @property
-    def server_env(self) -> dict[str, str]:
-        return self.nodes[0].server_env
-
-    @server_env.setter
-    def server_env(self, value: dict[str, str]) -> None:
-        for server in self.nodes:
-            server.server_env = dict(value)
-
     # -- life ------------------------------------------------------------------
 
     def start(self) -> None:
@@ -284,6 +275,11 @@ class ReplicatedPostgres(Store):
 
     def clock(self) -> float:
         return self.current().clock()
+
+    def preload_refusal(self) -> str | None:
+        """A clock fault's preload is placed per server, and its control
+        file would reach one node only: not offered on replicas yet."""
+        return "a replicated store's nodes cannot take its preload yet (one per node)"
 
     def stop(self) -> None:
         for server in reversed(self.nodes):
