@@ -31,7 +31,8 @@ def _load(tmp_path: Path, store: str) -> object:
 @pytest.mark.parametrize(
     ("store", "said"),
     [
-        ("replicas = -1", "store option 'replicas'"),
+        ("replicas = -1", "store option 'replicas': replicas = -1: must be 0"),
+        ("replicas = 9", "replicas = 9: must be 0 (a lone server) to 8"),
         ("replicas = 1\nsynchronous = 'sometimes'", "store option 'synchronous'"),
         ("synchronous = 'on'", "synchronous = 'on' needs replicas >= 1"),
         ("replicas = 1\ndisk = 'faulty'", 'replicas = 1: not with disk = "faulty"'),

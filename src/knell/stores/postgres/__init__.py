@@ -20,7 +20,7 @@ import struct
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from pydantic import Field, model_validator
+from pydantic import field_validator, model_validator
 
 from knell.platform import is_root, user_exists
 from knell.stores.base import StoreError
@@ -43,6 +43,9 @@ __all__ = ["STORE_KIND", "PostgresKind", "PostgresOptions"]
 
 _ALL_FAULTS = frozenset({"crash", "pause", "restart", "disconnect"})
 
+MAX_REPLICAS = 8
+"""The most streaming replicas a private Postgres may have."""
+
 _REPLICATED_REFUSED = ("port", "data_dir", "password")
 """Options of a lone private server a replicated one does not take: each
 node gets a free port and a data directory of its own, and a replica
@@ -56,11 +59,21 @@ class PostgresOptions(DiskOptions):
     synchronous_commit: Literal["on", "off", "local", "remote_write", "remote_apply"] | None = None
     user: str | None = None
     """The unprivileged user a root run starts the private server as."""
-    replicas: int | None = Field(default=None, ge=0, le=8)
+    replicas: int | None = None
     """Streaming replicas of a private server (0: a lone server); see
     :mod:`knell.stores.postgres.replication`."""
     synchronous: Literal["off", "on", "remote_apply"] | None = None
     """What a commit waits for on the replicas (``off``: nothing)."""
+
+    @field_validator("replicas")
+    @classmethod
+    def _replicas_in_range(cls, value: int | None) -> int | None:
+        if value is not None and not 0 <= value <= MAX_REPLICAS:
+            raise ValueError(
+                f"replicas = {value}: must be 0 (a lone server) to {MAX_REPLICAS} "
+                "(each one is a whole server on this machine)"
+            )
+        return value
 
     @model_validator(mode="after")
     def _replication(self) -> PostgresOptions:
