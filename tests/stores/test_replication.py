@@ -170,6 +170,24 @@ def test_the_bus_url_follows_the_primary_through_a_failover(make: object) -> Non
         bus.close()
 
 
+def test_a_bus_that_caches_the_primary_never_reaches_the_new_one(make: object) -> None:
+    """The postgres-cached-primary mutant: the same failover, and every
+    post after it fails (never sent: the cached node is dead)."""
+    from knell.stores.postgres.mutants import CachedPrimaryBus
+
+    store = make("remote_apply")  # type: ignore[operator]
+    bus = CachedPrimaryBus.from_url(store.url)
+    try:
+        bus.post("a", "before", "p")
+        store.fail_over("kill")
+        for _ in range(5):
+            with pytest.raises(DefiniteError, match="cannot connect"):
+                bus.post("a", "after", "p")
+            time.sleep(0.2)
+    finally:
+        bus.close()
+
+
 def test_an_isolated_primary_is_frozen_not_dead_and_stays_so(make: object) -> None:
     store = make()  # type: ignore[operator]
     old = store.nodes[0]

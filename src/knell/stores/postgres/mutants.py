@@ -16,6 +16,7 @@ import time
 from typing import Any, ClassVar, TypeVar
 
 import psycopg
+from psycopg.conninfo import make_conninfo
 
 from knell.buses.contract import (
     AckBeyondHead,
@@ -42,6 +43,7 @@ from knell.stores.postgres.roles import CLAIM_ROLE_SQL, RECEIVE_SQL
 
 __all__ = [
     "AckReadThenWriteBus",
+    "CachedPrimaryBus",
     "ClaimReadThenUpsertBus",
     "ExpiryByClientClockBus",
     "LeaseFromClaimerClockBus",
@@ -302,6 +304,50 @@ class UnloggedTablesBus(_PgMutant):
         ddl = schema_sql(self.schema).replace("CREATE TABLE", "CREATE UNLOGGED TABLE")
         assert "CREATE TABLE" not in ddl
         return ddl
+
+
+# -- a replicated store (only a failover shows this) ----------------------------------
+
+FAILOVER_SYNC = "postgres-failover-sync"
+
+
+@mutant(
+    "postgres-cached-primary",
+    failure_mode="The primary's address is resolved once and cached: writes keep going to the "
+    "deposed primary after a failover",
+    killed_by=("availability",),
+    scenarios=(FAILOVER_SYNC,),
+    rule="Every reconnect asks the multi-host URL for a read-write node "
+    "(target_session_attrs=read-write), so it lands on the current primary",
+    store="postgres",
+)
+class CachedPrimaryBus(_PgMutant):
+    """Failure mode: the primary's address is cached after the first connect.
+
+    The bus URL names every node with ``target_session_attrs=read-write``,
+    and libpq picks the one that takes writes. A client that "saves a
+    lookup" remembers the host and port it first landed on and reconnects
+    there only, as an application that resolved a DNS name once does. Until
+    a failover nothing differs; after it, every reconnect goes to the old
+    primary, which is dead (or fenced), and every operation fails from then
+    on while the new primary stands idle. Proven by ``availability``
+    (errors outside any fault window, once the failover's window and grace
+    have passed).
+    """
+
+    _pinned: bool = False
+
+    def _connection(self) -> psycopg.Connection[Any]:
+        conn = super()._connection()
+        if not self._pinned:
+            self._pinned = True
+            self._conninfo = make_conninfo(
+                self._conninfo,
+                host=conn.info.host,
+                port=str(conn.info.port),
+                target_session_attrs="any",
+            )
+        return conn
 
 
 # -- lost replies (only a network fault shows these) ---------------------------------
