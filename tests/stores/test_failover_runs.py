@@ -69,7 +69,10 @@ def test_a_failover_loses_acked_posts_only_without_synchronous_replication(
     assert got == code, results.get("checks")
     checks = results["checks"]["checks"]  # type: ignore[index]
     if code == 1:
-        assert checks["no-loss"]["valid"] is False
+        # The lost acknowledged posts' seqs are handed out again on the new
+        # primary (always); a lost post no consumer had handled yet is
+        # no-loss too (most seeds).
+        assert checks["no-duplicate-seq"]["valid"] is False
         assert results["expect"]["met"] is True  # type: ignore[index]
     else:
         assert results["valid"] is True
