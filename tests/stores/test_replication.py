@@ -249,7 +249,7 @@ def test_no_node_outlives_a_sigkilled_runner_and_reap_removes_their_folders(
         if runner.poll() is None:
             runner.kill()
             runner.wait()
-    reap(states)
+        reap(states)  # also when an assertion above failed: nothing left behind
     assert not [f for f in folders if f.exists()], "a node's folder outlived knell reap"
 
 
