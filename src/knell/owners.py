@@ -81,7 +81,8 @@ class Owner:
     def __init__(self, run_dir: Path | None = None, *, states: Path | None = None) -> None:
         self.pid = os.getpid()
         started = process_started(self.pid)
-        self.started = started if started is not None else time.time()
+        self.started = started if started is not None else repr(time.time())
+        """This process's start stamp (:func:`knell.platform.process_started`)."""
         self.run_dir = run_dir
         self._lock = threading.Lock()
         folder = states or state_dir()
@@ -145,14 +146,20 @@ def _records(path: Path) -> list[dict[str, Any]]:
     return records
 
 
+def _stamp(started: str | int | float) -> str | float:
+    """A record's start stamp as :func:`knell.platform.pid_alive` takes it:
+    a number is an epoch start time from a record of an earlier version."""
+    return started if isinstance(started, str) else float(started)
+
+
 def _remove(record: dict[str, Any]) -> str | None:
     kind = record.get("kind")
     if kind in ("process", "group"):
         pid, started = record.get("pid"), record.get("started")
-        if not isinstance(pid, int) or not isinstance(started, (int, float)):
+        if not isinstance(pid, int) or not isinstance(started, (str, int, float)):
             return None
         hit = 0
-        if pid_alive(pid, float(started)):
+        if pid_alive(pid, _stamp(started)):
             if kind == "group":
                 signal_server(pid, "kill")
             else:
@@ -188,8 +195,8 @@ def reap(states: Path | None = None, *, say: Callable[[str], None] = lambda _: N
         runner = next((r for r in records if r.get("kind") == "runner"), None)
         if runner is not None:
             pid, started = runner.get("pid"), runner.get("started")
-            alive = isinstance(pid, int) and isinstance(started, (int, float))
-            if alive and pid_alive(int(pid), float(started)):  # type: ignore[arg-type]
+            known = isinstance(pid, int) and isinstance(started, (str, int, float))
+            if known and pid_alive(int(pid), _stamp(started)):  # type: ignore[arg-type]
                 continue
         else:
             try:

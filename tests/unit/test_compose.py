@@ -83,7 +83,7 @@ def test_owner_tag_round_trips_through_labels_and_is_alive(tmp_path: Path) -> No
 
 def test_owner_tag_dead_unowned_and_foreign() -> None:
     tag = OwnerTag.of(None)
-    reused = OwnerTag(tag.pid, tag.token, tag.started - 100, tag.host)  # same pid, other process
+    reused = OwnerTag(tag.pid, tag.token, tag.started + "0", tag.host)  # same pid, other process
     assert not reused.alive()
     assert OwnerTag(tag.pid, tag.token, tag.started, "another-host").alive()
     by_hand = {**_labels(tag), OWNER_PID: ""}

@@ -42,7 +42,8 @@ class OwnerTag:
 
     pid: int
     token: str
-    started: float
+    started: str
+    """The runner's start stamp (:func:`knell.platform.process_started`)."""
     host: str
 
     @property
@@ -58,7 +59,7 @@ class OwnerTag:
         import os
 
         pid = os.getpid()
-        started = process_started(pid) or 0.0
+        started = process_started(pid) or ""
         return cls(pid, uuid.uuid4().hex[:12], started, socket.gethostname())
 
     def env(self) -> dict[str, str]:
@@ -66,7 +67,7 @@ class OwnerTag:
         return {
             "KNELL_OWNER": self.ident,
             "KNELL_OWNER_PID": str(self.pid),
-            "KNELL_OWNER_STARTED": repr(self.started),
+            "KNELL_OWNER_STARTED": self.started,
             "KNELL_OWNER_HOST": self.host,
         }
 
@@ -78,8 +79,10 @@ class OwnerTag:
             return None
         try:
             pid = int(labels.get(OWNER_PID, ""))
-            started = float(labels.get(OWNER_STARTED, ""))
         except ValueError:
+            return None
+        started = labels.get(OWNER_STARTED, "")
+        if not started:
             return None
         token = labels.get(OWNER, "").partition("-")[2]
         return cls(pid, token, started, labels.get(OWNER_HOST, ""))
@@ -90,4 +93,8 @@ class OwnerTag:
         and counts as alive."""
         if self.host != socket.gethostname():
             return True
-        return pid_alive(self.pid, self.started)
+        try:
+            legacy: str | float = float(self.started)  # an epoch time, from an earlier version
+        except ValueError:
+            legacy = self.started
+        return pid_alive(self.pid, legacy)
