@@ -46,7 +46,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from knell.platform import kill_tree, pid_alive, process_started, signal_server, signal_session
+from knell.platform import (
+    kill_tree,
+    pid_alive,
+    process_stamp,
+    process_started,
+    signal_server,
+    signal_session,
+)
 
 __all__ = ["REAPERS", "Owner", "reap", "state_dir"]
 
@@ -81,8 +88,11 @@ class Owner:
     def __init__(self, run_dir: Path | None = None, *, states: Path | None = None) -> None:
         self.pid = os.getpid()
         started = process_started(self.pid)
-        self.started = started if started is not None else repr(time.time())
-        """This process's start stamp (:func:`knell.platform.process_started`)."""
+        self.started = started if started is not None else time.time()
+        self.stamp = process_stamp(self.pid) or ""
+        """What names this process and no later one with its pid
+        (:func:`knell.platform.process_stamp`): ``started`` is kept beside
+        it for people and for earlier versions' reapers, which read it."""
         self.run_dir = run_dir
         self._lock = threading.Lock()
         folder = states or state_dir()
@@ -91,7 +101,13 @@ class Owner:
         """With the pid, names this runner everywhere (its file, container labels)."""
         self.path = folder / f"runner-{self.pid}-{self.token}.jsonl"
         self._write(
-            {"kind": "runner", "pid": self.pid, "started": self.started, "run_dir": str(run_dir)}
+            {
+                "kind": "runner",
+                "pid": self.pid,
+                "started": self.started,
+                "stamp": self.stamp,
+                "run_dir": str(run_dir),
+            }
         )
 
     def _write(self, record: dict[str, Any]) -> None:
@@ -112,6 +128,7 @@ class Owner:
             "kind": "group" if group else "process",
             "pid": pid,
             "started": process_started(pid),
+            "stamp": process_stamp(pid),
             "name": name,
         }
         if session:
@@ -146,20 +163,21 @@ def _records(path: Path) -> list[dict[str, Any]]:
     return records
 
 
-def _stamp(started: str | int | float) -> str | float:
-    """A record's start stamp as :func:`knell.platform.pid_alive` takes it:
-    a number is an epoch start time from a record of an earlier version."""
-    return started if isinstance(started, str) else float(started)
+def _identity(record: dict[str, Any]) -> str | float:
+    """What :func:`knell.platform.pid_alive` compares: the record's stamp,
+    or, in a record of an earlier version, its epoch start time."""
+    stamp = record.get("stamp")
+    return stamp if isinstance(stamp, str) and stamp else float(record["started"])
 
 
 def _remove(record: dict[str, Any]) -> str | None:
     kind = record.get("kind")
     if kind in ("process", "group"):
         pid, started = record.get("pid"), record.get("started")
-        if not isinstance(pid, int) or not isinstance(started, (str, int, float)):
+        if not isinstance(pid, int) or not isinstance(started, (int, float)):
             return None
         hit = 0
-        if pid_alive(pid, _stamp(started)):
+        if pid_alive(pid, _identity(record)):
             if kind == "group":
                 signal_server(pid, "kill")
             else:
@@ -195,8 +213,8 @@ def reap(states: Path | None = None, *, say: Callable[[str], None] = lambda _: N
         runner = next((r for r in records if r.get("kind") == "runner"), None)
         if runner is not None:
             pid, started = runner.get("pid"), runner.get("started")
-            known = isinstance(pid, int) and isinstance(started, (str, int, float))
-            if known and pid_alive(int(pid), _stamp(started)):  # type: ignore[arg-type]
+            alive = isinstance(pid, int) and isinstance(started, (int, float))
+            if alive and pid_alive(int(pid), _identity(runner)):  # type: ignore[arg-type]
                 continue
         else:
             try:

@@ -9,19 +9,20 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
 import psutil
 import pytest
 
-from knell.platform import pid_alive, process_started
+from knell.platform import pid_alive, process_stamp
 
 
 def test_a_live_process_matches_its_own_stamp_and_no_other() -> None:
     me = os.getpid()
-    stamp = process_started(me)
+    stamp = process_stamp(me)
     assert stamp is not None
     assert pid_alive(me, stamp)
-    assert process_started(me) == stamp
+    assert process_stamp(me) == stamp
     assert not pid_alive(me, stamp + "0")
     assert not pid_alive(me, 1.0)  # an epoch start time from an older record: long before
 
@@ -32,7 +33,7 @@ def test_an_epoch_start_time_from_an_older_record_still_names_the_process() -> N
 
 
 def test_a_gone_process_has_no_stamp() -> None:
-    assert process_started(999_999_999) is None
+    assert process_stamp(999_999_999) is None
     assert not pid_alive(999_999_999, "x")
 
 
@@ -47,9 +48,27 @@ def test_a_stepped_wall_clock_does_not_make_a_live_process_look_dead(
     import psutil._pslinux as pslinux
 
     me = os.getpid()
-    stamp = process_started(me)
+    stamp = process_stamp(me)
     assert stamp is not None
     boot = pslinux.boot_time()
     monkeypatch.setattr(pslinux, "boot_time", lambda: boot + 1.0)
     assert pid_alive(me, stamp)
-    assert process_started(me) == stamp
+    assert process_stamp(me) == stamp
+
+
+def test_reap_leaves_a_live_runner_whose_epoch_start_moved(tmp_path: Path) -> None:
+    """A runner's file records both its epoch start and its stamp; when the
+    epoch value no longer matches (the boot time moved), the stamp decides
+    and the live runner's file is left alone."""
+    import json
+
+    from knell.owners import reap
+
+    me = os.getpid()
+    started = psutil.Process(me).create_time() + 1.0  # as read before a one-second step
+    runner = {"kind": "runner", "pid": me, "started": started, "stamp": process_stamp(me)}
+    gone = {"kind": "process", "pid": 999_999_999, "started": 1.0, "name": "w"}
+    path = tmp_path / f"runner-{me}-abc.jsonl"
+    path.write_text(json.dumps(runner) + "\n" + json.dumps(gone) + "\n", encoding="utf-8")
+    assert reap(tmp_path) == []
+    assert path.exists(), "a live runner was taken for dead"

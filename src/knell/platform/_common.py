@@ -15,10 +15,10 @@ from typing import Any
 
 __all__ = [
     "OWNER_ENV",
-    "StartStamp",
     "interrupt_on_terminate",
     "leash",
     "pid_alive",
+    "process_stamp",
     "process_started",
     "tree",
 ]
@@ -52,17 +52,12 @@ def each_in_tree(pid: int, action: str) -> None:
             getattr(proc, action)()
 
 
-StartStamp = str
-"""A process's start, as an identity that survives pid reuse and clock
-changes (see :func:`process_started`)."""
-
-
-def pid_alive(pid: int, started: StartStamp | float | None = None) -> bool:
+def pid_alive(pid: int, started: str | float | None = None) -> bool:
     """Whether ``pid`` runs, and (when ``started`` is given) is still the
     same process that started then, not a later one that reused the
-    number. ``started`` is a stamp from :func:`process_started`; a float
-    (an epoch start time, as records written by earlier versions hold)
-    is compared with a 10 ms tolerance."""
+    number. ``started`` is a stamp from :func:`process_stamp`, or an epoch
+    start time from :func:`process_started` (what records of earlier
+    versions hold), compared within 10 ms."""
     import psutil
 
     try:
@@ -72,13 +67,25 @@ def pid_alive(pid: int, started: StartStamp | float | None = None) -> bool:
         if started is None:
             return True
         if isinstance(started, str):
-            return process_started(pid) == started
+            return process_stamp(pid) == started
         return abs(proc.create_time() - started) < 0.01
     except psutil.NoSuchProcess:
         return False
 
 
-def _linux_stamp(pid: int) -> StartStamp | None:
+def process_started(pid: int) -> float | None:
+    """The creation time of ``pid`` (seconds since the epoch, as psutil
+    reports it); None if gone. For people and for records that earlier
+    versions read; the identity is :func:`process_stamp`."""
+    import psutil
+
+    try:
+        return float(psutil.Process(pid).create_time())
+    except psutil.NoSuchProcess:
+        return None
+
+
+def _linux_stamp(pid: int) -> str | None:
     """``<boot id>:<start in clock ticks since boot>``: both fixed for the
     life of the process and unaffected by the wall clock."""
     try:
@@ -92,7 +99,7 @@ def _linux_stamp(pid: int) -> StartStamp | None:
     return f"{boot}:{fields[19]}"
 
 
-def process_started(pid: int) -> StartStamp | None:
+def process_stamp(pid: int) -> str | None:
     """When ``pid`` started, as a stamp that names that process and no
     later one that reuses the number; None if it is gone.
 
@@ -101,8 +108,8 @@ def process_started(pid: int) -> StartStamp | None:
     the wall clock minus the time since boot, so it moves whenever the wall
     clock is stepped or slewed (an NTP correction, a resumed VM) and, in
     whole seconds, when the fraction crosses one. A live runner compared by
-    that value once looked dead to a concurrent ``knell run``, which then
-    reaped its workers and servers. The stamp here is the boot's id and
+    that value could look dead to a concurrent ``knell run``, which would
+    then reap its workers and servers. The stamp here is the boot's id and
     the start in ticks since that boot. Elsewhere the kernel keeps the
     creation time itself (Windows, macOS), so psutil's value is stable and
     its ``repr`` is the stamp."""
@@ -112,10 +119,8 @@ def process_started(pid: int) -> StartStamp | None:
         stamp = _linux_stamp(pid)
         if stamp is not None or not psutil.pid_exists(pid):
             return stamp
-    try:
-        return repr(float(psutil.Process(pid).create_time()))
-    except psutil.NoSuchProcess:
-        return None
+    started = process_started(pid)
+    return None if started is None else repr(started)
 
 
 def _interrupt(signum: int, frame: object) -> None:
