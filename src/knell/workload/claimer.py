@@ -194,9 +194,10 @@ def run_claimer(worker: Worker, params: ClaimerParams) -> None:
 
 def run_queue_drain(worker: Worker, params: QueueDrainParams) -> None:
     """The final phase: claim until the queue has been empty for ``settle``
-    seconds and every earlier lease has lapsed (``lapse``), doing (or, for poison, releasing until dead) what comes, then
-    list every dead letter. A failure the retries cannot absorb is fatal:
-    the runner records the drain as unknown."""
+    seconds and every earlier lease has lapsed (``lapse``), doing (or, for
+    poison, releasing until dead) what comes, then list every dead letter.
+    A failure the retries cannot absorb is fatal: the runner records the
+    drain as unknown."""
     consumer = f"{worker.name}.{worker.incarnation}"
     channel = params.channel
     declare(worker, channel, params.max_deliveries, retry=False)
