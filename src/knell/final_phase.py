@@ -18,9 +18,12 @@ Both wait out leases, and a lease is judged by the store's clock. A clock
 fault that set the store's clock ahead (a forward jump or skew, a fast
 rate) and was healed before the final phase stepped it back: every lease
 granted meanwhile runs that much longer in true time, as the contract says
-it must. So the queue's settle time, and what the role's last run may wait
-for, grow by :func:`store_clock_lead`; without it, the drain would stop
-while those leases still live and call their messages lost."""
+it must. So the queue's drain runs at least that much longer (its
+``lapse``), and what the role's last run may wait for grows by
+:func:`store_clock_lead`; without it, the drain would stop while those
+leases still live and call their messages lost. The queue need not stay
+empty for all of it: once those leases have lapsed, a quiet of one lease
+proves it empty."""
 
 from __future__ import annotations
 
@@ -92,7 +95,8 @@ def finals(scenario: Scenario) -> list[Final]:
             lease=lease,
             max_deliveries=claimers[0].max_deliveries,
             poison_every=max(c.poison_every for c in claimers),
-            settle=lease + SETTLE_MARGIN + lead,
+            settle=lease + SETTLE_MARGIN,
+            lapse=lease + SETTLE_MARGIN + lead,
         )
         out.append(Final(f"queue-drain-{index}", "queue-drain", params, channel, QUEUE))
     for index, (channel, holders) in enumerate(roles.items(), start=1):

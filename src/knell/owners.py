@@ -46,7 +46,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from knell.platform import kill_tree, pid_alive, process_started, signal_server, signal_session
+from knell.platform import (
+    kill_tree,
+    pid_alive,
+    process_stamp,
+    process_started,
+    signal_server,
+    signal_session,
+)
 
 __all__ = ["REAPERS", "Owner", "reap", "state_dir"]
 
@@ -82,6 +89,10 @@ class Owner:
         self.pid = os.getpid()
         started = process_started(self.pid)
         self.started = started if started is not None else time.time()
+        self.stamp = process_stamp(self.pid) or ""
+        """What names this process and no later one with its pid
+        (:func:`knell.platform.process_stamp`): ``started`` is kept beside
+        it for people and for earlier versions' reapers, which read it."""
         self.run_dir = run_dir
         self._lock = threading.Lock()
         folder = states or state_dir()
@@ -90,7 +101,13 @@ class Owner:
         """With the pid, names this runner everywhere (its file, container labels)."""
         self.path = folder / f"runner-{self.pid}-{self.token}.jsonl"
         self._write(
-            {"kind": "runner", "pid": self.pid, "started": self.started, "run_dir": str(run_dir)}
+            {
+                "kind": "runner",
+                "pid": self.pid,
+                "started": self.started,
+                "stamp": self.stamp,
+                "run_dir": str(run_dir),
+            }
         )
 
     def _write(self, record: dict[str, Any]) -> None:
@@ -111,6 +128,7 @@ class Owner:
             "kind": "group" if group else "process",
             "pid": pid,
             "started": process_started(pid),
+            "stamp": process_stamp(pid),
             "name": name,
         }
         if session:
@@ -145,6 +163,13 @@ def _records(path: Path) -> list[dict[str, Any]]:
     return records
 
 
+def _identity(record: dict[str, Any]) -> str | float:
+    """What :func:`knell.platform.pid_alive` compares: the record's stamp,
+    or, in a record of an earlier version, its epoch start time."""
+    stamp = record.get("stamp")
+    return stamp if isinstance(stamp, str) and stamp else float(record["started"])
+
+
 def _remove(record: dict[str, Any]) -> str | None:
     kind = record.get("kind")
     if kind in ("process", "group"):
@@ -152,7 +177,7 @@ def _remove(record: dict[str, Any]) -> str | None:
         if not isinstance(pid, int) or not isinstance(started, (int, float)):
             return None
         hit = 0
-        if pid_alive(pid, float(started)):
+        if pid_alive(pid, _identity(record)):
             if kind == "group":
                 signal_server(pid, "kill")
             else:
@@ -189,7 +214,7 @@ def reap(states: Path | None = None, *, say: Callable[[str], None] = lambda _: N
         if runner is not None:
             pid, started = runner.get("pid"), runner.get("started")
             alive = isinstance(pid, int) and isinstance(started, (int, float))
-            if alive and pid_alive(int(pid), float(started)):  # type: ignore[arg-type]
+            if alive and pid_alive(int(pid), _identity(runner)):  # type: ignore[arg-type]
                 continue
         else:
             try:

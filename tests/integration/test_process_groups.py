@@ -124,12 +124,19 @@ def supervised(tmp_path: Path):
     script.write_text(code)
     supervisor = Supervisor(tmp_path / "run")
     supervisor.add_command("holder", [str(script)])
-    supervisor.start("holder")
+    holder = supervisor.start("holder")
     try:
-        deadline = time.monotonic() + 30
-        while not marked(marker) and time.monotonic() < deadline:
+        deadline = time.monotonic() + 60
+        while not marked(marker) and time.monotonic() < deadline and holder.popen.poll() is None:
             time.sleep(0.05)
-        assert marked(marker), "the adapter's grandchild did not start"
+        if not marked(marker):
+            time.sleep(0.5)  # the log's reader thread catches up
+            log = tmp_path / "run" / "logs" / "holder.1.log"
+            said = log.read_text(errors="replace")[-2000:] if log.exists() else "(no log)"
+            raise AssertionError(
+                f"the adapter's grandchild did not start; holder exit {holder.popen.poll()}, "
+                f"its output: {said}"
+            )
         yield supervisor, marker
     finally:
         supervisor.shutdown()

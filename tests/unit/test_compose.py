@@ -22,7 +22,14 @@ from knell.stores.compose import ComposeCommand, ComposeError, ComposeOptions, I
 from knell.stores.compose import images as img
 from knell.stores.compose.errors import ComposeNotFound, StackFailed
 from knell.stores.compose.files import AIRGAP_FILE, BASE_FILE, compose_dir
-from knell.stores.compose.labels import OWNER, OWNER_HOST, OWNER_PID, OWNER_STARTED, OwnerTag
+from knell.stores.compose.labels import (
+    OWNER,
+    OWNER_HOST,
+    OWNER_PID,
+    OWNER_STAMP,
+    OWNER_STARTED,
+    OwnerTag,
+)
 from knell.stores.compose.links import API_PORT, LINKS, STORE_PORTS
 from knell.stores.compose.probes import probe_of
 
@@ -67,6 +74,7 @@ def _labels(tag: OwnerTag) -> dict[str, str]:
         OWNER_PID: env["KNELL_OWNER_PID"],
         OWNER_STARTED: env["KNELL_OWNER_STARTED"],
         OWNER_HOST: env["KNELL_OWNER_HOST"],
+        OWNER_STAMP: env["KNELL_OWNER_STAMP"],
     }
 
 
@@ -83,8 +91,10 @@ def test_owner_tag_round_trips_through_labels_and_is_alive(tmp_path: Path) -> No
 
 def test_owner_tag_dead_unowned_and_foreign() -> None:
     tag = OwnerTag.of(None)
-    reused = OwnerTag(tag.pid, tag.token, tag.started - 100, tag.host)  # same pid, other process
-    assert not reused.alive()
+    # same pid, another process: by its stamp, and by an earlier version's labels
+    assert not OwnerTag(tag.pid, tag.token, tag.started, tag.host, tag.stamp + "0").alive()
+    assert not OwnerTag(tag.pid, tag.token, tag.started - 100, tag.host).alive()
+    assert OwnerTag(tag.pid, tag.token, tag.started, tag.host).alive()
     assert OwnerTag(tag.pid, tag.token, tag.started, "another-host").alive()
     by_hand = {**_labels(tag), OWNER_PID: ""}
     assert OwnerTag.from_labels(by_hand) is None
@@ -98,6 +108,7 @@ def test_the_compose_file_carries_every_owner_label() -> None:
         ("knell.owner.pid", "KNELL_OWNER_PID"),
         ("knell.owner.started", "KNELL_OWNER_STARTED"),
         ("knell.owner.host", "KNELL_OWNER_HOST"),
+        ("knell.owner.stamp", "KNELL_OWNER_STAMP"),
     ]:
         assert f'{label}: "${{{variable}:-}}"' in BASE
     # every service, the network and every volume use the one label block

@@ -5,13 +5,23 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
-__all__ = ["OWNER_ENV", "interrupt_on_terminate", "leash", "pid_alive", "process_started", "tree"]
+__all__ = [
+    "OWNER_ENV",
+    "interrupt_on_terminate",
+    "leash",
+    "pid_alive",
+    "process_stamp",
+    "process_started",
+    "tree",
+]
 
 OWNER_ENV = "KNELL_OWNER"
 """The environment variable that carries a run's owner token into every
@@ -42,30 +52,75 @@ def each_in_tree(pid: int, action: str) -> None:
             getattr(proc, action)()
 
 
-def pid_alive(pid: int, started: float | None = None) -> bool:
+def pid_alive(pid: int, started: str | float | None = None) -> bool:
     """Whether ``pid`` runs, and (when ``started`` is given) is still the
-    same process that started at that time, not a later one that reused
-    the number."""
+    same process that started then, not a later one that reused the
+    number. ``started`` is a stamp from :func:`process_stamp`, or an epoch
+    start time from :func:`process_started` (what records of earlier
+    versions hold), compared within 10 ms."""
     import psutil
 
     try:
         proc = psutil.Process(pid)
         if proc.status() == psutil.STATUS_ZOMBIE:
             return False
-        return started is None or abs(proc.create_time() - started) < 0.01
+        if started is None:
+            return True
+        if isinstance(started, str):
+            return process_stamp(pid) == started
+        return abs(proc.create_time() - started) < 0.01
     except psutil.NoSuchProcess:
         return False
 
 
 def process_started(pid: int) -> float | None:
     """The creation time of ``pid`` (seconds since the epoch, as psutil
-    reports it), the identity that survives pid reuse; None if gone."""
+    reports it); None if gone. For people and for records that earlier
+    versions read; the identity is :func:`process_stamp`."""
     import psutil
 
     try:
         return float(psutil.Process(pid).create_time())
     except psutil.NoSuchProcess:
         return None
+
+
+def _linux_stamp(pid: int) -> str | None:
+    """``<boot id>:<start in clock ticks since boot>``: both fixed for the
+    life of the process and unaffected by the wall clock."""
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text(encoding="ascii").strip()
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    # The command name (field 2) may hold spaces and parentheses: the
+    # fields after it start after its last ")". starttime is field 22.
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return f"{boot}:{fields[19]}"
+
+
+def process_stamp(pid: int) -> str | None:
+    """When ``pid`` started, as a stamp that names that process and no
+    later one that reuses the number; None if it is gone.
+
+    Not psutil's ``create_time()`` on Linux: there it is the start in
+    ticks since boot plus the boot time the kernel reports *now*, which is
+    the wall clock minus the time since boot, so it moves whenever the wall
+    clock is stepped or slewed (an NTP correction, a resumed VM) and, in
+    whole seconds, when the fraction crosses one. A live runner compared by
+    that value could look dead to a concurrent ``knell run``, which would
+    then reap its workers and servers. The stamp here is the boot's id and
+    the start in ticks since that boot. Elsewhere the kernel keeps the
+    creation time itself (Windows, macOS), so psutil's value is stable and
+    its ``repr`` is the stamp."""
+    import psutil
+
+    if sys.platform.startswith("linux"):
+        stamp = _linux_stamp(pid)
+        if stamp is not None or not psutil.pid_exists(pid):
+            return stamp
+    started = process_started(pid)
+    return None if started is None else repr(started)
 
 
 def _interrupt(signum: int, frame: object) -> None:

@@ -31,7 +31,7 @@ from contextlib import contextmanager, suppress
 from typing import Any, Literal
 
 from knell.platform import _common
-from knell.platform._common import OWNER_ENV, pid_alive, process_started
+from knell.platform._common import OWNER_ENV, pid_alive, process_stamp, process_started
 
 assert sys.platform != "win32"
 
@@ -51,6 +51,7 @@ __all__ = [
     "parent_alive",
     "peak_rss",
     "pid_alive",
+    "process_stamp",
     "process_started",
     "resume_tree",
     "run_as",

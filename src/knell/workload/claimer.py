@@ -194,15 +194,17 @@ def run_claimer(worker: Worker, params: ClaimerParams) -> None:
 
 def run_queue_drain(worker: Worker, params: QueueDrainParams) -> None:
     """The final phase: claim until the queue has been empty for ``settle``
-    seconds, doing (or, for poison, releasing until dead) what comes, then
-    list every dead letter. A failure the retries cannot absorb is fatal:
-    the runner records the drain as unknown."""
+    seconds and every earlier lease has lapsed (``lapse``), doing (or, for
+    poison, releasing until dead) what comes, then list every dead letter.
+    A failure the retries cannot absorb is fatal: the runner records the
+    drain as unknown."""
     consumer = f"{worker.name}.{worker.incarnation}"
     channel = params.channel
     declare(worker, channel, params.max_deliveries, retry=False)
     mine: dict[str, int] = {}
     failures = 0
     empty_since: float | None = None
+    started = time.monotonic()
     while True:
         try:
             held = claim(worker, channel, consumer, params.lease)
@@ -216,7 +218,7 @@ def run_queue_drain(worker: Worker, params: QueueDrainParams) -> None:
             now = time.monotonic()
             if empty_since is None:
                 empty_since = now
-            elif now - empty_since >= params.settle:
+            elif now - empty_since >= params.settle and now - started >= params.lapse:
                 break
             time.sleep(0.05)
             continue

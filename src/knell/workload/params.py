@@ -157,8 +157,14 @@ class QueueDrainParams:
     max_deliveries: int = 3
     poison_every: int = 0
     settle: float = 1.5
-    """seconds of empty claims that prove the queue empty (every lease the
-    stopped claimers held has lapsed by then)"""
+    """seconds of empty claims that prove the queue empty (a lease the
+    stopped claimers held lapses within it)"""
+    lapse: float = 0.0
+    """seconds from the drain's start by which every lease granted before
+    it has lapsed in true time: more than ``settle`` when a healed clock
+    fault left the store's clock's leases longer (see
+    :func:`knell.final_phase.store_clock_lead`); the drain runs at least
+    this long, and its last empty claim comes after it"""
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from knell.owners import Owner
-from knell.platform import pid_alive, process_started
+from knell.platform import pid_alive, process_stamp, process_started
 
 __all__ = ["KNELL", "OWNER", "PROJECT", "SERVICE", "OwnerTag"]
 
@@ -30,6 +30,7 @@ KNELL = "knell"
 OWNER = "knell.owner"
 OWNER_PID = "knell.owner.pid"
 OWNER_STARTED = "knell.owner.started"
+OWNER_STAMP = "knell.owner.stamp"
 OWNER_HOST = "knell.owner.host"
 PROJECT = "com.docker.compose.project"
 """Set by both compose v1 and v2 on every container, network and volume."""
@@ -44,6 +45,9 @@ class OwnerTag:
     token: str
     started: float
     host: str
+    stamp: str = ""
+    """The runner's :func:`knell.platform.process_stamp` (empty on a
+    resource labelled by an earlier version: ``started`` decides)."""
 
     @property
     def ident(self) -> str:
@@ -54,12 +58,13 @@ class OwnerTag:
         """The tag of a runner's :class:`~knell.owners.Owner`, or of this
         process when there is none."""
         if owner is not None:
-            return cls(owner.pid, owner.token, owner.started, socket.gethostname())
+            return cls(owner.pid, owner.token, owner.started, socket.gethostname(), owner.stamp)
         import os
 
         pid = os.getpid()
         started = process_started(pid) or 0.0
-        return cls(pid, uuid.uuid4().hex[:12], started, socket.gethostname())
+        stamp = process_stamp(pid) or ""
+        return cls(pid, uuid.uuid4().hex[:12], started, socket.gethostname(), stamp)
 
     def env(self) -> dict[str, str]:
         """The variables ``compose/docker-compose.yml`` puts in its labels."""
@@ -68,6 +73,7 @@ class OwnerTag:
             "KNELL_OWNER_PID": str(self.pid),
             "KNELL_OWNER_STARTED": repr(self.started),
             "KNELL_OWNER_HOST": self.host,
+            "KNELL_OWNER_STAMP": self.stamp,
         }
 
     @classmethod
@@ -82,7 +88,7 @@ class OwnerTag:
         except ValueError:
             return None
         token = labels.get(OWNER, "").partition("-")[2]
-        return cls(pid, token, started, labels.get(OWNER_HOST, ""))
+        return cls(pid, token, started, labels.get(OWNER_HOST, ""), labels.get(OWNER_STAMP, ""))
 
     def alive(self) -> bool:
         """Whether the owner still runs. An owner on another host (an
@@ -90,4 +96,4 @@ class OwnerTag:
         and counts as alive."""
         if self.host != socket.gethostname():
             return True
-        return pid_alive(self.pid, self.started)
+        return pid_alive(self.pid, self.stamp or self.started)

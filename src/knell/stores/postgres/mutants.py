@@ -580,9 +580,10 @@ _CLIENT_CLAIM = _swapped(
     failure_mode="Lapse judged against the client's wall clock: after it steps back (or the "
     "server's forward) leases look live for that long, a dead worker's message is stuck",
     killed_by=("lease-exclusive", "lease-expiry", "lease-holder"),
-    # Not postgres-clock-store: every claimer there shares the bug, and the
-    # messages it keeps stuck are judged only with no claim in flight (0 of
-    # 1 at 10 s; the forward step of one claimer is what catches it).
+    # Declared on queue-clock-jump alone, where one claimer's forward step
+    # catches it. postgres-clock-store (every claimer shares the bug) missed
+    # it with 30 s steps (0 of 1 at 10 s) and catches it with 5 s steps
+    # (lease-expiry, seeds 149 and 150 at 5 s): not relied on.
     scenarios=(QUEUE_JUMP,),
     rule="Lapse is judged by the store's clock inside the statement that acts on it",
     store="postgres",
