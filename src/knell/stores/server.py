@@ -108,11 +108,13 @@ class ServerStore(Store):
             raise StoreError(
                 f"port {self.port} on 127.0.0.1 is in use: {self.title} cannot listen there"
             )
+        # Named after its log (``redis.log``: ``redis``), so that several
+        # servers of one store (a primary and its replicas) keep apart.
         self._server = KeptProcess(
-            self.kind,
+            self.log.stem,
             self._command(),
             log=self.log,
-            pidfile=self.store_dir / f"{self.kind}.pid",
+            pidfile=self.log.with_suffix(".pid"),
             owner=self.owner,
             env=self.server_env,
             **self._kept_options(),

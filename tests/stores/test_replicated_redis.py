@@ -1,0 +1,116 @@
+"""A replicated private Redis on real servers: a primary, replicas, three Sentinels.
+
+What ``[store] replicas = N`` promises, shown on real ``redis-server``
+processes: a write on the primary reaches every replica, a replica refuses
+writes, and nothing (no node, no Sentinel, no private folder) outlives
+the store, even when the runner that started it is SIGKILLed.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+import redis
+
+from knell.owners import Owner, reap
+from knell.stores import StoreSpec, create_store
+from knell.stores.redis.replicated import ReplicatedRedis
+from tests.integration.conftest import REPO
+from tests.servers import assert_gone, require_redis, server_processes
+
+pytestmark = pytest.mark.integration
+
+
+def every_process(store: ReplicatedRedis) -> list[psutil.Process]:
+    return [p for s in [*store.nodes, *store.sentinels] for p in server_processes(s)]
+
+
+@pytest.fixture
+def replicated(tmp_path: Path) -> Iterator[ReplicatedRedis]:
+    require_redis()
+    owner = Owner(tmp_path, states=tmp_path / "states")
+    store = create_store(StoreSpec(kind="redis", replicas=2), tmp_path / "run", owner=owner)
+    assert isinstance(store, ReplicatedRedis)
+    try:
+        store.start()
+        yield store
+    finally:
+        procs = every_process(store)
+        store.stop()
+        owner.close()
+        assert_gone(procs)
+
+
+def client(store: ReplicatedRedis, node: str) -> redis.Redis:
+    return redis.Redis(port=store.node(node).port, socket_timeout=2, decode_responses=True)
+
+
+def test_a_write_on_the_primary_reaches_every_replica(replicated: ReplicatedRedis) -> None:
+    assert replicated.primary() == "redis-0"
+    assert len(every_process(replicated)) >= 6  # three nodes, three sentinels
+    client(replicated, "redis-0").set("knell:probe", "v1")
+    for name in ("redis-1", "redis-2"):
+        replica = client(replicated, name)
+        deadline = time.monotonic() + 5
+        while replica.get("knell:probe") != "v1":
+            assert time.monotonic() < deadline, f"{name} never got the write"
+            time.sleep(0.02)
+        with pytest.raises(redis.exceptions.ReadOnlyError):
+            replica.set("knell:probe", "v2")
+    assert replicated.url.startswith("redis+sentinel://127.0.0.1:")
+    assert replicated.describe()["nodes"].keys() == {"redis-0", "redis-1", "redis-2"}
+
+
+RUNNER = """
+import sys, time
+from pathlib import Path
+from knell.owners import Owner
+from knell.stores import StoreSpec, create_store
+run, states = Path(sys.argv[1]), Path(sys.argv[2])
+owner = Owner(run, states=states)
+store = create_store(StoreSpec(kind="redis", replicas=1, password="s3cret"), run, owner=owner)
+store.start()
+(run / "ready").write_text("ready\\n")
+time.sleep(600)
+"""
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL of the runner is POSIX-only here")
+def test_no_node_sentinel_or_secret_folder_outlives_a_sigkilled_runner(tmp_path: Path) -> None:
+    require_redis()
+    run = tmp_path / "run"
+    run.mkdir()
+    states = tmp_path / "states"
+    runner = subprocess.Popen([sys.executable, "-c", RUNNER, str(run), str(states)], cwd=REPO)
+    try:
+        deadline = time.monotonic() + 60
+        while not (run / "ready").exists():
+            assert runner.poll() is None, "the runner died before the store was up"
+            assert time.monotonic() < deadline, "the store did not start"
+            time.sleep(0.05)
+        procs = psutil.Process(runner.pid).children(recursive=True)
+        servers = [p for p in procs if p.name() == "redis-server"]
+        assert len(servers) == 5, servers  # a primary, a replica, three sentinels
+        folders = [
+            line.split('"id":"')[1].split('"')[0]
+            for line in (run / "owners.jsonl").read_text().splitlines()
+            if '"kind":"directory"' in line
+        ]
+        assert len(folders) == 5  # the secrets of two nodes and three sentinels
+        os.kill(runner.pid, signal.SIGKILL)
+        runner.wait(10)
+        assert_gone(procs, timeout=10)
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+            runner.wait()
+    reap(states)
+    assert not [f for f in folders if Path(f).exists()]
