@@ -20,6 +20,7 @@ import psutil
 import pytest
 import redis
 
+from knell.buses import DefiniteError, IndeterminateError, open_bus
 from knell.owners import Owner, reap
 from knell.stores import StoreSpec, create_store
 from knell.stores.redis.replicated import ReplicatedRedis
@@ -114,3 +115,69 @@ def test_no_node_sentinel_or_secret_folder_outlives_a_sigkilled_runner(tmp_path:
             runner.wait()
     reap(states)
     assert not [f for f in folders if Path(f).exists()]
+
+
+def test_kill_the_primary_sentinel_promotes_and_the_bus_follows(
+    replicated: ReplicatedRedis,
+) -> None:
+    bus = open_bus(replicated.url)
+    try:
+        before = bus.post("a", "before", "p", idempotency_key="k0")
+        done = replicated.fail_over("kill")
+        assert done["old"] == "redis-0" and done["new"] in ("redis-1", "redis-2")
+        assert 0 < done["promoted"] <= done["writable"] < 30
+        assert replicated.primary() == done["new"]
+        assert not replicated.node("redis-0")._server.alive()  # type: ignore[union-attr]
+        # The bus's connection died with the old primary: a failed call
+        # first (definite or not, the run classifies it), then it follows.
+        for _ in range(3):
+            try:
+                after = bus.post("a", "after", "p", idempotency_key="k1")
+                break
+            except (DefiniteError, IndeterminateError):
+                time.sleep(0.2)
+        else:
+            pytest.fail("the bus never reached the new primary")
+        assert after.seq == before.seq + 1  # the first post had reached the replica
+        new = client(replicated, done["new"])
+        assert new.xlen("knell:log:a") == 2
+    finally:
+        bus.close()
+
+
+def test_a_post_to_an_isolated_primary_is_indeterminate_then_the_next_reaches_the_new_one(
+    tmp_path: Path,
+) -> None:
+    require_redis()
+    store = create_store(
+        StoreSpec(kind="redis", replicas=1, op_timeout=1.0), tmp_path / "run", owner=None
+    )
+    assert isinstance(store, ReplicatedRedis)
+    try:
+        store.start()
+        bus = open_bus(store.url)
+        bus.post("a", "m0", "p")
+        done = store.fail_over("isolate")  # SIGSTOP: its socket stays open, silent
+        assert done == {**done, "old": "redis-0", "new": "redis-1", "how": "isolate"}
+        with pytest.raises(IndeterminateError):
+            bus.post("a", "m1", "p")  # the reply is lost: may have applied, "info"
+        assert bus.post("a", "m2", "p").seq == 2  # on redis-1, which never saw m1
+        bus.close()
+    finally:
+        store.stop()
+
+
+def test_a_demoted_primary_refuses_a_post_definitely_and_the_bus_asks_again(
+    replicated: ReplicatedRedis,
+) -> None:
+    """redis-py's Sentinel connection turns ``READONLY`` into a connection
+    error, which a bus must call indeterminate; it is a refusal."""
+    bus = open_bus(replicated.url)
+    try:
+        bus.post("a", "m0", "p")  # connected to redis-0
+        replica_port = replicated.node("redis-1").port
+        client(replicated, "redis-0").execute_command("REPLICAOF", "127.0.0.1", replica_port)
+        with pytest.raises(DefiniteError, match=r"READONLY|read only"):
+            bus.post("a", "m1", "p")
+    finally:
+        bus.close()
