@@ -181,3 +181,32 @@ def test_a_demoted_primary_refuses_a_post_definitely_and_the_bus_asks_again(
             bus.post("a", "m1", "p")
     finally:
         bus.close()
+
+
+def test_a_bus_on_a_primary_left_without_replicas_asks_the_sentinels_again(
+    tmp_path: Path,
+) -> None:
+    """An isolated primary comes back (SIGCONT) after the failover and,
+    with ``min_replicas_to_write``, refuses writes (``NOREPLICAS``): its
+    replicas follow the new primary. The bus must not stay there."""
+    require_redis()
+    spec = StoreSpec(kind="redis", replicas=2, min_replicas_to_write=1)
+    store = create_store(spec, tmp_path / "run", owner=None)
+    assert isinstance(store, ReplicatedRedis)
+    try:
+        store.start()
+        bus = open_bus(store.url)
+        bus.post("a", "m0", "p")  # connected to redis-0
+        done = store.fail_over("isolate")
+        store.node("redis-0").resume()  # back, still a primary, alone
+        deadline = time.monotonic() + 10
+        while client(store, "redis-0").info("replication").get("connected_slaves") != 0:
+            assert time.monotonic() < deadline, "redis-0 kept its replicas"
+            time.sleep(0.02)
+        with pytest.raises(DefiniteError, match="NOREPLICAS"):
+            bus.post("a", "m1", "p")
+        assert bus.post("a", "m2", "p").seq == 2  # on the new primary
+        assert client(store, done["new"]).xlen("knell:log:a") == 2
+        bus.close()
+    finally:
+        store.stop()

@@ -75,8 +75,11 @@ connect asks them where the primary is, so after a failover the bus
 reconnects to the new one. The classification above does not change: a
 post whose reply was lost as the primary died or froze may have applied
 (on the old primary, perhaps lost with it): ``IndeterminateError``; a
-demoted primary's ``READONLY`` and "no primary known" while the Sentinels
-agree: definite, nothing was applied.
+demoted primary's ``READONLY``, a primary left without replicas
+refusing with ``NOREPLICAS`` (``min-replicas-to-write``) and "no primary
+known" while the Sentinels agree: definite, nothing was applied, and the
+first two drop the connection so that the next call asks the Sentinels
+again.
 """
 
 from __future__ import annotations
@@ -384,6 +387,10 @@ class RedisBus(RedisQueue, RedisRoles):
                 self._disconnect()
                 raise DefiniteError(f"redis {what}: {_one_line(exc)}") from exc
             except ResponseError as exc:
+                if str(exc).startswith("NOREPLICAS"):
+                    # A primary cut off from its replicas (min-replicas-to-write):
+                    # perhaps one a failover replaced; ask again on the next call.
+                    self._disconnect()
                 raise DefiniteError(f"redis {what}: refused: {_one_line(exc)}") from exc
             except (RedisError, OSError) as exc:
                 self._disconnect()

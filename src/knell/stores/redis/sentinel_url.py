@@ -104,4 +104,6 @@ def primary_connection(target: SentinelTarget, **kwargs: Any) -> Connection:
     pool = SentinelConnectionPool(
         target.service, manager, connection_class=_PrimaryConnection, **kwargs
     )
-    return pool.make_connection()  # type: ignore[no-any-return]
+    connection = pool.make_connection()
+    assert isinstance(connection, Connection)
+    return connection
