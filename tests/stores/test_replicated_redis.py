@@ -15,6 +15,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -23,7 +24,11 @@ import redis
 from knell.buses import DefiniteError, IndeterminateError, open_bus
 from knell.owners import Owner, reap
 from knell.stores import StoreSpec, create_store
+from knell.stores.base import StoreError
 from knell.stores.redis.replicated import ReplicatedRedis
+from knell.stores.redis.sentinel import RedisSentinel
+from knell.stores.redis.server import RedisServer
+from knell.stores.server import ServerStore
 from tests.integration.conftest import REPO
 from tests.servers import assert_gone, require_redis, server_processes
 
@@ -210,3 +215,29 @@ def test_a_bus_on_a_primary_left_without_replicas_asks_the_sentinels_again(
         bus.close()
     finally:
         store.stop()
+
+
+def test_a_start_that_fails_midway_leaves_nothing_running(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Sentinels that cannot settle in time (no time at all, here) fail
+    the start after the nodes and Sentinels were launched."""
+    require_redis()
+    import knell.stores.redis.replicated as replicated_module
+
+    monkeypatch.setattr(replicated_module, "SETTLE_TIMEOUT", 0.0)
+    store = create_store(StoreSpec(kind="redis", replicas=1), tmp_path / "run")
+    assert isinstance(store, ReplicatedRedis)
+    launched: list[psutil.Process] = []
+    for server in (RedisServer, RedisSentinel):
+        real = server._launch
+
+        def launch_and_note(self: ServerStore, real: Any = real) -> None:
+            real(self)
+            launched.extend(server_processes(self))
+
+        monkeypatch.setattr(server, "_launch", launch_and_note)
+    with pytest.raises(StoreError, match=r"not settled|replicas in sync"):
+        store.start()
+    assert len(launched) >= 4  # at least both nodes, each a keeper and a server
+    assert_gone(launched)
