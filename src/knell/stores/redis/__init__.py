@@ -168,9 +168,13 @@ class RedisKind(StoreKind):
 
     def integrity(self, store: Store) -> Integrity | None:
         """A private server's AOF (or RDB) parsed as loading would
-        (:mod:`knell.stores.redis.integrity`); none kept on disk: no probe."""
+        (:mod:`knell.stores.redis.integrity`); of a replicated store, the
+        current primary's; none kept on disk: no probe."""
+        from knell.stores.redis.replicated import ReplicatedRedis
         from knell.stores.redis.server import RedisServer
 
+        if isinstance(store, ReplicatedRedis):
+            store = store.node(store.primary())  # the files the Sentinels vouch for
         if not isinstance(store, RedisServer):
             return None
         from knell.stores.redis.integrity import check_files

@@ -323,12 +323,13 @@ class ReplicatedRedis(Store):
             "writable": round(time.monotonic() - started, 3),
         }
 
-    def rejoin(self, name: str) -> dict[str, Any]:
+    def rejoin(self, name: str, *, wait: bool = True) -> dict[str, Any]:
         """Bring back a node a failover took out: continue an isolated one,
         restart a killed one as a replica of the current primary. A Sentinel
         demotes it (an isolated old primary still believes it leads, and
-        takes writes, until then); returns once it is a replica, with
-        ``node``, ``primary`` and the seconds taken."""
+        takes writes, until then); returns once it is a replica (at once
+        with ``wait=False``), with ``node``, ``primary`` and the seconds
+        taken."""
         how = self._down.pop(name, None)
         node = self.node(name)
         started = time.monotonic()
@@ -342,7 +343,7 @@ class ReplicatedRedis(Store):
         else:
             raise StoreError(f"redis node {name!r} was not taken out by a failover")
         deadline = started + FAILOVER_TIMEOUT
-        while self._info(node, "replication").get("role") != "slave":
+        while wait and self._info(node, "replication").get("role") != "slave":
             if time.monotonic() >= deadline:
                 raise StoreError(
                     f"redis: {name} was not demoted to a replica within {FAILOVER_TIMEOUT:g} s"
