@@ -146,6 +146,13 @@ def test_kill_the_primary_sentinel_promotes_and_the_bus_follows(
         assert after.seq == before.seq + 1  # the first post had reached the replica
         new = client(replicated, done["new"])
         assert new.xlen("knell:log:a") == 2
+        back = replicated.rejoin("redis-0")  # restarted as a replica of the new primary
+        assert back["primary"] == done["new"]
+        old = client(replicated, "redis-0")
+        deadline = time.monotonic() + 10
+        while old.xlen("knell:log:a") != 2:
+            assert time.monotonic() < deadline, "redis-0 never caught up"
+            time.sleep(0.05)
     finally:
         bus.close()
 
