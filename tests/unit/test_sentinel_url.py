@@ -45,3 +45,11 @@ def test_the_reference_bus_opens_a_sentinel_url_without_connecting() -> None:
     bus = open_bus("redis+sentinel://127.0.0.1:1,127.0.0.1:2/knell/0?prefix=t:&op_timeout=1")
     assert type(bus).__name__ == "RedisBus" and bus.prefix == "t:"
     bus.close()
+
+
+def test_a_redis_mutant_opens_a_sentinel_url_too() -> None:
+    from knell.stores.redis.mutants import SeqGetThenSetBus
+
+    bus = SeqGetThenSetBus.from_url("redis+sentinel://127.0.0.1:1/knell/0?prefix=t:")
+    assert bus.prefix.startswith("t:") and bus.client_url.startswith("redis+sentinel://")
+    bus.close()

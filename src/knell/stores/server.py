@@ -158,6 +158,11 @@ class ServerStore(Store):
                 )
             time.sleep(0.05)
 
+    @property
+    def running(self) -> bool:
+        """Whether its current incarnation is alive (paused counts)."""
+        return self._server is not None and self._server.alive()
+
     def preload_refusal(self) -> str | None:
         """Why this server cannot start under a preload library (a clock
         fault's libfaketime), or None when it can."""

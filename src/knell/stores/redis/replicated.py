@@ -214,7 +214,7 @@ class ReplicatedRedis(Store):
         """Every node that runs (and is not isolated) answers."""
         started = time.monotonic()
         for node in self.nodes:
-            if node.node in self._down or node._server is None or not node._server.alive():
+            if node.node in self._down or not node.running:
                 continue
             node.wait_ready(max(0.1, timeout - (time.monotonic() - started)))
         return time.monotonic() - started
@@ -375,7 +375,7 @@ class ReplicatedRedis(Store):
         """Start every node that is not running again (a crashed primary
         starts as it was; the Sentinels demote it if one was promoted)."""
         for node in self.nodes:
-            if node.node not in self._down and (node._server is None or not node._server.alive()):
+            if node.node not in self._down and not node.running:
                 node.restart()
 
     def pause(self) -> None:
@@ -384,8 +384,8 @@ class ReplicatedRedis(Store):
 
     def resume(self) -> None:
         for node in self.nodes:
-            if node.node not in self._down and node._server is not None:
-                node._server.signal("continue")
+            if node.node not in self._down and node.running:
+                node.resume()
 
     # -- reports -------------------------------------------------------------
 
