@@ -248,3 +248,30 @@ def test_a_start_that_fails_midway_leaves_nothing_running(
         store.start()
     assert len(launched) >= 4  # at least both nodes, each a keeper and a server
     assert_gone(launched)
+
+
+def test_a_whole_run_on_a_replicated_redis_crashing_its_primary_is_valid(tmp_path: Path) -> None:
+    """Through the CLI: workers reach the primary through the Sentinels
+    (the links are not proxied), store-crash kills and restarts the
+    primary, the integrity probe reads its AOF, and the reference bus
+    stays VALID."""
+    require_redis()
+    shipped = (REPO / "scenarios" / "redis-store-crash-aof-always.toml").read_text()
+    scenario = tmp_path / "replicated.toml"
+    scenario.write_text(
+        shipped.replace('persistence = "always"\n', 'persistence = "always"\nreplicas = 1\n', 1)
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "knell", "run", str(scenario), "--duration", "3s",
+         "--reports", str(tmp_path / "reports")],
+        cwd=REPO, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output
+    assert "redis with 1 replicas and 3 sentinels" in output
+    assert "store integrity (redis-check-aof): ok" in output
+    assert "store-crash store" in output
+    (run,) = (tmp_path / "reports").glob("*/2*")
+    logs = {p.name for p in (run / "store").glob("*.log")}
+    assert logs == {"redis-0.log", "redis-1.log", "sentinel-0.log", "sentinel-1.log",
+                    "sentinel-2.log"}  # fmt: skip
