@@ -1,12 +1,15 @@
-"""``redis+sentinel://`` URLs: the Sentinels, the service, the data nodes' options."""
+"""``redis+sentinel://`` URLs: the Sentinels, the service, the data nodes'
+options; and what a replicated Redis refuses before it starts anything."""
 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
 from knell.buses import open_bus
+from knell.stores import StoreError, StoreSpec, create_store
 from knell.stores.redis.sentinel_url import parse
 
 
@@ -53,3 +56,14 @@ def test_a_redis_mutant_opens_a_sentinel_url_too() -> None:
     bus = SeqGetThenSetBus.from_url("redis+sentinel://127.0.0.1:1/knell/0?prefix=t:")
     assert bus.prefix.startswith("t:") and bus.client_url.startswith("redis+sentinel://")
     bus.close()
+
+
+def test_a_failover_that_could_never_take_a_write_is_refused_before_anything(
+    tmp_path: Path,
+) -> None:
+    from knell.stores.redis.replicated import ReplicatedRedis
+
+    store = create_store(StoreSpec(kind="redis", replicas=1, min_replicas_to_write=1), tmp_path)
+    assert isinstance(store, ReplicatedRedis)  # made, not started
+    with pytest.raises(StoreError, match="left with 0 replicas and refuses every write"):
+        store.fail_over("kill")

@@ -238,25 +238,22 @@ class ReplicatedRedis(Store):
         return [node.node for node in self.nodes]
 
     def primary(self) -> str:
-        """The node the Sentinels name as the primary (a majority of those
-        that answer; ``StoreError`` if none does)."""
-        votes: dict[int, int] = {}
-        for sentinel in self.sentinels:
-            try:
-                reply = sentinel.ask("SENTINEL", "GET-MASTER-ADDR-BY-NAME", SERVICE)
-            except (RedisError, OSError):
-                continue
-            if reply:
-                votes[int(reply[1])] = votes.get(int(reply[1]), 0) + 1
-        if not votes:
+        """The node most Sentinels that answer name as the primary
+        (``StoreError`` if none answers)."""
+        ports = self._sentinel_primaries()
+        if not ports:
             raise StoreError("redis: no sentinel answered where the primary is")
-        port = max(votes, key=lambda p: votes[p])
+        port = max(set(ports), key=ports.count)
+        return self._at(port).node
+
+    def _at(self, port: int) -> RedisServer:
         for node in self.nodes:
             if node.port == port:
-                return node.node
+                return node
         raise StoreError(f"redis sentinels name 127.0.0.1:{port} as primary, not one of ours")
 
     def _sentinel_primaries(self) -> list[int]:
+        """The primary's port as each Sentinel that answers names it."""
         found = []
         for sentinel in self.sentinels:
             try:
@@ -277,6 +274,12 @@ class ReplicatedRedis(Store):
         write (``promoted``, ``writable``)."""
         if how not in ("kill", "isolate"):
             raise StoreError(f"fail_over how must be 'kill' or 'isolate', got {how!r}")
+        if self.min_replicas_to_write > self.replicas - 1:
+            raise StoreError(
+                f"redis: with replicas = {self.replicas} and min_replicas_to_write = "
+                f"{self.min_replicas_to_write}, a promoted replica is left with "
+                f"{self.replicas - 1} replicas and refuses every write: no failover can succeed"
+            )
         old = self.primary()
         node = self.node(old)
         started = time.monotonic()
@@ -286,32 +289,13 @@ class ReplicatedRedis(Store):
             node.pause()
         self._down[old] = how
         deadline = started + FAILOVER_TIMEOUT
-        new: RedisServer | None = None
-        promoted = None
-        while new is None:
-            ports = self._sentinel_primaries()
-            moved = [p for p in ports if p != node.port]
-            if len(moved) * 2 > len(self.sentinels):
-                port = max(set(moved), key=moved.count)
-                new = next((n for n in self.nodes if n.port == port), None)
-                promoted = time.monotonic() - started
-                break
+        gone = "killed" if how == "kill" else "isolated"
+        new = self._promoted(node, deadline, f"after {old} was {gone}")
+        promoted = time.monotonic() - started
+        while why := self._try_write(new):
             if time.monotonic() >= deadline:
                 raise StoreError(
-                    f"redis: the sentinels promoted no replica within {FAILOVER_TIMEOUT:g} s "
-                    f"after {old} was {'killed' if how == 'kill' else 'isolated'}"
-                )
-            time.sleep(0.05)
-        if new is None:
-            raise StoreError("redis sentinels promoted a node that is not one of ours")
-        why = ""
-        while True:
-            why = self._try_write(new)
-            if not why:
-                break
-            if time.monotonic() >= deadline:
-                raise StoreError(
-                    f"redis: {new.node}, promoted after {old} went down, accepted no write "
+                    f"redis: {new.node}, promoted after {old} was {gone}, accepted no write "
                     f"within {FAILOVER_TIMEOUT:g} s ({why})"
                 )
             time.sleep(0.02)
@@ -319,9 +303,22 @@ class ReplicatedRedis(Store):
             "old": old,
             "new": new.node,
             "how": how,
-            "promoted": round(promoted or 0.0, 3),
+            "promoted": round(promoted, 3),
             "writable": round(time.monotonic() - started, 3),
         }
+
+    def _promoted(self, old: RedisServer, deadline: float, when: str) -> RedisServer:
+        """The node a majority of the Sentinels names instead of ``old``,
+        once they do."""
+        while True:
+            moved = [port for port in self._sentinel_primaries() if port != old.port]
+            if len(moved) * 2 > len(self.sentinels):
+                return self._at(max(set(moved), key=moved.count))
+            if time.monotonic() >= deadline:
+                raise StoreError(
+                    f"redis: the sentinels promoted no replica within {FAILOVER_TIMEOUT:g} s {when}"
+                )
+            time.sleep(0.05)
 
     def rejoin(self, name: str, *, wait: bool = True) -> dict[str, Any]:
         """Bring back a node a failover took out: continue an isolated one,
