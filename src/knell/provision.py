@@ -123,6 +123,12 @@ class Provision:
                 spec = workers.get(name)
                 if spec is None:
                     continue  # a bridge: its own links are to the store
+                if spec.via != "bridge" and not self._proxied():
+                    raise ProvisionError(
+                        f"nemesis[{index}] ({fault.fault}) targets {name}, whose links to the "
+                        f"{self.store.describe_short()} do not go through the fault proxy "
+                        "(its clients follow the Sentinels to the primary's own address)"
+                    )
                 if spec.via != "bridge" and not _network_store(self.store.kind):
                     raise ProvisionError(
                         f"nemesis[{index}] ({fault.fault}) targets {name}, which reaches a "
@@ -163,9 +169,15 @@ class Provision:
             link = self.links.add(name, upstream_name, upstream, processes, exchange)
         return link.listen
 
+    def _proxied(self) -> bool:
+        """Whether the links to the store can go through the fault proxy:
+        not to a replicated Redis, whose clients ask its Sentinels where
+        the primary is and dial the address they name."""
+        return bool(getattr(self.store, "proxied", True))
+
     def _store_url_for(self, source: str, processes: list[str]) -> str:
         url = str(self.store.url)
-        if self.links is None or not _network_store(self.store.kind):
+        if self.links is None or not _network_store(self.store.kind) or not self._proxied():
             return url
         nodes = getattr(self.store, "node_addresses", None)
         if nodes is not None:

@@ -86,3 +86,23 @@ def test_a_network_fault_with_no_link_is_refused(tmp_path: Path) -> None:
 def test_shipped_network_scenarios_load() -> None:
     scenario = load_scenario(SCENARIOS / "bridge-mixed.toml")
     assert {n.fault for n in scenario.nemesis} >= {"partition", "latency", "kill", "pause"}
+
+
+def test_a_network_fault_on_the_links_to_a_replicated_redis_is_refused(tmp_path: Path) -> None:
+    """Its clients dial the primary a Sentinel names, past any proxy."""
+    from knell.stores import StoreSpec, create_store
+
+    store = create_store(StoreSpec(kind="redis", replicas=1), tmp_path)  # made, not started
+    scenario = Scenario.model_validate(
+        {
+            "name": "net",
+            "description": "d",
+            "duration": 5,
+            "process": [{"role": "consumer"}, {"role": "producer"}],
+            "nemesis": [{"fault": "partition", "target": "consumer", "every": 1}],
+        }
+    )
+    with pytest.raises(ProvisionError, match="do not go through the fault proxy"):
+        Provision(scenario, tmp_path, store, None).check()
+    plain = create_store(StoreSpec(kind="redis"), tmp_path)
+    Provision(scenario, tmp_path, plain, None).check()  # a single server's links are proxied

@@ -81,7 +81,7 @@ heal (:func:`nemesis_fs`)."""
 
 def nemesis_fs() -> frozenset[str]:
     """Every ``f`` the nemesis writes: the runner's and the registered kinds'."""
-    own = {k.apply_f for k in kinds().values()} | {k.heal_f for k in kinds().values()}
+    own = {f for k in kinds().values() for f in (k.apply_f, k.heal_f, *k.other_fs)}
     return NEMESIS_FS | own
 
 

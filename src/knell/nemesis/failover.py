@@ -17,7 +17,13 @@ One fault, in order:
 2. the primary is fenced, ``how = "kill"`` (SIGKILL of all its processes) or
    ``"isolate"`` (it keeps running, but no client reaches it);
 3. after ``promote_after`` (how long a failover manager takes to decide) the
-   most advanced replica is promoted and must take a write.
+   most advanced replica is promoted and must take a write;
+4. ``rejoin`` (optional, on a store that can): the old primary comes back
+   at once, an isolated one continued, a killed one restarted as a
+   replica. An isolated primary that wakes still believes it leads, and
+   the clients still connected to it write there until the store demotes
+   it: the split brain in which Jepsen's Redis Sentinel analysis lost
+   acknowledged writes.
 
 The apply event (``failover``) names the old and the new primary, how the
 old one was fenced and what its processes are now (``dead``, ``stopped``),
@@ -62,6 +68,11 @@ class FailoverSpec(FaultSpec):
     lag: Duration = Field(
         default=0.0, ge=0, description="replication held back this long before the fence"
     )
+    rejoin: bool = Field(
+        default=False,
+        description="once the new primary takes writes, bring the old one back (an isolated "
+        "one continued, a killed one restarted as a replica): a split brain until it is demoted",
+    )
 
 
 class Failover(StoreFault):
@@ -69,6 +80,7 @@ class Failover(StoreFault):
     spec = FailoverSpec
     apply_f = "failover"
     heal_f = "failover-done"
+    other_fs = ("failover-rejoin",)
     effect: ClassVar[Effect] = "degraded"
     band = Band("failover", "#7b1fa2")
     needs: ClassVar[str] = "failover"
@@ -76,9 +88,16 @@ class Failover(StoreFault):
     def refusal(self, spec: FaultSpec, scenario: FaultTargets) -> str | None:
         from knell.stores import capabilities
 
-        if "failover" in capabilities(scenario.store):
-            return None
+        found = capabilities(scenario.store)
         store = scenario.store
+        if "failover" in found:
+            assert isinstance(spec, FailoverSpec)
+            if spec.rejoin and "failover-rejoin" not in found:
+                return (
+                    f"rejoin = true needs a store that can bring an old primary back, and a "
+                    f"replicated {store.kind} store keeps it fenced: leave rejoin out"
+                )
+            return None
         replicas = (getattr(store, "model_extra", None) or {}).get("replicas") or 0
         where = (
             "a server knell does not start"
@@ -96,7 +115,12 @@ class Failover(StoreFault):
 
     def params(self, spec: FaultSpec) -> dict[str, Any]:
         assert isinstance(spec, FailoverSpec)
-        return {"how": spec.how, "promote_after": spec.promote_after, "lag": spec.lag}
+        return {
+            "how": spec.how,
+            "promote_after": spec.promote_after,
+            "lag": spec.lag,
+            "rejoin": spec.rejoin,
+        }
 
     def apply(self, action: Action, ctx: NemesisContext) -> bool:
         store = self._store(ctx)
@@ -125,6 +149,13 @@ class Failover(StoreFault):
             )
             return False
         ctx.expected_down.add(f"failover:{action.fault}")
+        if action.params.get("rejoin"):
+            try:
+                back = store.rejoin(str(done["old"]), wait=False)
+            except Exception as exc:
+                self._failed(ctx, action, "bringing the old primary back", exc)
+                return False
+            ctx.record("failover-rejoin", "store", action=action, **back)
         return True
 
     def heal(self, action: Action, ctx: NemesisContext) -> bool:

@@ -254,6 +254,10 @@ class FaultKind(ABC):
     """The ``f`` of the nemesis event that opens a window (``kill``)."""
     heal_f: ClassVar[str]
     """The ``f`` of the nemesis event that closes it (``restart``)."""
+    other_fs: ClassVar[tuple[str, ...]] = ()
+    """Any other ``f`` its nemesis events carry (neither opening nor
+    closing a window: a step within one), so a history holding them is
+    one knell could have written."""
     effect: ClassVar[Effect]
     grace: ClassVar[float] = 0.0
     """Seconds after a confirmed heal still counted as inside the window."""

@@ -62,9 +62,6 @@ class ServerStore(Store):
         self.owner = owner
         self.port = port
         self._fixed_port = port is not None
-        self.process_name = self.kind
-        """What its process, pid file and log are called (``postgres``; a
-        node of a replicated store is named after the node, ``pg-1``)."""
         self.log = self.store_dir / f"{self.kind}.log"
         self._server: KeptProcess | None = None
         self._started = False
@@ -111,11 +108,13 @@ class ServerStore(Store):
             raise StoreError(
                 f"port {self.port} on 127.0.0.1 is in use: {self.title} cannot listen there"
             )
+        # Named after its log (``redis.log``: ``redis``), so that several
+        # servers of one store (a primary and its replicas) keep apart.
         self._server = KeptProcess(
-            self.process_name,
+            self.log.stem,
             self._command(),
             log=self.log,
-            pidfile=self.store_dir / f"{self.process_name}.pid",
+            pidfile=self.log.with_suffix(".pid"),
             owner=self.owner,
             env=self.server_env,
             **self._kept_options(),
@@ -158,6 +157,26 @@ class ServerStore(Store):
                     f"{timeout:g} s ({why})"
                 )
             time.sleep(0.05)
+
+    @property
+    def running(self) -> bool:
+        """Whether its current incarnation is alive (paused counts)."""
+        return self._server is not None and self._server.alive()
+
+    def process_state(self) -> str:
+        """What the server's process is now: ``dead``, or psutil's status
+        (``stopped`` when frozen, ``sleeping`` or ``running`` when it may
+        still answer). How a fence proves itself: a primary taken out by a
+        failover must be ``dead`` or ``stopped``."""
+        proc = self._server
+        if proc is None or not proc.alive() or proc.pid is None:
+            return "dead"
+        import psutil
+
+        try:
+            return str(psutil.Process(proc.pid).status())
+        except psutil.Error:
+            return "dead"
 
     def preload_refusal(self) -> str | None:
         """Why this server cannot start under a preload library (a clock

@@ -381,7 +381,7 @@ class ReplicatedPostgres(Store):
         self._primary = new_index
         self.history.append({"node": new_name, "since": time.time()})
         self._repoint(new)
-        proof = self._fenced_proof(old, how)
+        proof = old.process_state()
         return {
             "old": old_name,
             "new": new_name,
@@ -453,17 +453,3 @@ class ReplicatedPostgres(Store):
                     c.execute("SELECT pg_reload_conf()")
             except psycopg.Error:
                 continue
-
-    def _fenced_proof(self, old: PostgresServer, how: FailoverHow) -> str:
-        """What the old primary's processes are now: ``dead`` after a kill,
-        ``stopped`` (frozen) after an isolation; anything else means it was
-        not fenced and may still take writes."""
-        proc = old._server
-        if proc is None or not proc.alive() or proc.pid is None:
-            return "dead"
-        import psutil
-
-        try:
-            return str(psutil.Process(proc.pid).status())
-        except psutil.Error:
-            return "dead"

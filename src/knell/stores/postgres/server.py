@@ -106,7 +106,6 @@ class PostgresServer(ServerStore):
         self.node = node
         """The node's name in a replicated store (``pg-0``), or None alone."""
         if node is not None:
-            self.process_name = node
             self.log = self.store_dir / f"{node}.log"
         self.initdb_log = self.store_dir / ("initdb.log" if node is None else f"{node}-init.log")
         self._temp: Path | None = None

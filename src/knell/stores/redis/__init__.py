@@ -18,6 +18,8 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from pydantic import ValidationInfo, field_validator, model_validator
+
 from knell.stores.base import StoreError
 from knell.stores.disk import DiskOptions
 from knell.stores.kind import (
@@ -43,6 +45,30 @@ class RedisOptions(DiskOptions):
 
     persistence: Literal["none", "everysec", "always"] | None = None
     """appendonly with this appendfsync, or none."""
+    replicas: int | None = None
+    """Replicas of a private server, with three Sentinels (0: one server)."""
+    min_replicas_to_write: int | None = None
+    """The primary refuses writes while fewer replicas are in sync."""
+
+    @field_validator("replicas", "min_replicas_to_write")
+    @classmethod
+    def _count(cls, value: int | None, info: ValidationInfo) -> int | None:
+        if value is not None and value < 0:
+            raise ValueError(f"{info.field_name} = {value}: must be 0 or more")
+        return value
+
+    @model_validator(mode="after")
+    def _replication(self) -> RedisOptions:
+        replicas = self.replicas or 0
+        least = self.min_replicas_to_write or 0
+        if least > replicas:
+            raise ValueError(
+                f"min_replicas_to_write = {least} is more than replicas = {replicas}: "
+                "the primary would refuse every write"
+            )
+        if replicas and self.disk == "faulty":
+            raise ValueError(f'replicas = {replicas} does not run on disk = "faulty" yet')
+        return self
 
 
 class RedisComposeOptions(StoreOptions):
@@ -60,7 +86,7 @@ class RedisKind(StoreKind):
     """Redis: a private server, an existing one, or a container."""
 
     name = "redis"
-    schemes = ("redis", "rediss")
+    schemes = ("redis", "rediss", "redis+sentinel")
     provisions = frozenset({"private", "existing", "compose"})
     network = True
     extra = "redis"
@@ -74,6 +100,8 @@ class RedisKind(StoreKind):
     greeting = Greeting(b"PING\r\n", (b"+PONG\r\n", b"-NOAUTH", b"-ERR"))
     faults = {
         "private": frozenset({"crash", "pause"}),
+        # failover-rejoin: an old primary comes back (ReplicatedRedis.rejoin).
+        "replicated": frozenset({"crash", "pause", "failover", "failover-rejoin"}),
         "existing": frozenset({"crash"}),
         "compose": frozenset({"crash", "pause", "restart", "disconnect"}),
     }
@@ -95,6 +123,9 @@ class RedisKind(StoreKind):
 
     def private(self, spec: StoreSpec, run_dir: Path, owner: Owner | None) -> Store:
         self.require()
+        replicas = int(spec.options.get("replicas") or 0)
+        if replicas:
+            return self._replicated(spec, run_dir, owner, replicas)
         from knell.stores.redis.server import RedisServer
 
         return RedisServer(
@@ -111,11 +142,41 @@ class RedisKind(StoreKind):
             op_timeout=spec.op_timeout,
         )
 
+    def _replicated(
+        self, spec: StoreSpec, run_dir: Path, owner: Owner | None, replicas: int
+    ) -> Store:
+        """A primary, ``replicas`` replicas and three Sentinels
+        (:mod:`knell.stores.redis.replicated`)."""
+        from knell.stores.redis.replicated import ReplicatedRedis
+
+        if spec.data_dir is not None:
+            raise StoreError(
+                "store option data_dir does not apply with replicas: each node keeps its "
+                "data in the run directory"
+            )
+        return ReplicatedRedis(
+            run_dir,
+            replicas=replicas,
+            min_replicas_to_write=int(spec.options.get("min_replicas_to_write") or 0),
+            owner=owner,
+            port=spec.port,
+            persistence=spec.options.get("persistence") or "always",
+            binary=spec.bin,
+            password=spec.password,
+            settings=spec.settings,
+            poll_interval=spec.poll_interval,
+            op_timeout=spec.op_timeout,
+        )
+
     def integrity(self, store: Store) -> Integrity | None:
         """A private server's AOF (or RDB) parsed as loading would
-        (:mod:`knell.stores.redis.integrity`); none kept on disk: no probe."""
+        (:mod:`knell.stores.redis.integrity`); of a replicated store, the
+        current primary's; none kept on disk: no probe."""
+        from knell.stores.redis.replicated import ReplicatedRedis
         from knell.stores.redis.server import RedisServer
 
+        if isinstance(store, ReplicatedRedis):
+            store = store.node(store.primary())  # the files the Sentinels vouch for
         if not isinstance(store, RedisServer):
             return None
         from knell.stores.redis.integrity import check_files

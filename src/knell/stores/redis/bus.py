@@ -68,6 +68,18 @@ also the bounded poll of the store.
 
 URL: ``redis://[:password@]host:port/db?prefix=knell:&poll_interval=0.1&op_timeout=5``
 (and ``max_deliveries=5``, for queues claimed without being declared).
+
+**Through Sentinel**: ``redis+sentinel://[:password@]h1:p1,h2:p2,h3:p3/service/db?...``
+names the Sentinels instead of the server (:mod:`.sentinel_url`): each
+connect asks them where the primary is, so after a failover the bus
+reconnects to the new one. The classification above does not change: a
+post whose reply was lost as the primary died or froze may have applied
+(on the old primary, perhaps lost with it): ``IndeterminateError``; a
+demoted primary's ``READONLY``, a primary left without replicas
+refusing with ``NOREPLICAS`` (``min-replicas-to-write``) and "no primary
+known" while the Sentinels agree: definite, nothing was applied, and the
+first two drop the connection so that the next call asks the Sentinels
+again.
 """
 
 from __future__ import annotations
@@ -84,6 +96,7 @@ from redis.exceptions import (
     AuthenticationError,
     BusyLoadingError,
     NoScriptError,
+    ReadOnlyError,
     RedisError,
     ResponseError,
 )
@@ -102,6 +115,7 @@ from knell.buses.contract import (
     Wake,
 )
 from knell.buses.leases import DEFAULT_MAX_DELIVERIES
+from knell.stores.redis import sentinel_url
 from knell.stores.redis.kinds import Script, kind_script, raise_wrong_kind
 from knell.stores.redis.queue import RedisQueue
 from knell.stores.redis.roles import RedisRoles
@@ -271,10 +285,16 @@ class RedisBus(RedisQueue, RedisRoles):
             raise ValueError(f"max_deliveries must be an int, got {max_deliveries!r}")
         if max_deliveries < 1:
             raise ValueError(f"max_deliveries must be >= 1, got {max_deliveries}")
+        target = None
         try:
-            kwargs: dict[str, Any] = parse_url(url)
+            if url.startswith(f"{sentinel_url.SCHEME}://"):
+                target = sentinel_url.parse(url)
+                url_kwargs: dict[str, Any] = parse_url(target.client_url)
+            else:
+                url_kwargs = parse_url(url)
         except ValueError as exc:
             raise ValueError(f"bad redis URL {redact(url)}: {exc}") from None
+        kwargs = dict(url_kwargs)
         connection_class = kwargs.pop("connection_class", Connection)
         kwargs.update(
             socket_timeout=op_timeout,
@@ -285,7 +305,10 @@ class RedisBus(RedisQueue, RedisRoles):
             protocol=2,  # plain arrays for every reply (RESP3 turns some into maps)
         )
         try:
-            self._conn: Connection = connection_class(**kwargs)
+            if target is not None:
+                self._conn: Connection = sentinel_url.primary_connection(target, **kwargs)
+            else:
+                self._conn = connection_class(**kwargs)
         except TypeError as exc:
             raise ValueError(f"bad redis URL option in {redact(url)}: {exc}") from None
         self._live = False
@@ -357,10 +380,17 @@ class RedisBus(RedisQueue, RedisRoles):
                 return conn.read_response(timeout=timeout)
             except NoScriptError:
                 raise
-            except BusyLoadingError as exc:
+            except (BusyLoadingError, ReadOnlyError) as exc:
+                # Loading after a restart; a replica, or a primary demoted
+                # by a failover: not applied. Reconnect (to the primary the
+                # Sentinels name now, on a redis+sentinel:// URL).
                 self._disconnect()
                 raise DefiniteError(f"redis {what}: {_one_line(exc)}") from exc
             except ResponseError as exc:
+                if str(exc).startswith("NOREPLICAS"):
+                    # A primary cut off from its replicas (min-replicas-to-write):
+                    # perhaps one a failover replaced; ask again on the next call.
+                    self._disconnect()
                 raise DefiniteError(f"redis {what}: refused: {_one_line(exc)}") from exc
             except (RedisError, OSError) as exc:
                 self._disconnect()
@@ -544,7 +574,10 @@ def open_redis(url: str) -> RedisBus:
 
 def _from_url(cls: type[_R], url: str) -> _R:
     client, options = split_url(
-        url, namespace_key="prefix", namespace_check=PREFIX, schemes=("redis", "rediss", "unix")
+        url,
+        namespace_key="prefix",
+        namespace_check=PREFIX,
+        schemes=("redis", "rediss", "unix", sentinel_url.SCHEME),
     )
     return cls(
         client,

@@ -59,7 +59,7 @@ class _RedisMutant(RedisBus):
 
     @classmethod
     def from_url(cls: type[_M], url: str) -> _M:
-        if not url.startswith(("redis://", "rediss://", "unix://")):
+        if not url.startswith(("redis://", "rediss://", "unix://", "redis+sentinel://")):
             raise ValueError(f"a Redis mutant needs a redis:// store URL, got {url!r}")
         base = open_redis(url)  # validates the URL exactly as the reference does
         base.close()

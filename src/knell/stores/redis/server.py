@@ -69,6 +69,7 @@ class RedisServer(ServerStore):
         op_timeout: float = 5.0,
         settings: dict[str, str] | None = None,
         disk: str = "plain",
+        node: str | None = None,
     ) -> None:
         super().__init__(
             run_dir, owner=owner, port=port, poll_interval=poll_interval, op_timeout=op_timeout
@@ -80,7 +81,12 @@ class RedisServer(ServerStore):
         self.persistence = persistence
         self.binary_name = binary
         self.binary: Path | None = None
-        self.data_dir = Path(data_dir) if data_dir is not None else self.store_dir / "redis"
+        self.node = node or "redis"
+        """Its name among the servers of one store (``redis-1``); alone, ``redis``."""
+        if node is not None:
+            self.log = self.store_dir / f"{node}.log"
+        default_dir = self.store_dir / self.node
+        self.data_dir = Path(data_dir) if data_dir is not None else default_dir
         self.password = password
         self.prefix = prefix
         self.settings = dict(settings or {})

@@ -1,0 +1,463 @@
+"""A replicated private Redis: a primary, N replicas and three Sentinels.
+
+``[store] replicas = N`` (N >= 1) starts ``redis-0`` as the primary and
+``redis-1`` .. ``redis-N`` as its replicas (``replicaof``), each a
+:class:`~knell.stores.redis.server.RedisServer` with its data and log in
+the run directory, then three Sentinels (:mod:`.sentinel`) that watch the
+primary with a quorum of two. Every process is a private server of the
+run, leashed and on record with the owner, so a stopped run, a SIGKILLed
+runner (then ``knell reap``) or a failed start leaves none behind.
+
+**Replication is asynchronous**, as Redis's always is: the primary acks a
+write before any replica has it, so a failover to a replica that had not
+received it yet loses it. ``min_replicas_to_write = K`` makes the primary
+refuse writes (``NOREPLICAS``) while fewer than K replicas are connected
+and recently acknowledged their stream (``min-replicas-max-lag``); it
+narrows the window, it does not close it: a replica that is connected may
+still lag behind the ack. That loss is what the ``redis-sentinel-failover``
+scenario shows, and the store gives it the means:
+
+* :attr:`url` is ``redis+sentinel://host:p1,host:p2,host:p3/knell/0?...``:
+  the bus asks the Sentinels where the primary is, and asks again after a
+  failover (:mod:`.sentinel_url`);
+* :meth:`fail_over` kills or isolates the primary and returns once the
+  Sentinels promoted a replica and it answered a write;
+* :meth:`primary` names the current primary, as the Sentinels say.
+
+**Isolate** is SIGSTOP of the primary's process: it keeps its memory, its
+sockets and its role, answers nobody (neither Sentinels nor clients) and
+comes back, when :meth:`rejoin` continues it, still believing it is the
+primary until a Sentinel demotes it. The links to a replicated store do not
+go through the fault proxy: a client learns the primary's real address
+from a Sentinel, so a proxy in front of the Sentinels would not sit on the
+data path (see :attr:`proxied`).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Literal
+
+from redis.connection import Connection
+from redis.exceptions import RedisError
+
+from knell.owners import Owner
+from knell.stores.base import Store, StoreError
+from knell.stores.redis.sentinel import SERVICE, RedisSentinel
+from knell.stores.redis.server import RedisServer
+
+__all__ = ["SENTINELS", "ReplicatedRedis"]
+
+SENTINELS = 3
+"""Sentinels per store: three, so two agree that the primary is down (the
+quorum) and a majority elects the one that leads the failover."""
+
+SETTLE_TIMEOUT = 30.0
+"""Seconds the replicas and the Sentinels have to see each other at start."""
+
+FAILOVER_TIMEOUT = 60.0
+"""Seconds a failover has to promote a replica that answers a write."""
+
+
+class ReplicatedRedis(Store):
+    """A primary, its replicas and three Sentinels (see the module docstring)."""
+
+    kind = "redis"
+    faults = frozenset({"crash", "pause", "failover"})
+    frozen_client_stalls = False
+    proxied = False
+    """Whether the run's links to this store may go through the fault proxy
+    (no: clients follow the Sentinels to the primary's own address)."""
+
+    def __init__(
+        self,
+        run_dir: Path,
+        *,
+        replicas: int,
+        min_replicas_to_write: int = 0,
+        owner: Owner | None = None,
+        port: int | None = None,
+        persistence: str = "always",
+        binary: str | Path | None = None,
+        password: str | None = None,
+        prefix: str = "knell:",
+        poll_interval: float = 0.1,
+        op_timeout: float = 5.0,
+        settings: dict[str, str] | None = None,
+        down_after_ms: int = 1000,
+        failover_timeout_ms: int = 3000,
+    ) -> None:
+        super().__init__(run_dir, poll_interval=poll_interval, op_timeout=op_timeout)
+        if replicas < 1:
+            raise StoreError(f"replicas must be >= 1 for a replicated Redis, got {replicas}")
+        if not 0 <= min_replicas_to_write <= replicas:
+            raise StoreError(
+                f"min_replicas_to_write must be between 0 and replicas ({replicas}), "
+                f"got {min_replicas_to_write}"
+            )
+        self.owner = owner
+        self.replicas = replicas
+        self.min_replicas_to_write = min_replicas_to_write
+        self.password = password
+        self.prefix = prefix
+        self.binary = binary
+        self.down_after_ms = down_after_ms
+        self.failover_timeout_ms = failover_timeout_ms
+        common = {
+            "min-replicas-to-write": str(min_replicas_to_write),
+            # A replica's full sync starts at once (Redis waits 5 s by
+            # default for more replicas to share a diskless transfer).
+            "repl-diskless-sync-delay": "0",
+            **({"masterauth": password} if password else {}),
+            **dict(settings or {}),
+        }
+        self.nodes = [
+            RedisServer(
+                run_dir,
+                owner=owner,
+                port=port if i == 0 else None,
+                persistence=persistence,
+                binary=binary,
+                password=password,
+                prefix=prefix,
+                poll_interval=poll_interval,
+                op_timeout=op_timeout,
+                settings=dict(common),
+                node=f"redis-{i}",
+            )
+            for i in range(replicas + 1)
+        ]
+        self.sentinels: list[RedisSentinel] = []
+        self._started = False
+        self._down: dict[str, str] = {}
+        """Nodes a failover took out (name -> ``kill`` or ``isolate``)."""
+
+    # -- life ----------------------------------------------------------------
+
+    def start(self) -> None:
+        """The primary, its replicas (until each is in sync), then the
+        Sentinels (until each knows every replica and the other two)."""
+        if self._started:
+            return
+        self._started = True
+        try:
+            primary = self.nodes[0]
+            primary.start()
+            for node in self.nodes[1:]:
+                node.settings["replicaof"] = f"127.0.0.1 {primary.port}"
+                node.start()
+            self._wait_replicas(primary, SETTLE_TIMEOUT)
+            assert primary.port is not None
+            for i in range(SENTINELS):
+                sentinel = RedisSentinel(
+                    self.run_dir,
+                    name=f"sentinel-{i}",
+                    owner=self.owner,
+                    primary_port=primary.port,
+                    quorum=SENTINELS // 2 + 1,
+                    password=self.password,
+                    binary=self.binary,
+                    down_after_ms=self.down_after_ms,
+                    failover_timeout_ms=self.failover_timeout_ms,
+                )
+                self.sentinels.append(sentinel)
+                sentinel.start()
+            self._wait_sentinels(SETTLE_TIMEOUT)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _wait_replicas(self, primary: RedisServer, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            info = self._info(primary, "replication")
+            online = sum(
+                1 for k, v in info.items() if k.startswith("slave") and "state=online" in v
+            )
+            if online >= len(self.nodes) - 1:
+                return
+            if time.monotonic() >= deadline:
+                raise StoreError(
+                    f"redis: {online} of {len(self.nodes) - 1} replicas in sync with "
+                    f"{primary.node} within {timeout:g} s (see {self.store_dir}/redis-*.log)"
+                )
+            time.sleep(0.05)
+
+    def _wait_sentinels(self, timeout: float) -> None:
+        """Each Sentinel knows every replica and the other Sentinels: a
+        failover before that could not reach its quorum."""
+        deadline = time.monotonic() + timeout
+        while True:
+            missing = []
+            for sentinel in self.sentinels:
+                try:
+                    state = _pairs(sentinel.ask("SENTINEL", "MASTER", SERVICE))
+                except (RedisError, OSError) as exc:
+                    missing.append(f"{sentinel.name}: {exc}")
+                    continue
+                replicas = int(state.get("num-slaves", 0))
+                others = int(state.get("num-other-sentinels", 0))
+                if replicas < self.replicas or others < SENTINELS - 1:
+                    missing.append(
+                        f"{sentinel.name} sees {replicas} replicas and {others} other sentinels"
+                    )
+            if not missing:
+                return
+            if time.monotonic() >= deadline:
+                raise StoreError(
+                    f"redis sentinels not settled within {timeout:g} s: {'; '.join(missing)}"
+                )
+            time.sleep(0.1)
+
+    def wait_ready(self, timeout: float = 30.0) -> float:
+        """Every node that runs (and is not isolated) answers."""
+        started = time.monotonic()
+        for node in self.nodes:
+            if node.node in self._down or not node.running:
+                continue
+            node.wait_ready(max(0.1, timeout - (time.monotonic() - started)))
+        return time.monotonic() - started
+
+    def stop(self) -> None:
+        # The Sentinels first, so that none fails over while the nodes stop.
+        for sentinel in self.sentinels:
+            sentinel.stop()
+        for node in self.nodes:
+            node.stop()
+
+    # -- where the primary is ------------------------------------------------
+
+    def node(self, name: str) -> RedisServer:
+        for node in self.nodes:
+            if node.node == name:
+                return node
+        raise StoreError(f"redis store has no node {name!r} ({', '.join(self._names())})")
+
+    def _names(self) -> list[str]:
+        return [node.node for node in self.nodes]
+
+    def primary(self) -> str:
+        """The node most Sentinels that answer name as the primary
+        (``StoreError`` if none answers)."""
+        ports = self._sentinel_primaries()
+        if not ports:
+            raise StoreError("redis: no sentinel answered where the primary is")
+        port = max(set(ports), key=ports.count)
+        return self._at(port).node
+
+    def _at(self, port: int) -> RedisServer:
+        for node in self.nodes:
+            if node.port == port:
+                return node
+        raise StoreError(f"redis sentinels name 127.0.0.1:{port} as primary, not one of ours")
+
+    def _sentinel_primaries(self) -> list[int]:
+        """The primary's port as each Sentinel that answers names it."""
+        found = []
+        for sentinel in self.sentinels:
+            try:
+                reply = sentinel.ask("SENTINEL", "GET-MASTER-ADDR-BY-NAME", SERVICE)
+            except (RedisError, OSError):
+                continue
+            if reply:
+                found.append(int(reply[1]))
+        return found
+
+    # -- faults ------------------------------------------------------------------
+
+    def fail_over(
+        self, how: Literal["kill", "isolate"], *, promote_after: float = 0.0
+    ) -> dict[str, Any]:
+        """Take the primary out (``kill``: SIGKILL; ``isolate``: SIGSTOP,
+        it keeps running but answers nobody), wait until the Sentinels
+        promoted a replica and it accepted a write; return ``old``,
+        ``new``, ``how``, the seconds to promotion and to the first write
+        (``promoted``, ``writable``) and the old primary's ``old_state``.
+        ``promote_after`` is not ours to choose: the Sentinels decide after
+        ``down-after-milliseconds`` (the result says ``promoted_by``)."""
+        if how not in ("kill", "isolate"):
+            raise StoreError(f"fail_over how must be 'kill' or 'isolate', got {how!r}")
+        if self.min_replicas_to_write > self.replicas - 1:
+            raise StoreError(
+                f"redis: with replicas = {self.replicas} and min_replicas_to_write = "
+                f"{self.min_replicas_to_write}, a promoted replica is left with "
+                f"{self.replicas - 1} replicas and refuses every write: no failover can succeed"
+            )
+        old = self.primary()
+        node = self.node(old)
+        started = time.monotonic()
+        if how == "kill":
+            node.crash()
+        else:
+            node.pause()
+        self._down[old] = how
+        deadline = started + FAILOVER_TIMEOUT
+        gone = "killed" if how == "kill" else "isolated"
+        new = self._promoted(node, deadline, f"after {old} was {gone}")
+        promoted = time.monotonic() - started
+        while why := self._try_write(new):
+            if time.monotonic() >= deadline:
+                raise StoreError(
+                    f"redis: {new.node}, promoted after {old} was {gone}, accepted no write "
+                    f"within {FAILOVER_TIMEOUT:g} s ({why})"
+                )
+            time.sleep(0.02)
+        return {
+            "old": old,
+            "new": new.node,
+            "how": how,
+            "promoted": round(promoted, 3),
+            "writable": round(time.monotonic() - started, 3),
+            "promoted_by": "sentinel",
+            "old_state": node.process_state(),
+        }
+
+    def _promoted(self, old: RedisServer, deadline: float, when: str) -> RedisServer:
+        """The node a majority of the Sentinels names instead of ``old``,
+        once they do."""
+        while True:
+            moved = [port for port in self._sentinel_primaries() if port != old.port]
+            if len(moved) * 2 > len(self.sentinels):
+                return self._at(max(set(moved), key=moved.count))
+            if time.monotonic() >= deadline:
+                raise StoreError(
+                    f"redis: the sentinels promoted no replica within {FAILOVER_TIMEOUT:g} s {when}"
+                )
+            time.sleep(0.05)
+
+    def rejoin(self, name: str, *, wait: bool = True) -> dict[str, Any]:
+        """Bring back a node a failover took out: continue an isolated one,
+        restart a killed one as a replica of the current primary. A Sentinel
+        demotes it (an isolated old primary still believes it leads, and
+        takes writes, until then); returns once it is a replica (at once
+        with ``wait=False``), with ``node``, ``primary`` and the seconds
+        taken."""
+        how = self._down.pop(name, None)
+        node = self.node(name)
+        started = time.monotonic()
+        if how == "isolate":
+            node.resume()
+        elif how == "kill":
+            primary = self.node(self.primary())
+            node.settings["replicaof"] = f"127.0.0.1 {primary.port}"
+            node.restart()
+            node.wait_ready(FAILOVER_TIMEOUT)
+        else:
+            raise StoreError(f"redis node {name!r} was not taken out by a failover")
+        deadline = started + FAILOVER_TIMEOUT
+        while wait and self._info(node, "replication").get("role") != "slave":
+            if time.monotonic() >= deadline:
+                raise StoreError(
+                    f"redis: {name} was not demoted to a replica within {FAILOVER_TIMEOUT:g} s"
+                )
+            time.sleep(0.05)
+        return {
+            "node": name,
+            "primary": self.primary(),
+            "seconds": round(time.monotonic() - started, 3),
+        }
+
+    def _try_write(self, node: RedisServer) -> str:
+        """Empty if ``node`` accepts a write now, else why not."""
+        conn = _admin(node)
+        try:
+            conn.send_command("SET", f"{self.prefix}failover-probe", str(time.time()))
+            conn.read_response()
+            return ""
+        except (RedisError, OSError) as exc:
+            return " ".join(str(exc).split())
+        finally:
+            conn.disconnect()
+
+    def crash(self) -> None:
+        """SIGKILL the current primary (``store-crash``)."""
+        self.node(self.primary()).crash()
+
+    def restart(self) -> None:
+        """Start every node that is not running again (a crashed primary
+        starts as it was; the Sentinels demote it if one was promoted)."""
+        for node in self.nodes:
+            if node.node not in self._down and not node.running:
+                node.restart()
+
+    def pause(self) -> None:
+        """SIGSTOP the current primary (``store-pause``)."""
+        self.node(self.primary()).pause()
+
+    def resume(self) -> None:
+        for node in self.nodes:
+            if node.node not in self._down and node.running:
+                node.resume()
+
+    # -- reports -------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        ports = [s.port for s in self.sentinels]
+        if len(ports) < SENTINELS or None in ports:
+            raise StoreError("the replicated Redis store has not been started")
+        auth = f":{self.password}@" if self.password else ""
+        hosts = ",".join(f"127.0.0.1:{p}" for p in ports)
+        return (
+            f"redis+sentinel://{auth}{hosts}/{SERVICE}/0?prefix={self.prefix}"
+            f"&poll_interval={self.poll_interval:g}&op_timeout={self.op_timeout:g}"
+        )
+
+    @property
+    def admin_url(self) -> str:
+        """The current primary's ``redis://`` URL (a bench, a probe)."""
+        return self.node(self.primary()).admin_url
+
+    @property
+    def logs(self) -> list[Path]:
+        return [s.log for s in [*self.nodes, *self.sentinels] if s.log.exists()]
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "server": "private",
+            "replicas": self.replicas,
+            "min_replicas_to_write": self.min_replicas_to_write,
+            "nodes": {n.node: n.port for n in self.nodes},
+            "sentinels": {s.name: s.port for s in self.sentinels},
+            "persistence": self.nodes[0].persistence,
+        }
+
+    def describe_short(self) -> str:
+        return f"redis with {self.replicas} replicas and {SENTINELS} sentinels"
+
+    @staticmethod
+    def _info(node: RedisServer, section: str) -> dict[str, str]:
+        conn = _admin(node)
+        try:
+            conn.send_command("INFO", section)
+            text = conn.read_response()
+        except (RedisError, OSError):
+            return {}
+        finally:
+            conn.disconnect()
+        out = {}
+        for line in str(text).splitlines():
+            key, sep, value = line.partition(":")
+            if sep:
+                out[key.strip()] = value.strip()
+        return out
+
+
+def _admin(node: RedisServer) -> Connection:
+    return Connection(
+        host="127.0.0.1",
+        port=node.port or 0,
+        password=node.password,
+        socket_timeout=2,
+        socket_connect_timeout=2,
+        decode_responses=True,
+    )
+
+
+def _pairs(flat: Any) -> dict[str, str]:
+    """A reply of field-value pairs (a flat list, or a map in RESP3) as a dict."""
+    if isinstance(flat, dict):
+        return {str(k): str(v) for k, v in flat.items()}
+    return {str(k): str(v) for k, v in zip(flat[::2], flat[1::2], strict=True)}
