@@ -109,6 +109,28 @@ def _guarded_start(self: multiprocessing.process.BaseProcess) -> None:
 multiprocessing.process.BaseProcess.start = _guarded_start  # type: ignore[method-assign]
 
 
+def _no_leash(parent: int, *args: object, **kwargs: object) -> None:
+    """The pytest process is never a knell child: a leash here (a worker's,
+    a bridge's or a proxy's :func:`knell.platform.die_with_parent`, called
+    in-process with another process's pid) would ``os._exit(70)`` this
+    pytest-xdist worker, at once or whenever that pid ends, and the
+    controller would wait for it forever. So it fails the test that did it,
+    with a traceback naming the caller."""
+    raise RuntimeError(
+        f"a test leashed the pytest process {os.getpid()} to pid {parent} "
+        "(knell.platform.die_with_parent in-process): run that code in a child process"
+    )
+
+
+def _forbid_leashes() -> None:
+    from knell.platform import _common
+
+    _common.leash = _no_leash  # type: ignore[assignment]
+
+
+_forbid_leashes()
+
+
 def _in_process(item: pytest.Item) -> bool:
     return item.get_closest_marker("integration") is None
 
