@@ -95,7 +95,22 @@ def test_a_failover_on_a_replicated_store_plans_its_promotion_after_the_lag(
     (spec,) = scenario.nemesis
     kind = kinds()["failover"]
     assert kind.hold(spec) == pytest.approx(1.25 + PROMOTION_ALLOWANCE)
-    assert kind.params(spec) == {"how": "isolate", "promote_after": 0.25, "lag": 1.0}
+    assert kind.params(spec) == {
+        "how": "isolate",
+        "promote_after": 0.25,
+        "lag": 1.0,
+        "rejoin": False,
+    }
+
+
+def test_a_rejoin_on_a_store_that_keeps_its_old_primary_fenced_is_refused(tmp_path: Path) -> None:
+    """A replicated Postgres keeps a failed primary down (no pg_rewind):
+    ``rejoin = true`` is refused by name before anything starts."""
+    path = tmp_path / "s.toml"
+    text = BASE.format(store="replicas = 1") + FAILOVER.format(how="kill") + "rejoin = true\n"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(ScenarioError, match=r"rejoin = true needs a store"):
+        load_scenario(path)
 
 
 def test_a_bad_failover_how_is_refused(tmp_path: Path) -> None:
