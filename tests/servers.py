@@ -16,6 +16,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from knell.owners import Owner
 from knell.stores.base import StoreError
 from knell.stores.postgres.discovery import find_postgres
 from knell.stores.redis.discovery import find_redis_server
@@ -86,11 +87,13 @@ def postgres_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]
     require_postgres()
     from knell.stores.postgres.server import PostgresServer
 
-    store = PostgresServer(tmp_path_factory.mktemp("postgres-run"), fsync=False)
+    owner = Owner()  # a pytest killed meanwhile: `knell reap` removes its server's folders
+    store = PostgresServer(tmp_path_factory.mktemp("postgres-run"), fsync=False, owner=owner)
     store.start()
     procs = server_processes(store)
     yield store
     store.stop()
+    owner.close()
     assert_gone(procs)
 
 
@@ -99,11 +102,13 @@ def redis_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     require_redis()
     from knell.stores.redis.server import RedisServer
 
-    store = RedisServer(tmp_path_factory.mktemp("redis-run"), persistence="none")
+    owner = Owner()
+    store = RedisServer(tmp_path_factory.mktemp("redis-run"), persistence="none", owner=owner)
     store.start()
     procs = server_processes(store)
     yield store
     store.stop()
+    owner.close()
     assert_gone(procs)
 
 

@@ -164,9 +164,14 @@ def _during(t: Targets, name: str, applied: float, healed: float) -> list[float]
 
 
 def _after(t: Targets, name: str, healed: float) -> None:
+    """Back at true time: the median offset of each sample within 10 ms and
+    none anywhere near the fault's. One reading of eight may be off by
+    more: a process descheduled between its two clock reads (a loaded CI
+    machine) measures the pause, not its clock."""
     samples = t.wait_samples(name, healed + 0.3, 2)
     for s in samples:
-        assert all(abs(o) < 0.01 for o in s["offsets"]), s
+        offsets = sorted(abs(o) for o in s["offsets"])
+        assert offsets[len(offsets) // 2] < 0.01 and offsets[-1] < 1.0, s
         _true_durations(s)
 
 

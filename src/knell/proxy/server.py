@@ -26,7 +26,7 @@ from knell.proxy.addr import AddressError, format_hostport, resolve_listen
 from knell.proxy.api import build_app
 from knell.proxy.registry import Registry
 
-__all__ = ["ListenError", "bind_api", "run", "serve"]
+__all__ = ["ListenError", "ParentError", "bind_api", "run", "serve"]
 
 log = logging.getLogger("knell.proxy")
 
@@ -45,6 +45,11 @@ class _Server(uvicorn.Server):
 
 class ListenError(Exception):
     """The API address cannot be bound; the message says which and why."""
+
+
+class ParentError(ListenError):
+    """``parent_pid`` does not name this process's parent: leashed to it,
+    the proxy would exit at once, silently, with the leash's code."""
 
 
 def bind_api(listen: str, *, public: bool = False) -> socket.socket:
@@ -126,10 +131,15 @@ def run(
 ) -> None:
     """Bind, leash, serve: the body of ``knell proxy`` and of
     ``python -m knell.proxy``. Raises :class:`ListenError` (a non-loopback
-    ``listen`` without ``public`` is one, see :func:`bind_api`)."""
+    ``listen`` without ``public`` is one, see :func:`bind_api`; so is a
+    ``parent_pid`` that is not this process's parent: :class:`ParentError`)."""
     if parent_pid is not None:
-        from knell.platform import die_with_parent
+        from knell.platform import die_with_parent, parent_alive
 
+        if not parent_alive(parent_pid):
+            raise ParentError(
+                f"--parent-pid {parent_pid} is not this process's parent (or it is gone)"
+            )
         die_with_parent(parent_pid)
     sock = bind_api(listen, public=public)
     asyncio.run(serve(sock, ready_file=ready_file))
