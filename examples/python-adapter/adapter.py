@@ -316,8 +316,16 @@ def main(argv: list[str]) -> int:
         except Exception as exc:  # anything else: the outcome is unknown
             error = {"outcome": "indeterminate", "kind": "internal", "message": repr(exc)}
             reply = {"id": rid, "ok": False, "error": error}
-        out.write(json.dumps(reply, separators=(",", ":")) + "\n")
-        out.flush()
+        try:
+            out.write(json.dumps(reply, separators=(",", ":")) + "\n")
+            out.flush()
+        except BrokenPipeError:
+            # knell (or whatever sits between) is gone: nobody reads the
+            # reply, and there is no one left to tell. Quietly, as Python's
+            # documentation advises: stdout to /dev/null, so the flush at
+            # exit does not raise again.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), out.fileno())
+            return 1
         if request.get("op") == "close":
             break
     if adapter.bus is not None:

@@ -331,6 +331,29 @@ def test_the_python_adapter_names_an_unknown_mutant() -> None:
     assert "Traceback" not in proc.stderr
 
 
+def test_the_python_adapter_ends_quietly_when_its_reader_is_gone(tmp_path: Path) -> None:
+    """knell killed (or the wrapper between them gone): the reply cannot be
+    written. The adapter exits without a traceback, which knell would
+    otherwise copy into the run's output as the adapter's last words."""
+    url = "sqlite:///" + (tmp_path / "bus.db").as_posix().lstrip("/")
+    request = {"id": 1, "op": "open", "url": url}
+    proc = subprocess.Popen(
+        [sys.executable, "examples/python-adapter/adapter.py"],
+        cwd=REPO,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # nobody reads the replies
+    proc.stdin.write(json.dumps(request) + "\n")
+    proc.stdin.close()
+    assert proc.wait(60) == 1
+    said = proc.stderr.read()
+    assert "Traceback" not in said and "BrokenPipeError" not in said, said
+
+
 # -- adapter failures in a real run -------------------------------------------------------
 
 
