@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from redis.connection import Connection
 from redis.exceptions import RedisError
@@ -46,6 +46,7 @@ from knell.owners import Owner
 from knell.stores.base import Store, StoreError
 from knell.stores.redis.sentinel import SERVICE, RedisSentinel
 from knell.stores.redis.server import RedisServer
+from knell.stores.replicated import FailoverHow
 
 __all__ = ["SENTINELS", "ReplicatedRedis"]
 
@@ -266,9 +267,7 @@ class ReplicatedRedis(Store):
 
     # -- faults ------------------------------------------------------------------
 
-    def fail_over(
-        self, how: Literal["kill", "isolate"], *, promote_after: float = 0.0
-    ) -> dict[str, Any]:
+    def fail_over(self, how: FailoverHow, *, promote_after: float = 0.0) -> dict[str, Any]:
         """Take the primary out (``kill``: SIGKILL; ``isolate``: SIGSTOP,
         it keeps running but answers nobody), wait until the Sentinels
         promoted a replica and it accepted a write; return ``old``,
