@@ -9,14 +9,18 @@ without the server skips the tests that need it (and CI fails them, see
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import psutil
 import pytest
 
-from knell.owners import Owner
+from knell.owners import Owner, reap
 from knell.stores.base import StoreError
 from knell.stores.postgres.discovery import find_postgres
 from knell.stores.redis.discovery import find_redis_server
@@ -125,3 +129,27 @@ def namespaced(
     if kind == "postgres":
         return f"{admin}?schema=t_{tag}&poll_interval={poll}{extra}"
     return f"{admin}?prefix=t{tag}:&poll_interval={poll}{extra}"
+
+
+@contextmanager
+def runner_until_ready(script: str, run: Path, states: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """A runner process (``python -c script RUN STATES``) that provisions a
+    store on record in ``states`` and touches ``RUN/ready`` once it is up;
+    yielded then, for the test to SIGKILL it. On the way out it is killed
+    if still alive and ``knell reap`` runs on ``states``, also when an
+    assertion failed: nothing a test started is left behind."""
+    from tests.integration.conftest import REPO
+
+    runner = subprocess.Popen([sys.executable, "-c", script, str(run), str(states)], cwd=REPO)
+    try:
+        deadline = time.monotonic() + 60
+        while not (run / "ready").exists():
+            assert runner.poll() is None, "the runner died before the store was up"
+            assert time.monotonic() < deadline, "the store did not start within 60 s"
+            time.sleep(0.05)
+        yield runner
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+            runner.wait()
+        reap(states)

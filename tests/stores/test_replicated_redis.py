@@ -22,7 +22,7 @@ import pytest
 import redis
 
 from knell.buses import DefiniteError, IndeterminateError, open_bus
-from knell.owners import Owner, reap
+from knell.owners import Owner
 from knell.stores import StoreSpec, create_store
 from knell.stores.base import StoreError
 from knell.stores.redis.replicated import ReplicatedRedis
@@ -30,7 +30,7 @@ from knell.stores.redis.sentinel import RedisSentinel
 from knell.stores.redis.server import RedisServer
 from knell.stores.server import ServerStore
 from tests.integration.conftest import REPO
-from tests.servers import assert_gone, require_redis, server_processes
+from tests.servers import assert_gone, require_redis, runner_until_ready, server_processes
 
 pytestmark = pytest.mark.integration
 
@@ -95,13 +95,7 @@ def test_no_node_sentinel_or_secret_folder_outlives_a_sigkilled_runner(tmp_path:
     run = tmp_path / "run"
     run.mkdir()
     states = tmp_path / "states"
-    runner = subprocess.Popen([sys.executable, "-c", RUNNER, str(run), str(states)], cwd=REPO)
-    try:
-        deadline = time.monotonic() + 60
-        while not (run / "ready").exists():
-            assert runner.poll() is None, "the runner died before the store was up"
-            assert time.monotonic() < deadline, "the store did not start"
-            time.sleep(0.05)
+    with runner_until_ready(RUNNER, run, states) as runner:
         procs = psutil.Process(runner.pid).children(recursive=True)
         servers = [p for p in procs if p.name() == "redis-server"]
         assert len(servers) == 5, servers  # a primary, a replica, three sentinels
@@ -114,11 +108,6 @@ def test_no_node_sentinel_or_secret_folder_outlives_a_sigkilled_runner(tmp_path:
         os.kill(runner.pid, signal.SIGKILL)
         runner.wait(10)
         assert_gone(procs, timeout=10)
-    finally:
-        if runner.poll() is None:
-            runner.kill()
-            runner.wait()
-    reap(states)
     assert not [f for f in folders if Path(f).exists()]
 
 

@@ -13,7 +13,6 @@ import contextlib
 import json
 import os
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -25,12 +24,10 @@ import psycopg
 import pytest
 
 from knell.buses import DefiniteError, open_bus
-from knell.owners import reap
 from knell.stores import StoreError, StoreSpec, create_store
 from knell.stores.postgres.replication import ReplicatedPostgres
 from knell.stores.replicated import Replicated, is_replicated
-from tests.integration.conftest import REPO
-from tests.servers import assert_gone, require_postgres, server_processes
+from tests.servers import assert_gone, require_postgres, runner_until_ready, server_processes
 
 pytestmark = pytest.mark.integration
 
@@ -222,14 +219,7 @@ def test_no_node_outlives_a_sigkilled_runner_and_reap_removes_their_folders(
     run = tmp_path / "run"
     run.mkdir()
     states = tmp_path / "states"
-    runner = subprocess.Popen([sys.executable, "-c", RUNNER, str(run), str(states)], cwd=REPO)
-    try:
-        deadline = time.monotonic() + 60
-        while not (run / "ready").exists():
-            assert runner.poll() is None and time.monotonic() < deadline, (
-                "the runner never got ready"
-            )
-            time.sleep(0.1)
+    with runner_until_ready(RUNNER, run, states) as runner:
         procs = psutil.Process(runner.pid).children(recursive=True)
         servers = [p for p in procs if p.name() == "postgres"]
         postmasters = [p for p in servers if p.parent().name() != "postgres"]
@@ -245,11 +235,6 @@ def test_no_node_outlives_a_sigkilled_runner_and_reap_removes_their_folders(
         os.kill(runner.pid, signal.SIGKILL)
         runner.wait(10)
         assert_gone(everything, timeout=10)
-    finally:
-        if runner.poll() is None:
-            runner.kill()
-            runner.wait()
-        reap(states)  # also when an assertion above failed: nothing left behind
     assert not [f for f in folders if f.exists()], "a node's folder outlived knell reap"
 
 
