@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-unit test-integration compose-test compose-images lint lint-workflows format matrix bench explore explore-short clean node-adapter docs
+.PHONY: run test soak test-unit test-integration compose-test compose-images lint lint-workflows lint-kubernetes format matrix bench explore explore-short clean node-adapter docs
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -16,12 +16,22 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(BIN)/knell run scenarios/quickstart.toml
 
-## test: every test but the container ones (`make compose-test`), spread over TEST_WORKERS
-## pytest-xdist workers (one per CPU); tests that must not overlap share an xdist_group.
+## test: every test but the container ones (`make compose-test`) and the soaks (`make soak`;
+## .ci/run runs their 60 s form on its own), spread over TEST_WORKERS pytest-xdist workers
+## (one per CPU); tests that must not overlap share an xdist_group.
 ## tests/README.md maps the folders, their markers and times
 TEST_WORKERS ?= logical
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not compose" -n $(TEST_WORKERS) --dist loadgroup
+	$(BIN)/python -m pytest -q -m "not compose and not soak" -n $(TEST_WORKERS) --dist loadgroup
+
+## soak: the soak acceptance for SOAK_SECONDS (10 minutes; .ci/run runs the 60 s form): a VALID
+## soak's checker memory flat after warm-up and its disk within the bound, a mutant's first
+## anomaly reported within 5 s and the soak stopped (tests/integration/test_soak.py); their run
+## directories (soak.json, online.json) stay in reports/soak/ until the next make soak
+SOAK_SECONDS ?= 600
+soak: $(STAMP)
+	KNELL_SOAK_SECONDS=$(SOAK_SECONDS) $(BIN)/python -m pytest -q -rA -m soak \
+		-p no:cacheprovider --basetemp=reports/soak tests/integration/test_soak.py
 
 ## test-unit: the in-process tests (no child process, no server, no fuzz), under a minute
 test-unit: $(STAMP)
@@ -29,7 +39,7 @@ test-unit: $(STAMP)
 
 ## test-integration: the tests that start real processes and servers
 test-integration: $(STAMP)
-	$(BIN)/python -m pytest -q -m "integration and not compose" -n $(TEST_WORKERS) --dist loadgroup
+	$(BIN)/python -m pytest -q -m "integration and not compose and not soak" -n $(TEST_WORKERS) --dist loadgroup
 
 ## test-slow: the long in-process tests (the fuzzers' short form)
 .PHONY: test-slow
@@ -87,10 +97,15 @@ lint: $(STAMP)
 
 ## lint-workflows: the GitHub Actions workflows, offline: actionlint (with shellcheck on every
 ## run: script) and GitHub's workflow schema (check-jsonschema's vendored copy)
-WORKFLOWS := .github/workflows/knell.yml .github/workflows/knell-reusable.yml
+WORKFLOWS := .github/workflows/knell.yml .github/workflows/knell-reusable.yml .github/workflows/knell-campaign.yml
 lint-workflows: $(STAMP)
 	$(BIN)/actionlint -no-color -shellcheck $(BIN)/shellcheck $(WORKFLOWS)
 	$(BIN)/check-jsonschema --builtin-schema vendor.github-workflows $(WORKFLOWS)
+
+## lint-kubernetes: the campaign's Kubernetes manifests (deploy/kubernetes), offline, strictly
+## (an unknown field fails) against the Kubernetes schemas kubernetes-validate ships
+lint-kubernetes: $(STAMP)
+	$(BIN)/kubernetes-validate --strict --quiet deploy/kubernetes/*.yaml
 
 ## docs: the documentation site into site/, strictly (a warning fails it); the README is its
 ## home page and the tables of checks, fault kinds, scenarios and mutants come from the registries

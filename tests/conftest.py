@@ -10,8 +10,8 @@ added here at collection, so a new test file cannot forget it
   marked ``integration``;
 * ``tests/slow``: in-process but long (the check fuzz), marked ``slow``.
 
-Any test that uses a session server (``postgres_store``, ``redis_store``)
-is marked ``integration`` wherever it lives.
+Any test that uses a session server (``postgres_store``, ``redis_store``,
+``nats_store``) is marked ``integration`` wherever it lives.
 
 **The guard.** A test without the ``integration`` marker that starts a
 child process fails, naming the test and what it started: "fast" stays
@@ -42,7 +42,7 @@ TIERS: dict[str, tuple[str, ...]] = {
     "stores": ("integration",),
     "slow": ("slow",),
 }
-SERVER_FIXTURES = frozenset({"postgres_store", "redis_store"})
+SERVER_FIXTURES = frozenset({"postgres_store", "redis_store", "nats_store"})
 
 # Audit events that start another program (``multiprocessing``'s spawn
 # context forks and execs without one: its ``start`` is guarded below).

@@ -22,6 +22,7 @@ import pytest
 
 from knell.owners import Owner, reap
 from knell.stores.base import StoreError
+from knell.stores.nats.discovery import find_nats_server
 from knell.stores.postgres.discovery import find_postgres
 from knell.stores.redis.discovery import find_redis_server
 from tests.conftest import require_server
@@ -29,6 +30,8 @@ from tests.conftest import require_server
 __all__ = [
     "assert_gone",
     "namespaced",
+    "nats_available",
+    "nats_store",
     "postgres_available",
     "postgres_store",
     "redis_available",
@@ -53,6 +56,14 @@ def redis_available() -> bool:
     return True
 
 
+def nats_available() -> bool:
+    try:
+        find_nats_server()
+    except StoreError:
+        return False
+    return True
+
+
 def require_postgres() -> None:
     require_server(
         "postgres", postgres_available(), "install postgresql (initdb) or set KNELL_POSTGRES_BIN"
@@ -61,6 +72,10 @@ def require_postgres() -> None:
 
 def require_redis() -> None:
     require_server("redis", redis_available(), "install redis-server or set KNELL_REDIS_SERVER")
+
+
+def require_nats() -> None:
+    require_server("nats", nats_available(), "pip install 'knell[nats]' or set KNELL_NATS_SERVER")
 
 
 def server_processes(store: object) -> list[psutil.Process]:
@@ -116,6 +131,21 @@ def redis_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     assert_gone(procs)
 
 
+@pytest.fixture(scope="session")
+def nats_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    require_nats()
+    from knell.stores.nats.server import NatsServer
+
+    owner = Owner()
+    store = NatsServer(tmp_path_factory.mktemp("nats-run"), owner=owner)
+    store.start()
+    procs = server_processes(store)
+    yield store
+    store.stop()
+    owner.close()
+    assert_gone(procs)
+
+
 def namespaced(
     kind: str, store: object | None, tmp: Path, *, poll: float = 0.02, **opts: str
 ) -> str:
@@ -128,6 +158,8 @@ def namespaced(
     tag = uuid.uuid4().hex[:12]
     if kind == "postgres":
         return f"{admin}?schema=t_{tag}&poll_interval={poll}{extra}"
+    if kind == "nats":  # a JetStream name: no ':'
+        return f"{admin}?prefix=t{tag}&poll_interval={poll}{extra}"
     return f"{admin}?prefix=t{tag}:&poll_interval={poll}{extra}"
 
 

@@ -98,10 +98,19 @@ def _findings(path: Path, allowed: set[str]) -> Iterator[tuple[int, str]]:
                 yield lineno, f"names the {store} store outside its package ({what} {shown!r})"
 
 
+TARGETS = "knell/targets/"
+"""Drivers of real systems (``knell.targets``): a module there named after a
+store (``redis_streams.py``) drives a system built on it and may name it."""
+
+
 def _allowed(path: Path) -> set[str]:
-    """The stores ``path`` may name: the one whose package it is in."""
+    """The stores ``path`` may name: the one whose package it is in, or the
+    one a target driver's module is named after."""
     posix = path.as_posix()
-    return {store for store, (_p, home) in STORES.items() if f"knell/{home}/" in posix}
+    found = {store for store, (_p, home) in STORES.items() if f"knell/{home}/" in posix}
+    if TARGETS in posix:
+        found |= {store for store in STORES if path.stem.startswith(f"{store}_")}
+    return found
 
 
 def check(roots: list[Path]) -> list[str]:

@@ -57,7 +57,12 @@ const ops = {
     const name = bugs.length ? `example node bus (bugs: ${bugs.join(', ')})` : 'example node bus';
     // Broadcast only: knell never sends this adapter a queue or role
     // operation, and refuses (exit 3) a scenario for those contracts.
-    return { protocol: PROTOCOL, contracts: ['broadcast'], bus: name };
+    // No SSE tails either, and none needed: a tail is served by a knell
+    // bridge in front of this adapter (from head and fetch), never by a bus.
+    // No message expiry: an empty features list says so, so knell never
+    // sends expires_at or include_expired and refuses (exit 3) a scenario
+    // that posts with a ttl.
+    return { protocol: PROTOCOL, contracts: ['broadcast'], features: [], bus: name };
   },
   post: (a) => ({ message: bus.post(a.channel, a.body, a.sender, a.idempotency_key ?? null) }),
   subscribe: (a) => ({ cursor: bus.subscribe(a.handle, a.channel, a.at ?? 'head') }),

@@ -6,7 +6,7 @@ newline-delimited JSON on stdin/stdout (docs/stdio-protocol.md). It wraps
 knell's reference SqliteBus, so a run through it tests exactly the same
 bus as the in-process default: what differs is only the protocol between
 them (which is what ``knell bench`` compares). It serves all three
-contracts the protocol covers (broadcast, queue, at-most-once), because
+contracts the protocol covers (broadcast, queue, at-most-once, stream), because
 the bus it wraps implements them, and says so in its hello reply.
 
 Run it the way knell does (any shipped scenario on SQLite)::
@@ -51,10 +51,12 @@ from knell.buses import (
     Wake,
     contracts_of,
 )
+from knell.buses.contract import features_of
 from knell.buses.sqlite import open_sqlite
 
 PROTOCOL = 1
-KNOWN_CONTRACTS = ("broadcast", "queue", "at-most-once")
+KNOWN_CONTRACTS = ("broadcast", "queue", "at-most-once", "stream")
+KNOWN_FEATURES = ("expiry",)
 
 Op = Callable[[Any, dict[str, Any]], dict[str, Any]]
 
@@ -148,6 +150,19 @@ def stranded(s: Stranded) -> dict[str, Any]:
     }
 
 
+def stream_info(s: Any) -> dict[str, Any]:
+    return {"channel": s.channel, "max_len": s.max_len, "max_age_s": s.max_age_s}
+
+
+def stream_page(p: Any) -> dict[str, Any]:
+    return {
+        "channel": p.channel,
+        "messages": [message(m) for m in p.messages],
+        "first": p.first,
+        "head": p.head,
+    }
+
+
 def nothing(_: None) -> dict[str, Any]:
     """The result of an operation that returns nothing (done, read...)."""
     return {}
@@ -170,11 +185,25 @@ def kind_of(exc: DefiniteError) -> str:
     return "rejected"
 
 
+def expiry(args: dict[str, Any]) -> dict[str, Any]:
+    """``expires_at`` as a keyword, only when knell sent it: knell sends it
+    only because this adapter declared the expiry feature, which it does
+    only when the wrapped bus has it."""
+    return {"expires_at": args["expires_at"]} if args.get("expires_at") is not None else {}
+
+
+def forensic(args: dict[str, Any]) -> dict[str, Any]:
+    """``include_expired`` as a keyword, only when knell sent it true."""
+    return {"include_expired": True} if args.get("include_expired") is True else {}
+
+
 # -- the operations -------------------------------------------------------------------
 
 BROADCAST_OPS: dict[str, Op] = {
     "post": lambda b, a: {
-        "message": message(b.post(a["channel"], a["body"], a["sender"], a.get("idempotency_key")))
+        "message": message(
+            b.post(a["channel"], a["body"], a["sender"], a.get("idempotency_key"), **expiry(a))
+        )
     },
     "subscribe": lambda b, a: {
         "cursor": b.subscribe(a["handle"], a["channel"], a.get("at", "head"))
@@ -182,7 +211,9 @@ BROADCAST_OPS: dict[str, Op] = {
     "fetch": lambda b, a: {
         "messages": [
             message(m)
-            for m in b.fetch(a["handle"], a["channel"], a.get("after"), a.get("limit", 100))
+            for m in b.fetch(
+                a["handle"], a["channel"], a.get("after"), a.get("limit", 100), **forensic(a)
+            )
         ]
     },
     "ack": lambda b, a: {"cursor": b.ack(a["handle"], a["channel"], a["up_to"])},
@@ -216,7 +247,21 @@ ROLE_OPS: dict[str, Op] = {
     "stranded": lambda b, a: {"stranded": [stranded(s) for s in b.stranded(a["role"])]},
 }
 
-OPS_OF = {"broadcast": BROADCAST_OPS, "queue": QUEUE_OPS, "at-most-once": ROLE_OPS}
+STREAM_OPS: dict[str, Op] = {
+    "declare_stream": lambda b, a: {
+        "stream": stream_info(b.declare_stream(a["channel"], a.get("max_len"), a.get("max_age_s")))
+    },
+    "tail": lambda b, a: {
+        "page": stream_page(b.tail(a["channel"], a.get("after", 0), a.get("limit", 100)))
+    },
+}
+
+OPS_OF = {
+    "broadcast": BROADCAST_OPS,
+    "queue": QUEUE_OPS,
+    "at-most-once": ROLE_OPS,
+    "stream": STREAM_OPS,
+}
 
 
 def mutant_factory(name: str) -> Callable[[str], Any] | None:
@@ -259,7 +304,8 @@ class Adapter:
         name = "knell reference SqliteBus (python adapter)"
         if self.mutant is not None:
             name = f"knell mutant {self.mutant} (python adapter)"
-        return {"protocol": PROTOCOL, "contracts": contracts, "bus": name}
+        features = [f for f in KNOWN_FEATURES if f in features_of(self.bus)]
+        return {"protocol": PROTOCOL, "contracts": contracts, "features": features, "bus": name}
 
     def handle(self, request: dict[str, Any]) -> dict[str, Any]:
         op, args = request.get("op"), request.get("args") or {}

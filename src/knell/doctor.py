@@ -188,6 +188,25 @@ def _clock_faults() -> list[Finding]:
     return out
 
 
+def _targets() -> list[Finding]:
+    """Each real system's driver (:mod:`knell.targets`): its client library
+    and store kind here; whether its store can start is the store's own
+    capability above."""
+    from knell.stores import registry
+    from knell.targets import TARGETS, missing
+
+    out = []
+    for target in TARGETS.values():
+        lacking = missing(target, registry.kinds())
+        detail = (
+            f"{target.driver} on a {target.store} store ({', '.join(target.contracts)})"
+            if not lacking
+            else "missing " + ", ".join(lacking)
+        )
+        out.append(Finding(target.name, not lacking, detail, target.install))
+    return out or [Finding("targets", True, "none registered")]
+
+
 def _containers() -> list[Finding]:
     from knell.stores.compose.doctor import doctor
 
@@ -218,6 +237,7 @@ CAPABILITIES: dict[str, tuple[str, Callable[[], list[Finding]]]] = {
         _storage_faults,
     ),
     "clock": ("clock faults (clock-skew, clock-jump, clock-strobe, clock-rate)", _clock_faults),
+    "targets": ("real systems under knell's contracts (knell.targets, docs/findings.md)", _targets),
     "node": ("the Node.js example adapter and its mutant", _node),
     "docker": ("the compose stack (make compose-test)", _containers),
     "browser": ("the HTML report's headless-browser test", _browser),

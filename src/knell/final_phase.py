@@ -1,4 +1,4 @@
-"""How the queue and at-most-once contracts end a run: their final workers.
+"""How the queue, at-most-once and stream contracts end a run: their final workers.
 
 Each contract needs its own final phase before loss is decidable. The
 broadcast one (drain every handle to the true head) is the runner's own;
@@ -10,7 +10,10 @@ stopped every role, recording each as a ``drain`` of the nemesis process
   queue has stayed empty longer than any claimer's lease (every lease the
   stopped claimers held has lapsed), then lists the dead letters;
 * at-most-once: one ``role-drain`` worker per role waits for the role,
-  reads everything pending and lists what is stranded.
+  reads everything pending and lists what is stranded;
+* stream: one ``stream-drain`` worker per stream channel tails the whole
+  ring once every post has completed, so the checks see what the ring
+  holds at the end (its bound, its contents) in at least one page.
 
 Which contracts a scenario tests at all is :mod:`knell.role_contracts`.
 
@@ -29,13 +32,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from knell.buses.contract import QUEUE, ROLES
+from knell.buses.contract import QUEUE, ROLES, STREAM
 from knell.scenario import ClaimerSpec, HolderSpec, Scenario
-from knell.workload.params import QueueDrainParams, RoleDrainParams, WorkerParams
+from knell.workload.params import (
+    QueueDrainParams,
+    RoleDrainParams,
+    StreamDrainParams,
+    WorkerParams,
+)
 
 __all__ = ["FINAL_ROLES", "SETTLE_MARGIN", "Final", "finals", "store_clock_lead"]
 
-FINAL_ROLES = ("claimer", "holder")
+FINAL_ROLES = ("claimer", "holder", "streamer")
 """Roles the runner stops (after producers and readers) before the final workers."""
 
 SETTLE_MARGIN = 0.5
@@ -78,7 +86,8 @@ def _seconds(value: object) -> float:
 
 
 def finals(scenario: Scenario) -> list[Final]:
-    """The final workers of a scenario, one per queue channel and per role."""
+    """The final workers of a scenario, one per queue channel, per role and
+    per stream channel."""
     queues: dict[str, list[ClaimerSpec]] = {}
     roles: dict[str, list[HolderSpec]] = {}
     for spec in scenario.process:
@@ -102,4 +111,7 @@ def finals(scenario: Scenario) -> list[Final]:
     for index, (channel, holders) in enumerate(roles.items(), start=1):
         params_r = RoleDrainParams(channel=channel, hold=max(h.hold for h in holders))
         out.append(Final(f"role-drain-{index}", "role-drain", params_r, channel, ROLES))
+    for index, channel in enumerate(scenario.streams, start=1):
+        params_s = StreamDrainParams(channel=channel)
+        out.append(Final(f"stream-drain-{index}", "stream-drain", params_s, channel, STREAM))
     return out

@@ -67,16 +67,18 @@ fault moved (:mod:`knell.faketime.truetime`): histories of different
 processes are compared by real time.
 
 Why a hand-written writer: the one property that matters is that SIGKILL
-can tear only the *last* line of a file. That holds when every event is a
-single ``write()`` of one whole line to a descriptor opened ``O_APPEND``,
-which a logging library does not promise. The reader mirrors it: a torn
-final line is skipped and reported, a torn line anywhere else is an error.
+can tear only the *last* event of a file. That holds when every event is a
+single ``write()`` of one whole line (in a part, of its zstd block:
+:mod:`knell.history_files`) to a descriptor opened ``O_APPEND``, which a
+logging library does not promise. The reader mirrors it: a torn final line
+(or block) is skipped and reported, a torn line anywhere else is an error.
 """
 
 from __future__ import annotations
 
 import heapq
 import os
+import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -86,6 +88,7 @@ import orjson
 
 from knell.errors import KnellError
 from knell.faketime.truetime import time_ns as true_time_ns
+from knell.history_files import LineEncoder, open_lines, open_merged_writer
 
 __all__ = [
     "OPERATIONS",
@@ -121,6 +124,8 @@ OPERATIONS = (
     "receive",
     "read",
     "stranded",
+    "declare_stream",
+    "stream_tail",
 )
 """The ``f`` of every operation a worker invokes on a bus (each an invoke and
 one completion); everything else a worker logs is a single event."""
@@ -161,6 +166,11 @@ class HistoryWriter:
         self.pid = os.getpid()
         path.parent.mkdir(parents=True, exist_ok=True)
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._encode = LineEncoder(path)
+        self._lock = threading.Lock()
+        """One event at a time through the compressor: the runner's nemesis
+        writer is shared with fault threads (a clock fault's ticker), and a
+        zstd stream, unlike appended lines, cannot take two at once."""
 
     def write(
         self,
@@ -184,11 +194,17 @@ class HistoryWriter:
         if channel is not None:
             event["channel"] = channel
         event["value"] = value if value is not None else {}
-        os.write(self._fd, orjson.dumps(event) + b"\n")
+        line = orjson.dumps(event) + b"\n"
+        with self._lock:
+            os.write(self._fd, self._encode.encode(line))
         return event
 
     def close(self) -> None:
-        os.close(self._fd)
+        with self._lock:
+            try:
+                os.write(self._fd, self._encode.finish())
+            finally:
+                os.close(self._fd)
 
 
 @dataclass
@@ -209,7 +225,7 @@ class HistoryReader:
     def __iter__(self) -> Iterator[Event]:
         # Streamed line by line: memory stays one line, however long the file.
         try:
-            fh = open(self.path, "rb")  # noqa: SIM115 - closed below, also on early exit
+            fh = open_lines(self.path)
         except OSError as exc:
             raise HistoryError(f"{self.path}: cannot read history: {exc.strerror}") from None
         loads = orjson.loads
@@ -267,7 +283,7 @@ def merge_histories(paths: Iterable[Path], out: Path) -> tuple[int, list[str]]:
     tmp = out.with_suffix(out.suffix + ".tmp")
     count = 0
     try:
-        with open(tmp, "wb") as fh:
+        with open_merged_writer(tmp, out) as fh:
             for index, (_, _, event) in enumerate(
                 heapq.merge(*streams, key=lambda t: (t[0], t[1]))
             ):

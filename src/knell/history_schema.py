@@ -61,6 +61,7 @@ class _PostInvoke(_Value):
     id: str
     sender: str
     key: str = ""  # absent without a key, never null
+    expires_at: float = 0.0  # absent without expiry: Unix seconds by the bus's clock
 
 
 class _PostOk(_PostInvoke):
@@ -88,6 +89,10 @@ class _FetchOk(_Value):
     messages: list[_Shown]
 
 
+class _ForensicOk(_FetchInvoke):
+    messages: list[_Shown]  # expired messages included: a look, not a delivery
+
+
 class _AckInvoke(_Value):
     up_to: int
 
@@ -109,6 +114,21 @@ class _WakeOk(_Value):
     seq: int
     sender: str
     reason: str
+
+
+class _TailInvoke(_Value):
+    last_event_id: int = 0  # absent on a first connection (it starts at the head)
+
+
+class _TailEvent(_Value):
+    seq: int
+    id: str
+    sender: str
+
+
+class _TailDrop(_Value):
+    error: str
+    last_event_id: int = 0  # absent when nothing was read yet
 
 
 # -- queue channels ------------------------------------------------------------------
@@ -153,6 +173,7 @@ class _Dead(_Value):
     seq: int
     msg: str
     deliveries: int
+    died_at: float = 0.0  # absent when unknown: Unix seconds by the bus's clock
 
 
 class _DeadOk(_DeadInvoke):
@@ -204,6 +225,25 @@ class _StrandedOk(_StrandedInvoke):
     messages: list[_StrandedMessage]
 
 
+# -- stream channels --------------------------------------------------------------------
+
+
+class _StreamBound(_Value):
+    max_len: int = 0  # absent: no count bound
+    max_age_s: float = 0.0  # absent: no age bound
+
+
+class _TailPageInvoke(_Value):
+    after: int
+    limit: int
+
+
+class _TailPageOk(_TailPageInvoke):
+    first: int
+    head: int
+    messages: list[_Shown]
+
+
 # -- single events -----------------------------------------------------------------------
 
 
@@ -220,10 +260,12 @@ _OPERATIONS: dict[str, tuple[type[_Value], type[_Value]]] = {
     "post": (_PostInvoke, _PostOk),
     "subscribe": (_SubscribeInvoke, _Cursor),
     "fetch": (_FetchInvoke, _FetchOk),
+    "forensic": (_FetchInvoke, _ForensicOk),
     "ack": (_AckInvoke, _Cursor),
     "cursor": (_Empty, _Cursor),
     "head": (_Empty, _HeadOk),
     "arm": (_ArmInvoke, _ArmOk),
+    "tail": (_TailInvoke, _TailInvoke),
     "declare": (_DeclareInvoke, _DeclareOk),
     "claim": (_ClaimInvoke, _ClaimOk),
     "renew": (_RenewInvoke, _RenewInvoke),
@@ -235,19 +277,23 @@ _OPERATIONS: dict[str, tuple[type[_Value], type[_Value]]] = {
     "receive": (_ReceiveInvoke, _ReceiveOk),
     "read": (_ReadInvoke, _ReadInvoke),
     "stranded": (_StrandedInvoke, _StrandedOk),
+    "declare_stream": (_StreamBound, _StreamBound),
+    "stream_tail": (_TailPageInvoke, _TailPageOk),
 }
 """f -> (invoke value, ok value) of every operation a worker invokes."""
 
 _SINGLE: dict[str, type[_Value]] = {
     "handle": _Handled,
     "wake": _WakeOk,
+    "tail-event": _TailEvent,
+    "tail-drop": _TailDrop,
     "work": _Held,
     "start": _Start,
     "stop": _Empty,
 }
 """f -> value of the events a worker writes alone, as ``ok``: a message
-handled, a doorbell that rang, work finished, the process started or
-stopped."""
+handled, a doorbell that rang, an SSE tail's event or drop, work finished,
+the process started or stopped."""
 
 
 def _ended(invoke: type[_Value]) -> type[_Value]:
@@ -277,14 +323,17 @@ PLACES: dict[str, tuple[str, ...]] = {
     "post": _CHANNEL,
     "subscribe": _BROADCAST,
     "fetch": _BROADCAST,
+    "forensic": _BROADCAST,
     "ack": _BROADCAST,
     "cursor": _BROADCAST,
     "head": _CHANNEL,
     "arm": ("handle",),
     "wake": _BROADCAST,
     "handle": _BROADCAST,
+    **dict.fromkeys(("tail", "tail-event", "tail-drop"), _CHANNEL),
     **dict.fromkeys(("declare", "claim", "renew", "done", "release", "dead", "work"), _CHANNEL),
     **dict.fromkeys(("claim_role", "release_role", "receive", "read", "stranded"), _CHANNEL),
+    **dict.fromkeys(("declare_stream", "stream_tail"), _CHANNEL),
     "drain": _BROADCAST,
 }
 """f -> the top-level fields naming where it happened, which its events

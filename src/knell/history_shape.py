@@ -26,9 +26,10 @@ from __future__ import annotations
 
 import types
 import typing
-from typing import Any, Literal, Union
+from typing import TYPE_CHECKING, Any, Literal, Union
 
-from pydantic import BaseModel
+if TYPE_CHECKING:  # pydantic is imported by shape_of's callers, never by fits's
+    from pydantic import BaseModel
 
 __all__ = ["Shape", "fits", "shape_of"]
 
@@ -51,6 +52,8 @@ _SCALARS: dict[Any, frozenset[type]] = {
 
 
 def _is_model(annotation: Any) -> bool:
+    from pydantic import BaseModel
+
     return isinstance(annotation, type) and issubclass(annotation, BaseModel)
 
 

@@ -97,6 +97,10 @@ class Provision:
             return True
         groups = {spec.group for spec in self.scenario.process}
         for fault in self.scenario.nemesis:
+            # A split brain leaving part of a group with the old primary.
+            splits = getattr(fault, "needs_instance_links", None)
+            if splits is not None and splits(self.scenario):
+                return True
             share = getattr(fault, "share", None)
             if share is not None and (
                 share < 1
@@ -114,21 +118,23 @@ class Provision:
         """Refuse, before anything starts, a network fault on a process that
         has no link to cut (it reaches a SQLite file directly)."""
         from knell.nemesis.network import LinkFaultSpec
+        from knell.nemesis.registry import kinds
 
         workers = self.scenario.workers()
         for index, fault in enumerate(self.scenario.nemesis):
+            needs_links = getattr(kinds()[fault.fault], "needs_store_links", False)
+            if needs_links and not _network_store(self.store.kind):
+                raise ProvisionError(
+                    f"nemesis[{index}] ({fault.fault}) cuts the clients' links to the store, and "
+                    f"this run's links to the {self.store.describe_short()} do not go through "
+                    "the fault proxy"
+                )
             if not isinstance(fault, LinkFaultSpec):
                 continue
             for name in self.scenario.targets(fault.target):
                 spec = workers.get(name)
                 if spec is None:
                     continue  # a bridge: its own links are to the store
-                if spec.via != "bridge" and not self._proxied():
-                    raise ProvisionError(
-                        f"nemesis[{index}] ({fault.fault}) targets {name}, whose links to the "
-                        f"{self.store.describe_short()} do not go through the fault proxy "
-                        "(its clients follow the Sentinels to the primary's own address)"
-                    )
                 if spec.via != "bridge" and not _network_store(self.store.kind):
                     raise ProvisionError(
                         f"nemesis[{index}] ({fault.fault}) targets {name}, which reaches a "
@@ -169,15 +175,9 @@ class Provision:
             link = self.links.add(name, upstream_name, upstream, processes, exchange)
         return link.listen
 
-    def _proxied(self) -> bool:
-        """Whether the links to the store can go through the fault proxy:
-        not to a replicated Redis, whose clients ask its Sentinels where
-        the primary is and dial the address they name."""
-        return bool(getattr(self.store, "proxied", True))
-
     def _store_url_for(self, source: str, processes: list[str]) -> str:
         url = str(self.store.url)
-        if self.links is None or not _network_store(self.store.kind) or not self._proxied():
+        if self.links is None or not _network_store(self.store.kind):
             return url
         nodes = getattr(self.store, "node_addresses", None)
         if nodes is not None:

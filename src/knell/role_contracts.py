@@ -1,8 +1,8 @@
 """Which delivery contract each worker role exercises.
 
-knell tests three contracts (:mod:`knell.buses.contract`): broadcast
-channels (consumers, waiters, joiners), queue channels (claimers) and
-at-most-once role delivery (holders). A scenario tests the contracts of
+knell tests four contracts (:mod:`knell.buses.contract`): broadcast
+channels (consumers, waiters, joiners, tailers), queue channels (claimers),
+at-most-once role delivery (holders) and stream rings (streamers). A scenario tests the contracts of
 its worker roles (producers post, which every contract shares), so the
 runner can refuse a bus that does not implement one (exit 3, before
 anything starts), and ``knell list`` and the report can say what was
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from knell.buses.contract import BROADCAST, CONTRACTS, QUEUE, ROLES
+from knell.buses.contract import BROADCAST, CONTRACTS, QUEUE, ROLES, STREAM
 
 __all__ = ["ROLE_CONTRACT", "contracts_of_roles"]
 
@@ -26,8 +26,10 @@ ROLE_CONTRACT: dict[str, str | None] = {
     "consumer": BROADCAST,
     "waiter": BROADCAST,
     "joiner": BROADCAST,
+    "tailer": BROADCAST,
     "claimer": QUEUE,
     "holder": ROLES,
+    "streamer": STREAM,
 }
 """The contract each scenario role exercises (producers post, which every
 contract shares)."""

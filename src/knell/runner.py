@@ -30,6 +30,7 @@ import errno
 import json
 import os
 import shutil
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -41,18 +42,31 @@ from knell.buses import (
     DriverExited,
     open_bus,
     require_contract,
+    require_feature,
     resolve_driver,
 )
 from knell.buses.deadline import DriverTimeout, close_within, within
+from knell.buses.stdio import CWD_VAR as EXEC_CWD_ENV
 from knell.checker import CheckConfig, Verdict, check_events
 from knell.checker.clocks import scan
 from knell.checker.wellformed import WellFormed
 from knell.errors import KnellError
 from knell.final_phase import FINAL_ROLES, Final, finals
 from knell.history import HistoryReader, HistoryWriter, merge_histories
+from knell.history_files import (
+    MERGED,
+    MERGED_PLAIN,
+    merged_path,
+    part_path,
+    part_paths,
+    remove_parts,
+    verify_merge,
+)
 from knell.logcap import last_error
 from knell.nemesis import Action, NemesisContext, kinds
+from knell.online_run import OnlineRun
 from knell.owners import Owner, reap
+from knell.phases import PhaseTimer
 from knell.platform import interrupt_on_terminate
 from knell.provision import Provision
 from knell.redact import bus_env, redact_settings, redact_url
@@ -67,6 +81,7 @@ from knell.workload.worker import WorkerSpec
 
 __all__ = [
     "ENVIRONMENT_EXIT",
+    "KEEP_HISTORY",
     "RunError",
     "RunOutcome",
     "Unavailable",
@@ -76,7 +91,10 @@ __all__ = [
     "run_scenario",
 ]
 
-READER_ROLES = ("consumer", "waiter", "joiner")
+READER_ROLES = ("consumer", "waiter", "joiner", "tailer")
+KEEP_HISTORY = ("all", "failing", "none")
+"""What a run keeps of its merged history once checked (``--keep-history``):
+a matrix or a campaign wants only the failing runs' (the ones someone reads)."""
 RUN_SUBDIRS = ("history", "logs", "control", "store", "workers")
 STOP_GRACE = 5.0
 READY_TIMEOUT = 15.0
@@ -231,17 +249,22 @@ class _Run:
         schedule: Schedule,
         say: Callable[[str], None],
         owner: Owner,
+        supervisor: Supervisor | None = None,
     ) -> None:
         self.scenario = scenario
         self.run_dir = run_dir
         self.provision = provision
+        self.timer = PhaseTimer()
+        """Where the run's time goes (``timings.json``; the runner hands in its own)."""
         self.url = str(provision.store.url)
         self.driver = provision.driver
         self.schedule = schedule
         self.say = say
         self.owner = owner
-        self.supervisor = Supervisor(run_dir, self.owner)
-        self.nemesis = HistoryWriter(run_dir / "history" / "nemesis.1.jsonl", "nemesis", 1)
+        self.halt: threading.Event | None = None
+        """Set by the online check at an anomaly: the schedule is left."""
+        self.supervisor = supervisor or Supervisor(run_dir, self.owner)
+        self.nemesis = HistoryWriter(part_path(run_dir / "history", "nemesis", 1), "nemesis", 1)
         self.stopping: set[str] = set()
         self.in_force: dict[int, Action] = {}
         """Fault number -> its apply, while the fault holds."""
@@ -283,6 +306,8 @@ class _Run:
         """Provision the links and bridges, then start every worker on its
         endpoint (the store directly, its link, or a bridge)."""
         self.nemesis.write("info", "begin", {"seed": self.schedule.seed})
+        self.supervisor.say = self.say
+        self.supervisor.warm()  # the zygote imports while the links and bridges start
         self.provision.start(self.supervisor)
         self.ctx.routes = self.provision.routes()
         if self.provision.links is not None:
@@ -290,7 +315,8 @@ class _Run:
         workers = self.scenario.workers()
         for name, spec in workers.items():
             end = self.provision.endpoints[name]
-            self._add_worker(name, spec.role, spec.params(), end.url, end.driver)
+            params = self.scenario.params_of(spec)
+            self._add_worker(name, spec.role, params, end.url, end.driver)
         for name in workers:
             self.supervisor.start(name)
         self.say(f"started {len(self.supervisor.workers)} processes")
@@ -312,7 +338,7 @@ class _Run:
 
     def _started(self, name: str) -> bool:
         worker = self.supervisor.workers[name]
-        path = self.run_dir / "history" / f"{name}.{worker.incarnation}.jsonl"
+        path = part_path(self.run_dir / "history", name, worker.incarnation)
         try:
             return path.stat().st_size > 0
         except OSError:
@@ -362,6 +388,12 @@ class _Run:
 
     def watch_crashes(self) -> None:
         """A worker that exits on its own is a finding: record it, restart it."""
+        lost = self.supervisor.lost()
+        if lost:
+            raise RunError(
+                f"the worker fork server died and took {', '.join(lost)} with it; the run is "
+                f"abandoned: this is knell, not the bus (see {self.run_dir / 'logs'})"
+            )
         for name, worker in self.supervisor.workers.items():
             if name in self.ctx.expected_down or name in self.stopping:
                 continue
@@ -405,19 +437,26 @@ class _Run:
             if action.at >= self.scenario.duration:
                 break
             due = t0 + action.at + behind
-            self._sleep_until(due)
+            if not self._sleep_until(due):
+                return
             late = time.monotonic() - due
             if late > 0.01:  # the last apply or heal took longer than planned
                 behind += late
             self.apply(action)
         self._sleep_until(t0 + self.scenario.duration + behind)
 
-    def _sleep_until(self, deadline: float) -> None:
+    def _sleep_until(self, deadline: float) -> bool:
+        """Wait for ``deadline`` (False: the online check asked to stop)."""
         while True:
             self.watch_crashes()
+            if self.halt is not None and self.halt.is_set():
+                self.say(
+                    "the online check found an anomaly: leaving the schedule for the final phase"
+                )
+                return False
             left = deadline - time.monotonic()
             if left <= 0:
-                return
+                return True
             time.sleep(min(left, 0.05))
 
     # -- the final phase -----------------------------------------------------
@@ -454,7 +493,7 @@ class _Run:
     def handles(self) -> list[tuple[str, str]]:
         """Every (handle, channel) that any process tried to subscribe."""
         seen: dict[tuple[str, str], None] = {}
-        for path in sorted((self.run_dir / "history").glob("*.jsonl")):
+        for path in part_paths(self.run_dir / "history"):
             for event in HistoryReader(path):
                 if event.get("f") == "subscribe" and event.get("type") == "invoke":
                     seen[(str(event["handle"]), str(event["channel"]))] = None
@@ -546,13 +585,24 @@ class _Run:
                 time.sleep(0.2)
 
     def final_phase(self) -> None:
+        lap = self.timer.lap
         self.heal()
         self.settle_store()
-        self.stop(("producer",))
+        lap("final: heal")
+        # Readers stop while producers still post: a waiter blocked in its
+        # wait is rung by the next post and sees its stop file at once,
+        # where after the producers it would sleep out its whole timeout
+        # (1.5 s of every quickstart run). Nothing is owed to a stopped
+        # reader: the drain reads every handle to the head afterwards.
         self.stop(READER_ROLES)
+        self.stop(("producer",))
+        lap("final: stop")
         self.drain()
+        lap("final: drain")
         self.contract_finals()
+        lap("final: contract finals")
         self.probe_integrity()
+        lap("final: integrity")
 
     def settle_store(self) -> None:
         """Wait until the store serves again before anything is drained. A
@@ -614,7 +664,7 @@ class _Run:
                 channel=final.channel,
             )
             self.supervisor.start(final.name)
-        self.say(f"final phase of {len(todo)} queue(s) and role(s)")
+        self.say(f"final phase of {len(todo)} queue(s), role(s) and stream(s)")
         stuck = set(self.supervisor.wait_exit([f.name for f in todo], self.scenario.drain_timeout))
         for final in todo:
             worker = self.supervisor.workers[final.name]
@@ -658,12 +708,25 @@ def run_scenario(
     schedule: Schedule | None = None,
     say: Callable[[str], None] = lambda _: None,
     watch: RunWatch | None = None,
+    page: bool = True,
+    keep_history: str = "all",
+    online: OnlineRun | None = None,
 ) -> RunOutcome:
     """Run one scenario end to end and write its run directory.
 
+    ``keep_history`` (:data:`KEEP_HISTORY`): ``all`` keeps the merged
+    history, ``failing`` only for a run that is not VALID, ``none`` never
+    (the verdict and the reports stay).
+
     ``schedule`` replays a saved fault plan instead of expanding the seed;
     ``watch`` is told when the run starts, changes phase and ends (live
-    progress, :mod:`knell.watch`)."""
+    progress, :mod:`knell.watch`). ``page=False`` writes every verdict
+    file but not ``index.html``: its plots are most of a short run's
+    check time (1.3-2 s of a 1 s quickstart), so bulk runs (matrix,
+    campaign, explore) draw it only for the runs a person will open, and
+    ``knell report RUN_DIR`` draws any other when asked. ``online``:
+    check the run while it goes (:mod:`knell.online_run`), and stop it
+    at its first anomaly when it asks."""
     if schedule is not None:
         registry = kinds()
         unknown = sorted(
@@ -678,12 +741,19 @@ def run_scenario(
                 f"schedule targets {', '.join(unknown)} are not processes of {scenario.name!r}"
             )
     driver = driver or scenario.bus
+    timer = PhaseTimer()
     reap()  # what dead runners left behind; never what a live one owns
     try:
         run_dir = new_dir(reports / scenario.name, *RUN_SUBDIRS)
     except RunDirError as exc:
         raise RunError(f"cannot create the run directory: {exc}") from None
     owner = Owner(run_dir)
+    # An exec adapter's relative command is found where ``knell run`` was
+    # typed: said before the supervisor copies the environment for every
+    # worker and its zygote (which run in run directories).
+    os.environ.setdefault(EXEC_CWD_ENV, os.getcwd())
+    supervisor = Supervisor(run_dir, owner)
+    supervisor.say = say
     store: Any = None
     try:
         store = make_store(scenario, run_dir, owner)
@@ -697,6 +767,9 @@ def run_scenario(
             store.server_env = preload.pop("store")
         say(f"store: {store.describe_short()}")
         store.start()
+        # The store serves: the zygote imports the worker's modules while
+        # the runner opens the bus and writes the plan.
+        supervisor.warm()
         try:
             shown = driver or store.describe_short()
             within("open", shown, "importing its module", lambda: resolve_driver(store.url, driver))
@@ -710,11 +783,14 @@ def run_scenario(
             try:
                 for contract in scenario.contracts:
                     require_contract(bus, contract, shown, scenario.name)
+                for feature in scenario.features:
+                    require_feature(bus, feature, shown, scenario.name)
             finally:
                 close_within(bus, shown, store.url)
         except DriverError as exc:
             raise RunError(str(exc)) from None
     except BaseException:
+        supervisor.shutdown()
         if store is not None:
             store.stop()
         owner.close()
@@ -732,13 +808,20 @@ def run_scenario(
         watch.begin(run_dir, scenario, schedule)
     try:
         provision = Provision(scenario, run_dir, store, driver, owner)
-        run = _Run(scenario, run_dir, provision, schedule, say, owner)
+        run = _Run(scenario, run_dir, provision, schedule, say, owner, supervisor)
         run.supervisor.start_env = preload
+        run.timer = timer
+        timer.lap("setup")
+        if online is not None:
+            run.halt = online.halt
+            online.start(run_dir, _check_config(run_dir))
         try:
             with interrupt_on_terminate():
                 run.start_all()
                 run.wait_ready()
+                timer.lap("start")
                 run.drive()
+                timer.lap("scenario")
                 if watch is not None:
                     watch.phase("final")
                 say("final phase: heal, stop producers, drain every handle")
@@ -749,9 +832,13 @@ def run_scenario(
             store.stop()
             run.nemesis.close()
             owner.close()
+            if online is not None:
+                online.end()
+            timer.lap("shutdown")
         if watch is not None:
             watch.phase("check")
-        outcome = check_run(run_dir, say=say)
+        outcome = check_run(run_dir, say=say, page=page, timer=timer, keep_history=keep_history)
+        timer.write(run_dir)
     finally:
         if watch is not None:
             watch.end()
@@ -830,37 +917,76 @@ def _writable(run_dir: Path) -> None:
         )
 
 
-def check_run(run_dir: Path, *, say: Callable[[str], None] = lambda _: None) -> RunOutcome:
+def _keep_once(run_dir: Path, parts: list[Path], merged: Path, count: int) -> None:
+    """Remove the parts once the merge is proven whole, so the history is
+    kept once; an unproven merge keeps the parts and is knell's own error
+    (the checker would judge a history with events missing)."""
+    refused = verify_merge(parts, merged, count)
+    if refused is not None:
+        merged.unlink(missing_ok=True)
+        raise RunError(f"{refused}; run knell check {run_dir} again")
+    remove_parts(parts)
+    if merged.name == MERGED:
+        (run_dir / MERGED_PLAIN).unlink(missing_ok=True)  # an older run's copy, now merged again
+
+
+def _why_no_history(run_dir: Path) -> str:
+    """Why a run directory has no history: not kept by the run's
+    ``--keep-history``, or nothing there at all."""
+    try:
+        results = json.loads((run_dir / "results.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        results = None
+    kept = results.get("history_kept") if isinstance(results, dict) else None
+    if isinstance(kept, str):
+        return f"not kept by the run: {kept}"
+    return f"expected {MERGED}, {MERGED_PLAIN} or history/*.jsonl[.zst]"
+
+
+def check_run(
+    run_dir: Path,
+    *,
+    say: Callable[[str], None] = lambda _: None,
+    page: bool = True,
+    timer: PhaseTimer | None = None,
+    keep_history: str = "all",
+) -> RunOutcome:
     """Merge (if needed) and check a run directory in one pass (the checks
     and the run statistics read the history together), and (re)write its
     reports. A run directory that cannot be read or written, or holds no
     history, is a :class:`RunError` (exit 3)."""
     token = _RUN_DIR.set(run_dir)
     try:
-        return _check_run(run_dir, say)
+        return _check_run(run_dir, say, page, timer or PhaseTimer(), keep_history)
     finally:
         _RUN_DIR.reset(token)
 
 
-def _check_run(run_dir: Path, say: Callable[[str], None]) -> RunOutcome:
+def _check_run(
+    run_dir: Path,
+    say: Callable[[str], None],
+    page: bool,
+    timer: PhaseTimer,
+    keep_history: str,
+) -> RunOutcome:
     config = _check_config(run_dir)
     expect = _expectation(run_dir)
     _writable(run_dir)
-    parts = sorted((run_dir / "history").glob("*.jsonl"))
-    merged = run_dir / "history.jsonl"
+    parts = part_paths(run_dir / "history")
+    merged = run_dir / MERGED if parts else merged_path(run_dir)
     torn: list[str] = []
     try:
         if parts:
-            _, torn = merge_histories(parts, merged)
+            count, torn = merge_histories(parts, merged)
+            _keep_once(run_dir, parts, merged, count)
         elif not merged.exists():
-            raise RunError(
-                f"{run_dir}: no history here (expected history.jsonl or history/*.jsonl)"
-            )
+            raise RunError(f"{run_dir}: no history here ({_why_no_history(run_dir)})")
     except OSError as exc:
         reason = "no space left on the device" if exc.errno == errno.ENOSPC else exc.strerror
         raise RunError(f"{merged}: cannot write the merged history: {reason}") from None
     for line in torn:
         say(line)
+    timer.lap("merge")
     stats = RunStats()
     series = RunSeries()
     reader = HistoryReader(merged)
@@ -877,9 +1003,22 @@ def _check_run(run_dir: Path, say: Callable[[str], None]) -> RunOutcome:
         verdict.undecided(
             f"{merged.name} is truncated (its last line is torn): events may be missing"
         )
+    timer.lap("check")
+    dropped = keep_history == "none" or (keep_history == "failing" and verdict.valid is True)
     try:
-        problems = write_reports(run_dir, verdict, stats, torn, series=series)
+        problems = write_reports(
+            run_dir,
+            verdict,
+            stats,
+            torn,
+            series=series,
+            html=page,
+            history_dropped=keep_history if dropped else None,
+        )
     except OSError as exc:
         reason = "no space left on the device" if exc.errno == errno.ENOSPC else exc.strerror
         raise RunError(f"{run_dir}: cannot write the reports: {reason}") from None
+    if dropped:
+        merged.unlink(missing_ok=True)
+    timer.lap("reports" if page else "reports (no page)")
     return RunOutcome(run_dir, verdict, exit_code(verdict), expect=expect, report_problems=problems)

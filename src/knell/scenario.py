@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import re
 import sys
-from dataclasses import fields
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Union
 from urllib.parse import urlsplit
@@ -35,6 +35,7 @@ from pydantic import (
     model_validator,
 )
 
+from knell.buses.contract import EXPIRY
 from knell.durations import Duration, parse_duration
 from knell.errors import KnellError
 from knell.limits import MAX_PROCESSES, MAX_SCHEDULE_ACTIONS
@@ -48,6 +49,8 @@ from knell.workload.params import (
     JoinerParams,
     ProducerParams,
     ReaderParams,
+    StreamerParams,
+    TailerParams,
     WaiterParams,
     WorkerParams,
 )
@@ -70,6 +73,9 @@ __all__ = [
     "Scenario",
     "ScenarioError",
     "StoreTable",
+    "StreamTable",
+    "StreamerSpec",
+    "TailerSpec",
     "WaiterSpec",
     "load_scenario",
     "parse_duration",
@@ -112,7 +118,7 @@ class _ProcessBase(_Strict):
 
     def params(self) -> WorkerParams:
         """What a worker of this spec is told (see :mod:`knell.workload.params`)."""
-        names = {f.name for f in fields(self.PARAMS)}
+        names = {f.name for f in fields(self.PARAMS)} & set(type(self).model_fields)
         return self.PARAMS(**{name: getattr(self, name) for name in names})
 
 
@@ -134,11 +140,27 @@ class ProducerSpec(_ProcessBase):
         description="with idempotency: resend every Nth post with its key, as a client "
         "whose reply was lost would (0 = never)",
     )
+    retry_after: Duration = Field(
+        default=ProducerParams.retry_after,
+        description="with retry_every: send the resend this long after the original "
+        "(0 = at once), as a client that retries late would (past a bus's dedup window)",
+    )
     hostile: bool = Field(
         default=ProducerParams.hostile,
         description="message ids carry hostile text after their unique prefix (script tags, "
         "ANSI escapes, lines imitating a report, very long strings): every report must show "
         "them as text",
+    )
+    ttl: Duration = Field(
+        default=ProducerParams.ttl,
+        description="how long each post lives: it is posted with expires_at = now + ttl and "
+        "must vanish from every liveness read after that (0 = never expires; needs a bus with "
+        "the expiry feature)",
+    )
+    ttl_every: int = Field(
+        default=ProducerParams.ttl_every,
+        ge=1,
+        description="with ttl: only every Nth post expires, the rest never do",
     )
 
 
@@ -161,6 +183,12 @@ class _ReaderBase(_ProcessBase):
         default=ReaderParams.read_head_every,
         ge=0,
         description="every N rounds, read the channel's head (0 = never)",
+    )
+    forensic_every: int = Field(
+        default=ReaderParams.forensic_every,
+        ge=0,
+        description="every N pages, also read that stretch of the log with include_expired "
+        "(recorded as 'forensic': expired messages must still be there; 0 = never)",
     )
     paging: Literal["after", "cursor"] = Field(
         default=ReaderParams.paging,
@@ -212,6 +240,73 @@ class JoinerSpec(_ReaderBase):
         default=JoinerParams.at,
         description="join at the head, or at the start (the whole history must follow)",
     )
+
+
+class TailerSpec(_ProcessBase):
+    """Follows a channel's SSE tail through a bridge, reconnecting with
+    ``Last-Event-ID`` after every drop (tails are served by bridges only)."""
+
+    PARAMS = TailerParams
+    role: Literal["tailer"]
+    via: Literal["store", "bridge"] = Field(
+        default="bridge", description="always 'bridge': a tail is served by a bridge"
+    )
+    ping: Duration = Field(
+        default=TailerParams.ping,
+        ge=0.05,
+        le=60,
+        description="the bridge's ping interval while idle; 4 without a byte is a dead stream",
+    )
+
+    @model_validator(mode="after")
+    def _through_a_bridge(self) -> TailerSpec:
+        if self.via != "bridge":
+            raise ValueError(
+                "via: a tailer reads a channel's SSE tail, which only a bridge serves, "
+                f"so it cannot have via = {self.via!r}"
+            )
+        return self
+
+
+class StreamerSpec(_ProcessBase):
+    """Tails a stream channel's ring directly through the bus, page after
+    page (the stream contract; its ring is the scenario's ``[streams.NAME]``)."""
+
+    PARAMS = StreamerParams
+    role: Literal["streamer"]
+    channel: Name = StreamerParams.channel
+    batch: int = Field(
+        default=StreamerParams.batch, ge=1, le=1000, description="tail page size (limit)"
+    )
+    read_time: Duration = Field(
+        default=StreamerParams.read_time,
+        description="simulated work per page: a reader slower than the ring falls behind it",
+    )
+    idle: Duration = Field(default=StreamerParams.idle, description="sleep after an empty page")
+    kind_probe_every: int = Field(
+        default=StreamerParams.kind_probe_every,
+        ge=0,
+        description="every N pages, read the stream as a broadcast channel and tail a channel "
+        "that is no stream (both must be refused; 0 = never)",
+    )
+
+
+class StreamTable(_Strict):
+    """A stream channel's ring, declared by every producer and streamer of
+    the channel before anything else (``[streams.NAME]``)."""
+
+    max_len: int | None = Field(
+        default=None, ge=1, le=1_000_000, description="the ring holds at most this many messages"
+    )
+    max_age_s: Duration | None = Field(
+        default=None, gt=0, description="the ring drops messages older than this"
+    )
+
+    @model_validator(mode="after")
+    def _bounded(self) -> StreamTable:
+        if self.max_len is None and self.max_age_s is None:
+            raise ValueError("a ring needs a bound: set max_len, max_age_s or both")
+        return self
 
 
 class ClaimerSpec(_ProcessBase):
@@ -284,6 +379,18 @@ class HolderSpec(_ProcessBase):
         description="on taking the role, try to read a stranded message (must be refused)",
     )
     idle: Duration = Field(default=HolderParams.idle, description="sleep when idle or waiting")
+    together: bool = Field(
+        default=False,
+        description="the group's processes hold the role as one run and receive at once "
+        "(competing receivers of one inbox) instead of taking turns",
+    )
+
+    def params(self) -> WorkerParams:
+        """``together``: every process of the group holds the role as the
+        run named after the group, so their receives compete."""
+        params = super().params()
+        assert isinstance(params, HolderParams)
+        return replace(params, together=f"{self.group}.together" if self.together else None)
 
 
 class BridgeSpec(_Strict):
@@ -305,9 +412,26 @@ class BridgeSpec(_Strict):
 
 
 AnySpec = (
-    ProducerSpec | ConsumerSpec | WaiterSpec | JoinerSpec | ClaimerSpec | HolderSpec | BridgeSpec
+    ProducerSpec
+    | ConsumerSpec
+    | WaiterSpec
+    | JoinerSpec
+    | TailerSpec
+    | StreamerSpec
+    | ClaimerSpec
+    | HolderSpec
+    | BridgeSpec
 )
-WorkerSpecT = ProducerSpec | ConsumerSpec | WaiterSpec | JoinerSpec | ClaimerSpec | HolderSpec
+WorkerSpecT = (
+    ProducerSpec
+    | ConsumerSpec
+    | WaiterSpec
+    | JoinerSpec
+    | TailerSpec
+    | StreamerSpec
+    | ClaimerSpec
+    | HolderSpec
+)
 
 ProcessSpec = Annotated[AnySpec, Field(discriminator="role")]
 
@@ -438,7 +562,26 @@ class StoreTable(_Strict):
                 ComposeOptions.model_validate({k: extra[k] for k in used})
             except ValidationError as exc:
                 raise ValueError(_first_error(exc)) from None
+            _compose_replicas(kind, extra.get("replicas"))
         return self
+
+
+def _compose_replicas(kind: Any, replicas: object) -> None:
+    """Refuse more replicas than the compose files run for ``kind``
+    (:attr:`~knell.stores.kind.ComposeService.replicas`)."""
+    if not replicas:
+        return
+    most = kind.compose.replicas if kind.compose is not None else 0
+    if most == 0:
+        raise ValueError(
+            f"store option 'replicas' = {replicas}: provider = \"compose\" runs no {kind.name} "
+            f"replicas (a private {kind.name} store has them: drop provider)"
+        )
+    if int(str(replicas)) > most:
+        raise ValueError(
+            f"store option 'replicas' = {replicas}: provider = \"compose\" runs at most {most} "
+            f"{kind.name} replicas (compose/docker-compose.replicated.yml)"
+        )
 
 
 def _setting_key(key: str) -> str:
@@ -477,12 +620,30 @@ class Expectation(_Strict):
     checks = ["no-loss"] }``. ``knell run`` still exits 1 for it (the bus
     did break a promise); the matrix, the pytest plugin and CI count a run
     that makes the expected finding as a pass, and a VALID one as a
-    failure (knell would have missed what it is there to show)."""
+    failure (knell would have missed what it is there to show).
+
+    A finding against a real system is often a race the fault must land
+    in (a crash between an ack and the write that makes it durable), so a
+    short run on a loaded machine can miss it by luck. ``seeds = N`` says
+    so honestly: the pytest plugin gives the scenario up to N consecutive
+    seeds and passes on the first that makes the finding, failing only
+    when all N were VALID (the matrix has its own seeds per cell). A run
+    that is INVALID for another reason, or UNKNOWN, is not retried."""
 
     verdict: Literal["invalid", "unknown"] = "invalid"
     checks: list[str] = Field(
         default_factory=list,
         description="checks (or check:kind) of which at least one must fire",
+    )
+    seeds: int = Field(
+        default=1,
+        ge=1,
+        le=20,
+        description=(
+            "the finding must be made in at least one of this many consecutive seeds"
+            " (the scenario's seed onward): for findings that need a fault to land in"
+            " a narrow window, which a short or loaded run can miss"
+        ),
     )
 
     def met_by(self, valid: object, fired: dict[str, list[str]]) -> bool:
@@ -502,7 +663,8 @@ class Expectation(_Strict):
 
     def describe(self) -> str:
         what = ", ".join(self.checks) or "any check"
-        return f"expects {self.verdict.upper()} ({what})"
+        within = f" within {self.seeds} seeds" if self.seeds > 1 else ""
+        return f"expects {self.verdict.upper()} ({what}){within}"
 
 
 class Scenario(_Strict):
@@ -538,6 +700,11 @@ class Scenario(_Strict):
     )
     expect: Expectation | None = Field(
         default=None, description="a finding this scenario exists to make (see Expectation)"
+    )
+    streams: dict[Name, StreamTable] = Field(
+        default_factory=dict,
+        description="stream channels by name ([streams.NAME]): their producers and streamers "
+        "declare the ring before anything else",
     )
     process: list[ProcessSpec] = Field(min_length=1)
     nemesis: list[NemesisSpec] = Field(default_factory=list)
@@ -612,6 +779,12 @@ class Scenario(_Strict):
             groups[spec.group] = spec.role
         has_bridge = any(isinstance(spec, BridgeSpec) for spec in self.process)
         for index, spec in enumerate(self.process):
+            if isinstance(spec, TailerSpec) and not has_bridge:
+                raise ValueError(
+                    f"process[{index}]: a tailer reads a channel's SSE tail, which only a "
+                    "bridge serves, but the scenario has no bridge (add a [[process]] with "
+                    'role = "bridge")'
+                )
             if not isinstance(spec, BridgeSpec) and spec.via == "bridge" and not has_bridge:
                 raise ValueError(
                     f"process[{index}].via: 'bridge', but the scenario has no bridge "
@@ -639,7 +812,17 @@ class Scenario(_Strict):
         for index, spec in enumerate(self.process):
             if isinstance(spec, (ProducerSpec, BridgeSpec)):
                 continue
-            kind = {"claimer": "queue", "holder": "role inbox"}.get(spec.role, "broadcast")
+            kind = {"claimer": "queue", "holder": "role inbox", "streamer": "stream"}.get(
+                spec.role, "broadcast"
+            )
+            if (kind == "stream") != (spec.channel in self.streams):
+                raise ValueError(
+                    f"process[{index}].channel: {spec.channel!r} is a stream (streams."
+                    f"{spec.channel}), so a {spec.role} cannot read it"
+                    if kind != "stream"
+                    else f"process[{index}].channel: a streamer tails a stream, and "
+                    f"{spec.channel!r} is none (declare its ring as [streams.{spec.channel}])"
+                )
             seen = kinds.setdefault(spec.channel, (kind, index))
             if seen[0] != kind:
                 raise ValueError(
@@ -657,19 +840,42 @@ class Scenario(_Strict):
 
     @model_validator(mode="after")
     def _final_names_free(self) -> Scenario:
-        """The final phase's workers are named ``drain-N``, ``queue-drain-N``
-        and ``role-drain-N``: no process group may take those names."""
+        """The final phase's workers are named ``drain-N``, ``queue-drain-N``,
+        ``role-drain-N`` and ``stream-drain-N``: no process group may take
+        those names."""
         for index, spec in enumerate(self.process):
-            if spec.group in ("drain", "queue-drain", "role-drain"):
+            if spec.group in ("drain", "queue-drain", "role-drain", "stream-drain"):
                 raise ValueError(
                     f"process[{index}].name: {spec.group!r} is reserved for the final phase"
                 )
         return self
 
+    def params_of(self, spec: WorkerSpecT) -> WorkerParams:
+        """What a worker of ``spec`` is told: its own parameters, plus the
+        ring of its channel when that is a stream (a producer declares it
+        before its first post; a streamer before its first tail)."""
+        params = spec.params()
+        ring = self.streams.get(spec.channel)
+        if ring is None:
+            return params
+        if isinstance(params, ProducerParams):
+            return replace(params, stream=True, max_len=ring.max_len, max_age_s=ring.max_age_s)
+        if isinstance(params, StreamerParams):
+            return replace(params, max_len=ring.max_len, max_age_s=ring.max_age_s)
+        return params
+
     @property
     def contracts(self) -> tuple[str, ...]:
         """The delivery contracts this scenario tests (by its roles)."""
         return contracts_of_roles(spec.role for spec in self.process if spec.role != "bridge")
+
+    @property
+    def features(self) -> tuple[str, ...]:
+        """The optional bus features this scenario needs (``expiry`` when a
+        producer posts with a ttl)."""
+        if any(isinstance(s, ProducerSpec) and s.ttl > 0 for s in self.process):
+            return (EXPIRY,)
+        return ()
 
     def instances(self) -> dict[str, AnySpec]:
         """Every process instance by name (``consumer-1``, ``consumer-2``...)."""
@@ -721,7 +927,18 @@ on_register(_rebuild)
 
 def _tags() -> set[str]:
     """The union tags pydantic inserts in error paths (roles and faults)."""
-    return {"producer", "consumer", "waiter", "joiner", "claimer", "holder", "bridge", *kinds()}
+    return {
+        "producer",
+        "consumer",
+        "waiter",
+        "joiner",
+        "tailer",
+        "streamer",
+        "claimer",
+        "holder",
+        "bridge",
+        *kinds(),
+    }
 
 
 def _locate(text: str, loc: tuple[int | str, ...]) -> int | None:

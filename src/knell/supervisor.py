@@ -23,6 +23,16 @@ Every process also inherits the run's owner token in its environment
 (:data:`knell.platform.OWNER_ENV`): once a session's leader is reaped, only
 processes that carry it are touched, so a session id the kernel reused
 for someone else is safe.
+
+On Linux a worker is forked by the run's zygote (:meth:`Supervisor.warm`,
+:mod:`knell.platform.forkserver`) rather than spawned: the same argv,
+environment, output and session, without paying the interpreter's start
+and the imports again at every restart. The zygote, not this process, is
+then the worker's parent and reaps it, so a forked worker's session is
+always swept with the run's token. A worker that needs a variable from its
+start (a clock fault's preload, which only an ``exec`` applies) is
+spawned, and so is every worker once the zygote is gone, or when
+``KNELL_FORK_SERVER=0`` asks for it (the bench's same-run baseline).
 """
 
 from __future__ import annotations
@@ -33,7 +43,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,15 +52,23 @@ from knell.owners import Owner
 from knell.platform import (
     OWNER_ENV,
     SPAWN_GROUP,
+    Child,
+    Zygote,
     contain,
     kill_tree,
     resume_tree,
     signal_session,
+    start_zygote,
     suspend_tree,
 )
 from knell.redact import BUS_URL_ENV
 
-__all__ = ["Supervisor", "WorkerProcess"]
+__all__ = ["FORK_SERVER_ENV", "Supervisor", "WorkerProcess"]
+
+FORK_SERVER_ENV = "KNELL_FORK_SERVER"
+"""Set to ``0`` to spawn every worker even where a zygote could fork them."""
+
+WORKER_MODULE = "knell.workload"
 
 
 @dataclass
@@ -66,7 +84,8 @@ class WorkerProcess:
     """A file the process writes once it serves (a bridge): a start is
     confirmed only then (see :meth:`Supervisor.wait_ready`)."""
     incarnation: int = 0
-    popen: subprocess.Popen[bytes] | None = None
+    popen: Child | None = None
+    """The running incarnation: a ``Popen``, or a worker forked by the zygote."""
     paused: bool = False
     exits: list[int] = field(default_factory=list)
     log: CappedLog | None = None
@@ -110,6 +129,10 @@ class Supervisor:
         self.marker = owner.token if owner is not None else uuid.uuid4().hex[:12]
         """The token every process of this run inherits (:data:`OWNER_ENV`)."""
         self.env[OWNER_ENV] = self.marker
+        self.zygote: Zygote | None = None
+        """The run's fork server, once :meth:`warm` started it."""
+        self.say: Callable[[str], None] = lambda _: None
+        """Where a note for the user goes (the zygote is gone, say)."""
         self.sessions: set[int] = set()
         """The session of every incarnation started (its leader's pid)."""
         self.start_env: dict[str, dict[str, str]] = {}
@@ -125,6 +148,8 @@ class Supervisor:
         to its environment (its real bus URL, see :mod:`knell.redact`)."""
         worker = WorkerProcess(name, spec_path, env=dict(env or {}))
         self.workers[name] = worker
+        if self.zygote is not None:
+            self.zygote.preload([str(spec_path)])  # its bus driver, imported once
         return worker
 
     def add_command(
@@ -157,17 +182,64 @@ class Supervisor:
             time.sleep(0.02)
         return worker.ready_file.exists()
 
-    def _argv(self, worker: WorkerProcess) -> list[str]:
+    def warm(self) -> None:
+        """Start the run's zygote (Linux, unless :data:`FORK_SERVER_ENV` is
+        ``0``): it imports the worker's modules meanwhile, and from then on
+        forks workers instead of this process spawning them. Call it from
+        a thread that lives as long as the run: the kernel's parent-death
+        signal follows the thread that started a child."""
+        if self.zygote is not None or os.environ.get(FORK_SERVER_ENV) == "0":
+            return
+        self.zygote = start_zygote(
+            WORKER_MODULE, dict(self.env), self.run_dir, self.logs / "forkserver.log"
+        )
+        if self.zygote is not None and self.owner is not None:
+            self.owner.process(self.zygote.pid, "forkserver")
+
+    def lost(self) -> list[str]:
+        """The workers that died because the zygote died (knell's failure,
+        never the bus's)."""
+        return [
+            w.name
+            for w in self.workers.values()
+            if w.popen is not None and getattr(w.popen, "lost", False)
+        ]
+
+    def _argv(self, worker: WorkerProcess, parent: int | None = None) -> list[str]:
         if worker.command is not None:
             return [self.python, *worker.command]
         return [
             self.python,
             "-m",
-            "knell.workload",
+            WORKER_MODULE,
             str(worker.spec_path),
             str(worker.incarnation),
-            str(os.getpid()),
+            str(os.getpid() if parent is None else parent),
         ]
+
+    def _fork(self, worker: WorkerProcess, env: dict[str, str]) -> Child | None:
+        """The worker forked by the zygote (its parent, which it dies
+        with); None when it must be spawned."""
+        zygote = self.zygote
+        if zygote is None or worker.command is not None or self.start_env.get(worker.name):
+            return None
+        child = (
+            zygote.spawn(self._argv(worker, zygote.pid), env, self.run_dir)
+            if zygote.alive()
+            else None
+        )
+        if child is None and zygote.alive():
+            # It refused this one (an environment too large for a request,
+            # a thread it must not fork with): it still reaps the others.
+            self.say(f"{worker.name}: the worker fork server could not fork it; spawning it")
+        elif child is None:
+            self.zygote = None
+            zygote.close()
+            self.say(
+                "the worker fork server is gone (see logs/forkserver.log); "
+                "spawning workers from now on"
+            )
+        return child
 
     def start(self, name: str) -> WorkerProcess:
         """Start the next incarnation of ``name`` (the first, or a restart)."""
@@ -179,16 +251,22 @@ class Supervisor:
         worker.paused = False
         if worker.ready_file is not None:
             worker.ready_file.unlink(missing_ok=True)
-        worker.popen = subprocess.Popen(
-            self._argv(worker),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            cwd=self.run_dir,
-            env={**self.env, **worker.env, **self.start_env.get(name, {})},
-            **SPAWN_GROUP,
-        )
-        contain(worker.popen)  # Windows: the job object that kills it with us
+        env = {**self.env, **worker.env, **self.start_env.get(name, {})}
+        forked = self._fork(worker, env)
+        if forked is not None:
+            worker.popen = forked
+        else:
+            popen = subprocess.Popen(
+                self._argv(worker),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                cwd=self.run_dir,
+                env=env,
+                **SPAWN_GROUP,
+            )
+            contain(popen)  # Windows: the job object that kills it with us
+            worker.popen = popen
         assert worker.popen.stdout is not None
         worker.log = CappedLog(worker.popen.stdout, self.logs / f"{name}.{worker.incarnation}.log")
         worker.log.start()
@@ -206,7 +284,11 @@ class Supervisor:
             return None
         pid = worker.popen.pid
         kill_tree(pid)
-        signal_session({pid}, "kill")  # not reaped yet: the session id is still ours
+        # A spawned worker is not reaped yet, so its session id is still
+        # ours; a forked one may be reaped by the zygote already: only the
+        # processes with the run's token are then ours.
+        forked = not isinstance(worker.popen, subprocess.Popen)
+        signal_session({pid}, "kill", self.marker if forked else None)
         worker.popen.wait()
         self._reap(worker)
         worker.paused = False
@@ -255,7 +337,8 @@ class Supervisor:
                     signal_session({worker.pid}, "continue")
                     resume_tree(worker.pid)
                 kill_tree(worker.pid)
-                signal_session({worker.pid}, "kill")
+                forked = not isinstance(worker.popen, subprocess.Popen)
+                signal_session({worker.pid}, "kill", self.marker if forked else None)
                 killed.append(worker.name)
             if worker.popen is not None:
                 with contextlib.suppress(subprocess.TimeoutExpired):
@@ -263,11 +346,15 @@ class Supervisor:
                 self._reap(worker)
         if self.sessions:
             signal_session(self.sessions, "kill", self.marker)
+        if self.zygote is not None:
+            self.zygote.close()
+            self.zygote = None
         return killed
 
     def _reap(self, worker: WorkerProcess) -> None:
-        if worker.popen is not None and worker.popen.poll() is not None:
-            worker.exits.append(worker.popen.returncode)
+        code = None if worker.popen is None else worker.popen.poll()
+        if code is not None:
+            worker.exits.append(code)
             worker.popen = None
             if worker.log is not None:
                 worker.log.join(timeout=2)

@@ -1,5 +1,7 @@
 """Every reference bus's queue channels against every row of the queue
-contract, including two OS processes claiming from one queue at once."""
+contract, including two OS processes claiming from one queue at once;
+and every target that declares the queue contract (the rows its system
+cannot keep marked in ``TARGET_LIMITS``)."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from typing import Any
 import pytest
 
 from knell.buses import (
+    CONTRACTS,
     DefiniteError,
     LeaseLost,
     QueueBus,
@@ -18,11 +21,17 @@ from knell.buses import (
     contracts_of,
     open_bus,
 )
-from tests.contract.conftest import OpenBus
+from tests.contract.conftest import BACKENDS, TARGETS, OpenBus
 
 Q = Any
 """A reference bus, used through its queue half (every reference bus
 implements all three contracts)."""
+
+
+@pytest.fixture(params=[*BACKENDS, *TARGETS])
+def kind(request: pytest.FixtureRequest) -> str:
+    """The reference buses and the targets of the queue contract."""
+    return str(request.param)
 
 
 @pytest.fixture
@@ -31,7 +40,8 @@ def one(bus: OpenBus) -> Q:
 
 
 def test_the_reference_bus_declares_every_contract(one: Q) -> None:
-    assert contracts_of(one) == {"broadcast", "queue", "at-most-once"}
+    declared = contracts_of(one)
+    assert {"broadcast", "queue", "at-most-once"} <= declared <= set(CONTRACTS)
     assert isinstance(one, QueueBus)
 
 
@@ -173,8 +183,10 @@ def test_bad_ids_and_leases_are_definite_errors(one: Q) -> None:
         one.claim("jobs", "a", 0)
 
 
-def _claim_all(url: str, name: str, out: mp.Queue[list[str]]) -> None:
-    b = open_bus(url)
+def claim_all(url: str, name: str, out: mp.Queue[list[str]], driver: str | None = None) -> None:
+    """One claiming process: claim and finish until the queue stays empty,
+    then report what it got (a target's suite reuses it with its driver)."""
+    b = open_bus(url, driver)
     got: list[str] = []
     idle = 0
     while idle < 20:
@@ -198,7 +210,7 @@ def test_two_processes_claiming_never_win_the_same_message(url: str) -> None:
         b.post("jobs", f"m{i}", "p")
     ctx = mp.get_context("spawn")
     results: mp.Queue[list[str]] = ctx.Queue()
-    procs = [ctx.Process(target=_claim_all, args=(url, f"c{i}", results)) for i in range(2)]
+    procs = [ctx.Process(target=claim_all, args=(url, f"c{i}", results)) for i in range(2)]
     for p in procs:
         p.start()
     got = [results.get(timeout=60) for _ in procs]
@@ -231,7 +243,7 @@ def test_a_bus_declares_its_contracts_and_open_bus_checks_their_methods(tmp_path
     module = types.ModuleType("queue_only_for_test")
     module.make = lambda url: QueueOnly()  # type: ignore[attr-defined]
     module.half = lambda url: type("Half", (), {"contracts": {"queue"}, "claim": print})()  # type: ignore[attr-defined]
-    module.odd = lambda url: type("Odd", (), {"contracts": {"stream"}})()  # type: ignore[attr-defined]
+    module.odd = lambda url: type("Odd", (), {"contracts": {"sharded"}})()  # type: ignore[attr-defined]
     sys.modules["queue_only_for_test"] = module
     try:
         bus = open_bus(url, "queue_only_for_test:make")  # no broadcast method needed

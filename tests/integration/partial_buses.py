@@ -37,3 +37,15 @@ class QueueOnly:
 
 def queue_only(url: str) -> QueueOnly:
     return QueueOnly(url)
+
+
+class WithoutExpiry(SqliteBus):
+    """Every contract, but no optional feature: a bus written before expiry."""
+
+    features = frozenset()
+
+
+def without_expiry(url: str) -> WithoutExpiry:
+    ref = open_sqlite(url)
+    ref.close()
+    return WithoutExpiry(ref.path, poll_interval=ref.poll_interval)

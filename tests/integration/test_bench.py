@@ -14,7 +14,18 @@ from tests.integration.conftest import knell
 # Benches measure throughput: never two at once (make test runs under xdist).
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("bench")]
 
-SECTIONS = {"bus", "checker", "runner", "wake", "proxy", "bridge", "stdio", "queue", "report"}
+SECTIONS = {
+    "bus",
+    "checker",
+    "runner",
+    "wake",
+    "proxy",
+    "bridge",
+    "stdio",
+    "queue",
+    "report",
+    "history",
+}
 FIELDS = {
     "section",
     "name",
@@ -81,3 +92,15 @@ def test_queue_bench_rows(tmp_path: Path) -> None:
     assert all("skipped" not in line for line in said) == (len(stores) == 3)
     if os.environ.get("KNELL_REQUIRE_SERVERS") == "1":
         assert stores == ["sqlite", "postgres", "redis"], "CI must measure every store"
+
+
+def test_bridge_bench_measures_claims_both_ways(tmp_path: Path) -> None:
+    """The bridge section's claims row: a claim and its done through a real
+    bridge process and on the store directly, both measured, in one run."""
+    from knell.bench.bridge import _claims
+
+    said: list[str] = []
+    (row,) = _claims(tmp_path, True, said.append)
+    assert row.section == "bridge" and row.unit == "claims/s"
+    assert row.value and row.baseline and row.ratio
+    assert any("claims/s" in line for line in said)

@@ -67,10 +67,15 @@ def bridge_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def _operations() -> list[tuple[str, str, str]]:
     """(method, path, mode) for every operation of the document: valid
     requests for each, and requests that break it for each that has
-    something to break (a parameter or a body)."""
+    something to break (a parameter or a body). The SSE tail is left out:
+    its answer is an event stream that never ends, which a fuzzer reading
+    whole bodies would wait on forever (tests/integration/test_bridge_tail.py
+    holds it to its document instead)."""
     out = []
     for path, methods in openapi_document(MAX_WAIT)["paths"].items():
         for method, spec in methods.items():
+            if "text/event-stream" in spec["responses"]["200"]["content"]:
+                continue
             out.append((method.upper(), path, "positive"))
             if spec.get("parameters") or spec.get("requestBody"):
                 out.append((method.upper(), path, "negative"))

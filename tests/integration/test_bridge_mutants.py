@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from knell.buses import Bus, open_bus
+from knell.buses.contract import Claim, QueueBus, RoleBus, RoleHeld, contracts_of
 from knell.buses.mutants import all_mutants
 from knell.buses.mutants.bridge import state_file
 from tests.integration.bridges import Bridge, Bridges, sqlite_url
@@ -61,10 +62,50 @@ def test_bridge_mutants_are_registered_for_the_bridge() -> None:
         "bridge-stale-head",
         "bridge-cursor-write-behind",
         "bridge-drops-idempotency-key",
+        "bridge-claim-retry-second-lease",
+        "bridge-tail-resume-inclusive",
+        "bridge-tail-resume-at-head",
+        "bridge-caches-hold",
     }
     for m in bridge_mutants.values():
         assert (m.cls.__doc__ or "").startswith("Failure mode:")
-        assert set(m.scenarios) <= {"sqlite-bridge-kill", "postgres-bridge-pause"}
+        assert set(m.scenarios) <= {
+            "sqlite-bridge-kill",
+            "postgres-bridge-pause",
+            "bridge-queue-kill",
+            "bridge-sse-tail-kill",
+            "bridge-roles-kill",
+        }
+
+
+def _two_claims(bridges: Bridges, tmp_path: Path, *mutant: str) -> tuple[Claim, Claim | None]:
+    """Two consumers claim from one queue holding two messages, one right
+    after the other, through one bridge: their leases, as answered."""
+    _, url = store(tmp_path, 0)
+    bridge = bridges.start("--bus", url, *mutant)
+    client = open_bus(bridge.url)
+    assert isinstance(client, QueueBus) and "queue" in contracts_of(client)
+    client.declare_queue("jobs", 3)
+    for i in range(2):
+        client.post("jobs", f"work{i}", "sender")
+    first = client.claim("jobs", "a", 30.0)
+    second = client.claim("jobs", "b", 30.0)
+    assert first is not None
+    client.close()
+    return first, second
+
+
+def test_claim_retry_hands_one_message_to_two_consumers(bridges: Bridges, tmp_path: Path) -> None:
+    first, second = _two_claims(bridges, tmp_path, "--mutant", "bridge-claim-retry-second-lease")
+    # b's claim, taken for a retry of a's, gets the message a still holds.
+    assert second is not None and second.id == first.id and second.consumer == "b"
+
+
+def test_a_sound_bridge_hands_the_second_consumer_the_next_message(
+    bridges: Bridges, tmp_path: Path
+) -> None:
+    first, second = _two_claims(bridges, tmp_path)
+    assert second is not None and second.id != first.id and second.seq == first.seq + 1
 
 
 def test_ack_before_commit_loses_confirmed_posts_on_a_kill(
@@ -178,3 +219,29 @@ def test_drops_idempotency_key_double_posts_a_retry(bridges: Bridges, tmp_path: 
     ref = open_bus(sound.url)
     assert ref.post("a", "p1:7", "p1", "p1:7").seq == ref.post("a", "p1:7", "p1", "p1:7").seq == 1
     ref.close()
+
+
+def test_a_bridge_caching_holds_lets_the_store_hold_lapse(bridges: Bridges, tmp_path: Path) -> None:
+    """Run a renews through the caching bridge; the store never hears it,
+    so after the first lease run b's claim is granted while a's renewal was
+    answered ok: two holders. Through a sound bridge, b is refused."""
+
+    def second_claim(*mutant: str) -> bool:
+        _, url = store(tmp_path, len(mutant))
+        bridge = bridges.start("--bus", url, *mutant)
+        client = open_bus(bridge.url)
+        assert isinstance(client, RoleBus)
+        client.claim_role("reviewer", "a", 0.6)
+        time.sleep(0.3)
+        client.claim_role("reviewer", "a", 0.6)  # a renewal: live until ~0.9 s
+        time.sleep(0.4)  # past the first lease, within the renewed one
+        try:
+            client.claim_role("reviewer", "b", 0.6)
+        except RoleHeld:
+            return False
+        finally:
+            client.close()
+        return True
+
+    assert not second_claim()
+    assert second_claim("--mutant", "bridge-caches-hold")

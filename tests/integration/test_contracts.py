@@ -74,3 +74,19 @@ def test_a_queue_only_bus_runs_a_queue_scenario_and_is_refused_elsewhere(tmp_pat
     )
     assert refused.returncode == 3
     assert "tests the broadcast contract" in refused.stderr
+
+
+def test_a_bus_without_the_expiry_feature_is_refused_a_ttl_scenario(tmp_path: Path) -> None:
+    proc = knell(
+        "run",
+        "expiry-tour",
+        "--bus",
+        "partial_buses:without_expiry",
+        "--reports",
+        str(tmp_path),
+    )
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert "needs the expiry feature" in proc.stderr
+    assert "partial_buses:without_expiry" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not list(tmp_path.glob("expiry-tour/2*"))  # nothing was started

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.histories import history_text
 from tests.integration.conftest import REPO, knell
 
 pytestmark = pytest.mark.integration
@@ -49,10 +50,10 @@ def test_an_adapter_breaking_in_wait_is_unknown_not_invalid(tmp_path: Path, mode
     assert proc.returncode == 2, out
     assert "verdict: UNKNOWN" in proc.stdout and "the driver could not serve" in proc.stdout, out
     assert "Traceback" not in out
-    run_dir = next((tmp_path / "r" / "waiter-adapter-fault").glob("*/history.jsonl")).parent
+    run_dir = next((tmp_path / "r" / "waiter-adapter-fault").glob("*/results.json")).parent
     arms = [
         json.loads(line)
-        for line in (run_dir / "history.jsonl").read_text().splitlines()
+        for line in history_text(run_dir).splitlines()
         if '"f":"arm"' in line.replace(" ", "") and '"type":"info"' in line.replace(" ", "")
     ]
     assert arms and all(a["value"].get("knell_side") is True for a in arms), arms[:2]

@@ -11,6 +11,7 @@ import pytest
 from knell.nemesis import kinds, register_kind
 from knell.runner import run_scenario
 from knell.scenario import ScenarioError, load_scenario
+from tests.histories import history_text
 
 from .brownout_kind import Brownout
 
@@ -54,10 +55,7 @@ def test_a_registered_kind_runs_end_to_end(tmp_path: Path) -> None:
     assert outcome.verdict.valid is True, outcome.verdict.to_json()
     schedule = json.loads((outcome.run_dir / "schedule.json").read_text(encoding="utf-8"))
     assert {a["kind"] for a in schedule["actions"]} == {"brownout"}
-    events = [
-        json.loads(line)
-        for line in (outcome.run_dir / "history.jsonl").read_text(encoding="utf-8").splitlines()
-    ]
+    events = [json.loads(line) for line in history_text(outcome.run_dir).splitlines()]
     applied = [
         e
         for e in events

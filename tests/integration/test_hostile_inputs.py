@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import require_server
+from tests.histories import old_layout
 from tests.integration.conftest import REPO, knell
 
 pytestmark = pytest.mark.integration
@@ -34,10 +35,12 @@ def finished_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _copy(run: Path, tmp_path: Path, *, parts: bool = True) -> Path:
+    """A copy of ``run`` in the plain layout (parts and ``history.jsonl``)
+    whose lines the tests damage; without ``parts``: ``history.jsonl`` alone."""
     target = tmp_path / "run"
     shutil.copytree(run, target, symlinks=True)
-    if not parts:
-        shutil.rmtree(target / "history")
+    shutil.rmtree(target / "history")
+    old_layout(target, parts=parts)
     return target
 
 
@@ -88,7 +91,7 @@ def test_a_half_written_run_directory_is_unknown(tmp_path: Path, finished_run: P
     (run / "history" / "nemesis.1.jsonl").write_text(
         "\n".join(
             line
-            for line in (finished_run / "history" / "nemesis.1.jsonl").read_text().splitlines()
+            for line in (run / "history" / "nemesis.1.jsonl").read_text().splitlines()
             if '"drain"' not in line
         )
         + "\n"
@@ -177,7 +180,7 @@ def test_bad_run_arguments(tmp_path: Path, args: list[str], message: str) -> Non
     _no_traceback(proc)
     assert proc.returncode == USAGE, proc.stdout + proc.stderr
     assert message in proc.stderr
-    assert not list(tmp_path.glob("quickstart/2*/history.jsonl"))  # nothing half-written
+    assert not list(tmp_path.glob("quickstart/2*/history.jsonl*"))  # nothing half-written
 
 
 def test_a_binary_scenario_file(tmp_path: Path) -> None:

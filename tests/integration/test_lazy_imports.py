@@ -113,3 +113,31 @@ def test_the_embedded_store_needs_no_extra(tmp_path: Path) -> None:
             timeout=120,
         )
         assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_a_worker_start_imports_no_pydantic() -> None:
+    """Every worker start and every restart after a kill pays its imports;
+    pydantic and the history models were most of them (the worker checks
+    its oks against generated shapes, :mod:`knell.history_shapes`)."""
+    probe = (
+        "import sys, knell.workload.__main__;"
+        "print(','.join(sorted(m for m in sys.modules if m.split('.')[0] == 'pydantic')))"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "", out.stdout
+
+
+def test_knell_run_imports_no_other_command() -> None:
+    """Each ``knell run`` is a new interpreter, and its start is part of the
+    fixed cost of every short run: the other commands' modules (campaign
+    dashboard, compose stacks, bridges, proxy) stay unimported."""
+    probe = (
+        "import sys\n"
+        "from knell.cli import cli, main\n"
+        "import knell.cli.run\n"
+        "others = ('knell.campaign', 'knell.cli.campaign', 'knell.stores.compose.cli',\n"
+        "          'knell.bridge.cli', 'knell.proxy.cli', 'knell.cli.bench', 'knell.cli.explore')\n"
+        "print(','.join(m for m in others if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "", out.stdout

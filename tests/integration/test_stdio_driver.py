@@ -201,8 +201,8 @@ def test_the_buses_own_errors_keep_their_outcome(tmp_path: Path) -> None:
         (
             "no-known-contract",
             "handshake",
-            "the adapter declares no contract knell can drive (it declares: stream; "
-            "knell drives broadcast, queue, at-most-once)",
+            "the adapter declares no contract knell can drive (it declares: sharded; "
+            "knell drives broadcast, queue, at-most-once, stream)",
         ),
         ("refuse-hello", "handshake", "refused hello: invalid-argument: no such store"),
         (
@@ -234,7 +234,7 @@ def test_an_adapter_that_declares_fewer_contracts_still_greets(tmp_path: Path) -
     (trace,) = (tmp_path / "trace").glob("adapter-*.log")
     hello = orjson.loads(trace.read_bytes().splitlines()[0].removeprefix(b"> "))
     assert hello["op"] == "hello"  # knell offers what it can drive; the adapter picks
-    assert hello["args"]["contracts"] == ["broadcast", "queue", "at-most-once"]
+    assert hello["args"]["contracts"] == ["broadcast", "queue", "at-most-once", "stream"]
     with pytest.raises(AdapterStartError) as caught:
         adapter("queue-only", tmp_path, require=("broadcast",))
     assert caught.value.kind == "handshake"

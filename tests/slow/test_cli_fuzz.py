@@ -511,10 +511,14 @@ arg_values = (
 
 
 def _options(command: str) -> list[str]:
+    import click
+
     from knell.cli import cli
 
     names: list[str] = []
-    for param in cli.commands[command].params:
+    found = cli.get_command(click.Context(cli), command)
+    assert found is not None, command
+    for param in found.params:
         names += [n for n in param.opts + param.secondary_opts if n.startswith("-")]
     return [n for n in names if n not in ("-h", "--help")]
 

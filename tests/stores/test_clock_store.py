@@ -22,6 +22,7 @@ from knell.nemesis.clock_fault import ClockFault
 from knell.scenario import Scenario
 from knell.supervisor import Supervisor
 from tests.conftest import require_server
+from tests.histories import nemesis_text
 from tests.servers import require_postgres, require_redis
 
 
@@ -204,9 +205,7 @@ def test_a_run_preloads_only_the_processes_its_clock_specs_target(tmp_path: Path
         "consumer-2.faketime",
         "consumer-2.offset",
     ]
-    events = [
-        json.loads(line) for line in (run / "history" / "nemesis.1.jsonl").read_text().splitlines()
-    ]
+    events = [json.loads(line) for line in nemesis_text(run).splitlines()]
     skews = [e for e in events if e["f"] == "clock-skew" and e["type"] == "info"]
     assert skews and all(e["value"]["offset_s"] == -40.0 for e in skews)
     assert all(e["value"]["processes"] in (["consumer-1"], ["consumer-2"]) for e in skews)

@@ -220,7 +220,7 @@ def test_debian_layout_is_searched_newest_first(
 @pytest.mark.parametrize(
     ("spec", "match"),
     [
-        (StoreSpec(kind="mongo"), "sqlite, postgres or redis"),
+        (StoreSpec(kind="mongo"), "sqlite, nats, postgres or redis"),
         (StoreSpec(kind="redis", fsync=False), "'fsync' does not apply to a redis store"),
         (StoreSpec(kind="postgres", persistence="always"), "'persistence' does not apply"),
         (StoreSpec(kind="postgres", synchronous_commit="sometimes"), "synchronous_commit must be"),

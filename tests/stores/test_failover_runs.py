@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.histories import events_of, nemesis_text
 from tests.integration.conftest import REPO
 from tests.servers import require_postgres
 
@@ -21,9 +22,8 @@ pytestmark = pytest.mark.integration
 def _posts_after(run: Path, at: float) -> int:
     """Posts acknowledged after wall time ``at`` (seconds)."""
     count = 0
-    for path in (run / "history").glob("producer-*.jsonl"):
-        for line in path.read_text(encoding="utf-8").splitlines():
-            event = json.loads(line)
+    for event in events_of(run):
+        if event["process"].startswith("producer-"):
             ok_post = event.get("f") == "post" and event.get("type") == "ok"
             count += ok_post and event["time"] / 1e9 > at
     return count
@@ -37,10 +37,7 @@ def _run(tmp_path: Path, scenario: str) -> tuple[int, dict[str, object], list[di
     )  # fmt: skip
     run = tmp_path / scenario / "latest"
     results = json.loads((run / "results.json").read_text(encoding="utf-8"))
-    nemesis = [
-        json.loads(line)
-        for line in (run / "history" / "nemesis.1.jsonl").read_text(encoding="utf-8").splitlines()
-    ]
+    nemesis = [json.loads(line) for line in nemesis_text(run).splitlines()]
     assert done.returncode in (0, 1), done.stdout + done.stderr
     return done.returncode, results, nemesis
 
@@ -76,3 +73,64 @@ def test_a_failover_loses_acked_posts_only_without_synchronous_replication(
         assert results["expect"]["met"] is True  # type: ignore[index]
     else:
         assert results["valid"] is True
+
+
+def _split(nemesis: list[dict[str, object]]) -> dict[str, object]:
+    (event,) = [e for e in nemesis if e["f"] == "split-brain" and e["type"] == "info"]
+    value = event["value"]
+    assert isinstance(value, dict)
+    return value
+
+
+@pytest.mark.parametrize(
+    ("scenario", "code", "old_state"),
+    [("postgres-split-brain-fenced", 0, "dead"), ("postgres-split-brain", 1, "running")],
+)
+def test_a_split_brain_loses_acked_posts_only_with_an_unfenced_asynchronous_primary(
+    tmp_path: Path, scenario: str, code: int, old_state: str
+) -> None:
+    require_postgres()
+    got, results, nemesis = _run(tmp_path, scenario)
+    done = _split(nemesis)
+    assert (done["old"], done["new"], done["old_state"]) == ("pg-0", "pg-1", old_state)
+    # Which node is primary for whom: producer-1 and consumer-1 stay with
+    # pg-0, every other link to pg-0 is cut, and each cut is proven.
+    assert done["with_primary"] == ["consumer-1", "producer-1"]
+    assert sorted(done["links_cut"]) == [  # type: ignore[call-overload]
+        "consumer-1--store-pg-1", "consumer-2--store", "producer-1--store-pg-1", "producer-2--store"
+    ]  # fmt: skip
+    proofs = done["proofs"]
+    assert isinstance(proofs, dict)
+    assert {p["status"] for p in proofs.values()} == {"proven"}
+    (end,) = [e["value"] for e in nemesis if e["f"] == "split-brain-end"]
+    assert (end["old"], end["old_state"], end["primary"]) == ("pg-0", "dead", "pg-1")  # type: ignore[index]
+    # The other side followed the new primary: posts went on there.
+    assert _posts_after(tmp_path / scenario / "latest", float(done["cut_at"])) > 20  # type: ignore[arg-type]
+    assert got == code, results.get("checks")
+    if code == 1:
+        # Both primaries handed out the same seqs.
+        assert results["checks"]["checks"]["no-duplicate-seq"]["valid"] is False  # type: ignore[index]
+        assert results["expect"]["met"] is True  # type: ignore[index]
+    else:
+        assert results["valid"] is True
+
+
+def test_a_redis_split_brain_loses_what_the_old_primary_acknowledged(tmp_path: Path) -> None:
+    """The Sentinels, cut off from the primary by a real partition, elect a
+    replica; the old primary, still reached by producer-1 and consumer-1,
+    goes on acknowledging, and the heal demotes it (its writes gone)."""
+    from tests.servers import require_redis
+
+    require_redis()
+    got, results, nemesis = _run(tmp_path, "redis-split-brain")
+    done = _split(nemesis)
+    assert done["old_state"] == "running" and done["promoted_by"] == "sentinel"
+    assert done["old"] != done["new"]
+    assert done["with_primary"] == ["consumer-1", "producer-1"]
+    proofs = done["proofs"]
+    assert isinstance(proofs, dict) and {p["status"] for p in proofs.values()} == {"proven"}
+    (end,) = [e["value"] for e in nemesis if e["f"] == "split-brain-end"]
+    assert (end["old"], end["role"], end["primary"]) == (done["old"], "replica", done["new"])  # type: ignore[index]
+    assert got == 1, results.get("checks")
+    assert results["checks"]["checks"]["no-duplicate-seq"]["valid"] is False  # type: ignore[index]
+    assert results["expect"]["met"] is True  # type: ignore[index]

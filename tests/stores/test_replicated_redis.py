@@ -8,6 +8,7 @@ the store, even when the runner that started it is SIGKILLed.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -29,6 +30,7 @@ from knell.stores.redis.replicated import ReplicatedRedis
 from knell.stores.redis.sentinel import RedisSentinel
 from knell.stores.redis.server import RedisServer
 from knell.stores.server import ServerStore
+from tests.histories import history_text
 from tests.integration.conftest import REPO
 from tests.servers import assert_gone, require_redis, runner_until_ready, server_processes
 
@@ -239,16 +241,21 @@ def test_a_start_that_fails_midway_leaves_nothing_running(
     assert_gone(launched)
 
 
-def test_a_whole_run_on_a_replicated_redis_crashing_its_primary_is_valid(tmp_path: Path) -> None:
-    """Through the CLI: workers reach the primary through the Sentinels
-    (the links are not proxied), store-crash kills and restarts the
-    primary, the integrity probe reads its AOF, and the reference bus
-    stays VALID."""
+def test_a_whole_run_on_a_replicated_redis_crashing_its_primary_and_partitioning_is_valid(
+    tmp_path: Path,
+) -> None:
+    """Through the CLI: workers reach the Sentinels and the primary through
+    the run's links (one per client group and address), a partition of
+    the consumers cuts (and proves cut) every one of theirs, store-crash
+    kills and restarts the primary, the integrity probe reads its AOF, and
+    the reference bus stays VALID."""
     require_redis()
     shipped = (REPO / "scenarios" / "redis-store-crash-aof-always.toml").read_text()
     scenario = tmp_path / "replicated.toml"
     scenario.write_text(
         shipped.replace('persistence = "always"\n', 'persistence = "always"\nreplicas = 1\n', 1)
+        + '\n[[nemesis]]\nfault = "partition"\ntarget = "consumer"\nevery = "2s"\n'
+        'duration = "600ms"\nstart = "1.3s"\n'
     )
     done = subprocess.run(
         [sys.executable, "-m", "knell", "run", str(scenario), "--duration", "3s",
@@ -260,7 +267,23 @@ def test_a_whole_run_on_a_replicated_redis_crashing_its_primary_is_valid(tmp_pat
     assert "redis with 1 replicas and 3 sentinels" in output
     assert "store integrity (redis-check-aof): ok" in output
     assert "store-crash store" in output
+    assert "healed: partition-end consumer" in output
     (run,) = (tmp_path / "reports").glob("*/2*")
     logs = {p.name for p in (run / "store").glob("*.log")}
     assert logs == {"redis-0.log", "redis-1.log", "sentinel-0.log", "sentinel-1.log",
-                    "sentinel-2.log"}  # fmt: skip
+                    "sentinel-2.log", "cluster-proxy.log"}  # fmt: skip
+    links = json.loads((run / "links.json").read_text())["links"]
+    consumer = {n for n, link in links.items() if link["processes"] == ["consumer-1", "consumer-2"]}
+    assert consumer == {"consumer--store", "consumer--store-sentinel-1",
+                        "consumer--store-sentinel-2", "consumer--store-redis-0",
+                        "consumer--store-redis-1"}  # fmt: skip
+    proofs = [
+        json.loads(line)["value"]["proofs"]
+        for line in history_text(run).splitlines()
+        if '"f":"partition"' in line and '"proofs"' in line
+    ]
+    assert proofs and all(
+        proof["status"] == "proven" and len(each) == len(consumer)
+        for each in proofs
+        for proof in each.values()
+    ), proofs

@@ -16,7 +16,6 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -34,28 +33,6 @@ pytestmark = pytest.mark.integration
 
 def _processes(store: ReplicatedPostgres) -> list[psutil.Process]:
     return [proc for node in store.nodes for proc in server_processes(node)]
-
-
-@pytest.fixture
-def make(tmp_path: Path) -> Iterator[object]:
-    require_postgres()
-    started: list[ReplicatedPostgres] = []
-
-    def _make(synchronous: str = "off", replicas: int = 1) -> ReplicatedPostgres:
-        store = create_store(
-            StoreSpec("postgres", fsync=False, replicas=replicas, synchronous=synchronous),
-            tmp_path / f"run-{len(started)}",
-        )
-        assert isinstance(store, ReplicatedPostgres)
-        started.append(store)
-        store.start()
-        return store
-
-    yield _make
-    for store in started:
-        procs = _processes(store)
-        store.stop()
-        assert_gone(procs)
 
 
 def _rows(url: str) -> list[int]:

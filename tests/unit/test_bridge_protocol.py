@@ -220,7 +220,7 @@ def test_the_bridge_serves_what_its_bus_implements() -> None:
         ("POST", "/claims/done", {"id": "jobs/1", "consumer": "c"}),
         ("POST", "/runs/r/receive", {"limit": 0}),
     )
-    assert health.json()["contracts"] == ["at-most-once", "broadcast", "queue"]
+    assert health.json()["contracts"] == ["at-most-once", "broadcast", "queue", "stream"]
     queue = {"channel": "jobs", "max_deliveries": 2, "sweep_interval": 0.0}
     assert declared.json() == {"queue": queue}
     assert claimed.status_code == 200 and claimed.json() == {"claim": None}
@@ -238,8 +238,26 @@ def test_the_bridge_serves_what_its_bus_implements() -> None:
 
 def test_a_server_that_does_not_answer_is_taken_to_serve_every_contract() -> None:
     bus = open_http("http://127.0.0.1:9")  # nothing listens: the probe is refused
-    assert bus.contracts == {"broadcast", "queue", "at-most-once"}
+    assert bus.contracts == {"broadcast", "queue", "at-most-once", "stream"}
     bus.close()
+
+
+def test_the_driver_declares_only_the_contracts_it_can_drive(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A bridge in front of a Postgres or Redis bus declares the stream
+    contract; a driver with no stream calls that declared it too was
+    refused by open_bus (it lacked declare_stream), and every worker of
+    postgres-bridge-pause crashed on start."""
+    answer = {"ok": True, "contracts": ["broadcast", "queue", "at-most-once", "stream"]}
+    monkeypatch.setattr(HttpBus, "_request", lambda self, op, names, **kw: answer)
+    bus = open_bus("http://127.0.0.1:9")  # the method check of every declared contract passes
+    try:
+        assert {"broadcast", "queue", "at-most-once"} <= contract.contracts_of(bus)
+        for name in contract.contracts_of(bus):
+            assert all(callable(getattr(bus, m, None)) for m in contract.CONTRACT_METHODS[name])
+    finally:
+        bus.close()
 
 
 def test_a_number_with_no_fraction_is_an_integer() -> None:

@@ -1,4 +1,4 @@
-"""Each queue and at-most-once mutant really has its seeded bug, at the bus
+"""Each queue, at-most-once and stream mutant really has its seeded bug, at the bus
 level (and the reference does not): fast, no worker processes."""
 
 from __future__ import annotations
@@ -129,6 +129,26 @@ def test_redeliver_to_new_holder(url: str, opened: list[SqliteBus]) -> None:
     assert [d.body for d in m.receive("run-2")] == ["m"]  # delivered twice
 
 
+def test_receive_unchecked_update(url: str, opened: list[SqliteBus]) -> None:
+    """Two receivers of one inbox whose calls overlap (both choose before
+    either marks) are both handed the message; one at a time, nothing shows."""
+    from knell.buses.mutants.roles import ReceiveUncheckedUpdateBus
+
+    m1 = bus(url, opened, "receive-unchecked-update")
+    m2 = bus(url, opened, "receive-unchecked-update")
+    assert isinstance(m1, ReceiveUncheckedUpdateBus) and isinstance(m2, ReceiveUncheckedUpdateBus)
+    m1.post("reviewer", "m", "s")
+    m1.claim_role("reviewer", "crew", 10.0)
+    now = time.time()
+    one, two = m1._choose("crew", 5, now), m2._choose("crew", 5, now)
+    assert one is not None and two is not None
+    assert [d.body for d in m1._mark(one, "crew", now)] == ["m"]
+    assert [d.body for d in m2._mark(two, "crew", now)] == ["m"]  # handed out twice
+    m1.post("reviewer", "n", "s")
+    assert [d.body for d in m1.receive("crew")] == ["n"]  # alone, each call looks right
+    assert m2.receive("crew") == []
+
+
 def test_stranded_misses_dead_runs(url: str, opened: list[SqliteBus]) -> None:
     m = bus(url, opened, "stranded-misses-dead-runs")
     m.post("reviewer", "left", "s")
@@ -173,3 +193,44 @@ def test_stranded_newest_first(url: str, opened: list[SqliteBus]) -> None:
         time.sleep(0.01)
     assert [s.body for s in m.stranded("reviewer")] == ["new", "old"]
     assert [s.body for s in bus(url, opened).stranded("reviewer")] == ["old", "new"]
+
+
+# -- stream rings ----------------------------------------------------------------------
+
+
+def _ring(b: SqliteBus, posts: int) -> None:
+    b.declare_stream("ticks", max_len=3)
+    for i in range(posts):
+        b.post("ticks", f"m{i + 1}", "p")
+
+
+@pytest.mark.parametrize("name", [None, "ring-skips-silently"])
+def test_ring_skips_silently_drops_without_moving_first(
+    url: str, opened: list[SqliteBus], name: str | None
+) -> None:
+    b = bus(url, opened, name)
+    _ring(b, 6)
+    page = b.tail("ticks", after=1)
+    assert [m.seq for m in page.messages] == [4, 5, 6]  # 2 and 3 are gone either way
+    assert (page.first == 4) is (name is None)  # the mutant does not say so
+
+
+@pytest.mark.parametrize("name", [None, "tail-after-inclusive"])
+def test_tail_after_inclusive_repeats_the_last_read(
+    url: str, opened: list[SqliteBus], name: str | None
+) -> None:
+    b = bus(url, opened, name)
+    _ring(b, 3)
+    seqs = [m.seq for m in b.tail("ticks", after=2).messages]
+    assert seqs == ([3] if name is None else [2, 3])
+
+
+@pytest.mark.parametrize("name", [None, "ring-never-trims"])
+def test_ring_never_trims_grows_past_its_bound(
+    url: str, opened: list[SqliteBus], name: str | None
+) -> None:
+    b = bus(url, opened, name)
+    _ring(b, 6)
+    page = b.tail("ticks")
+    assert len(page.messages) == (3 if name is None else 6)
+    assert [b.post("ticks", "m7", "p").seq, b.post("ticks", "m8", "p").seq] == [7, 8]

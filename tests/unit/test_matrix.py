@@ -23,7 +23,7 @@ from knell.matrix import (
     render_markdown,
     write_matrix,
 )
-from knell.matrix.run import not_run_reason
+from knell.matrix.run import not_run_reason, targets
 from knell.scenario import load_scenario
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
@@ -176,6 +176,35 @@ def test_plan_runs_each_mutant_on_its_declared_scenarios() -> None:
     assert [(t.bus, t.scenario.name) for t in explicit] == [("fetch-consumes", "quickstart")]
 
 
+def test_a_real_systems_scenario_gets_its_own_row_not_the_references(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A scenario whose bus is a target's driver runs as that target: its
+    cells make the target's row, judged by the scenario's stated verdict."""
+    from knell.matrix.run import target_of
+    from knell.targets import TARGETS, Target
+
+    target = Target("fake-mq", "tests.fake_mq:connect", "sqlite", ("broadcast",))
+    monkeypatch.setitem(TARGETS, target.name, target)
+    quick = load_scenario(SCENARIOS / "quickstart.toml")
+    on_target = quick.with_overrides(bus=target.driver)
+    assert target_of(quick) is None and target_of(on_target) == "fake-mq"
+    tasks = plan([quick, on_target], [MUTANTS["off-by-one-read"]])
+    assert [(t.bus, t.mutant is None) for t in tasks] == [
+        (REFERENCE, True),
+        ("off-by-one-read", False),
+        ("fake-mq", True),
+    ]
+
+
+def test_no_portable_scenario_is_retargeted_to_a_real_systems_store() -> None:
+    """NATS's bus is a real system's driver: only its own scenarios run there."""
+    quick = load_scenario(SCENARIOS / "quickstart.toml")
+    crash = load_scenario(SCENARIOS / "nats-store-crash.toml")
+    assert portable(quick, "redis") and not portable(quick, "nats")
+    assert [label for _s, label in targets([quick, crash], ["nats"])] == ["nats-store-crash"]
+
+
 def test_store_axis_retargets_portable_scenarios_and_keeps_mutants_home() -> None:
     names = (
         "quickstart",
@@ -225,6 +254,15 @@ def test_a_scenario_is_not_ported_to_a_store_whose_bus_lacks_its_contract(
     assert [label for _, label in matrix_run.targets([queue, quick], ["redis"])] == [
         "quickstart@redis"
     ]
+
+
+def test_a_scenario_named_for_two_stores_is_one_cell_per_store() -> None:
+    # `-s quickstart@postgres -s quickstart@redis` loads quickstart twice
+    quick = load_scenario(SCENARIOS / "quickstart.toml")
+    cells = targets([quick, quick], ["postgres", "redis"])
+    assert [label for _, label in cells] == ["quickstart@postgres", "quickstart@redis"]
+    only = {"quickstart@postgres", "quickstart@redis"}
+    assert len(plan([quick, quick], [], stores=["postgres", "redis"], only=only)) == 2
 
 
 def test_reference_must_make_an_expected_finding() -> None:
@@ -483,7 +521,7 @@ def test_a_mutant_missed_everywhere_is_confirmed_on_the_next_seeds(
     catch_on: set[int] = set()
     ran: list[tuple[str, int, int]] = []
 
-    def fake_cell(task: run_module.Task, runs: Path) -> Cell:
+    def fake_cell(task: run_module.Task, runs: Path, keep_history: str) -> Cell:
         ran.append((task.bus, task.seed, task.repeat))
         cell = Cell(task.bus, task.label, seed=task.seed, repeat=task.repeat, valid=True)
         if task.mutant is not None and task.repeat in catch_on:
@@ -553,3 +591,50 @@ def test_a_cell_this_machine_cannot_run_is_said_apart_not_failed(
     reference, row = matrix.rows
     assert reference.cells == [] and row.cells == []
     assert row.status == "not-run" and "can run on this machine" in str(row.not_run)
+
+
+def test_a_real_systems_row_is_named_after_it_in_the_markdown() -> None:
+    from knell.matrix import MutantRow
+
+    matrix = _matrix(
+        [MutantRow("pgqueuer", None, [Cell("pgqueuer", "pgqueuer-kill-claimers", valid=True)])]
+    )
+    text = render_markdown(matrix)
+    assert "- `pgqueuer` (a real system): **valid** on 1 run(s)" in text
+    assert "reference None" not in text
+
+
+def test_only_surprising_runs_get_their_page_drawn(tmp_path: Path) -> None:
+    """The matrix draws a run's index.html (plots and all) only for the runs a
+    person opens: a mutant its expected checks missed (or caught by another
+    check), a reference run that is not VALID and made no expected finding,
+    and any run that could not decide."""
+    from knell.matrix.run import surprising
+
+    mutant = MUTANTS["stale-ack-regresses"]
+    caught = Cell(mutant.name, "kill-consumers", valid=False)
+    judge(caught, _results(no_cursor_regression=[("cursor-regression", [1.0])]), mutant)
+    wrong = Cell(mutant.name, "kill-consumers", valid=False)
+    judge(wrong, _results(no_loss=[("lost", [1.0])]), mutant)
+    missed = Cell(mutant.name, "kill-consumers", valid=True)
+    judge(missed, _results(), mutant)
+    assert (surprising(caught, mutant), surprising(wrong, mutant)) == (False, True)
+    assert surprising(missed, mutant)
+    assert not surprising(Cell(REFERENCE, "quickstart", valid=True), None)
+    assert surprising(Cell(REFERENCE, "quickstart", valid=False), None)
+    assert not surprising(Cell(REFERENCE, "x", valid=False, expect_met=True), None)
+    assert surprising(Cell(REFERENCE, "quickstart", valid="unknown"), None)
+    assert surprising(Cell(mutant.name, "kill-consumers", valid="unknown"), mutant)
+
+
+def test_a_scenario_needing_a_feature_is_ported_only_where_the_reference_has_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import knell.matrix.run as matrix_run
+
+    tour = load_scenario(SCENARIOS / "expiry-tour.toml")
+    assert tour.features == ("expiry",)
+    monkeypatch.setattr(matrix_run, "reference_features", lambda store: frozenset())
+    assert not portable(tour, "redis")
+    monkeypatch.setattr(matrix_run, "reference_features", lambda store: frozenset({"expiry"}))
+    assert portable(tour, "redis")

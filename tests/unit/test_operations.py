@@ -13,12 +13,17 @@ from knell.buses.contract import (
     BROADCAST,
     CONTRACT_METHODS,
     CONTRACTS,
+    EXPIRY,
+    FEATURES,
     QUEUE,
     ROLES,
+    STREAM,
     Bus,
     Claim,
     QueueBus,
     RoleBus,
+    StreamBus,
+    features_of,
 )
 from knell.buses.operations import (
     OPERATIONS,
@@ -31,9 +36,10 @@ from knell.buses.operations import (
     with_operations_markdown,
 )
 from knell.buses.operations import main as operations_main
+from knell.buses.sqlite import SqliteBus
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
-PROTOCOLS = {BROADCAST: Bus, QUEUE: QueueBus, ROLES: RoleBus}
+PROTOCOLS = {BROADCAST: Bus, QUEUE: QueueBus, ROLES: RoleBus, STREAM: StreamBus}
 
 
 @pytest.mark.parametrize("contract", CONTRACTS)
@@ -43,10 +49,64 @@ def test_every_protocol_method_is_one_row_with_the_same_parameters(contract: str
     for op in rows:
         method = getattr(PROTOCOLS[contract], op.name)
         params = list(inspect.signature(method).parameters.values())[1:]
-        assert [p.name for p in params] == [a.name for a in op.args], op.name
-        for p, a in zip(params, op.args, strict=True):
+        own = [a for a in op.args if a.feature is None]
+        assert [p.name for p in params] == [a.name for a in own], op.name
+        for p, a in zip(params, own, strict=True):
             expected = REQUIRED if p.default is inspect.Parameter.empty else p.default
             assert a.default == expected or (a.required and expected is REQUIRED), (op.name, a)
+
+
+def test_a_feature_argument_is_the_reference_bus_keyword_with_its_default() -> None:
+    """A feature's arguments (expiry) widen the Protocol's methods: they come
+    after the contract's own, and the reference bus that declares the feature
+    takes each under the same name with the same default."""
+    seen = set()
+    for op in OPERATIONS.values():
+        names = [a.feature is not None for a in op.args]
+        assert names == sorted(names), f"{op.name}: a feature argument before a contract one"
+        for a in op.args:
+            if a.feature is None:
+                continue
+            assert a.feature in FEATURES and a.feature in features_of(SqliteBus), a
+            p = inspect.signature(getattr(SqliteBus, op.name)).parameters[a.name]
+            assert p.default == a.default and type(p.default) is type(a.default), a
+            seen.add((op.name, a.name))
+    assert seen == {("post", "expires_at"), ("fetch", "include_expired")}
+
+
+def test_a_feature_argument_at_its_default_is_left_off_the_wire() -> None:
+    post, fetch = OPERATIONS["post"], OPERATIONS["fetch"]
+    assert post.encode_args(("c", "b", "s", None, None)) == {
+        "channel": "c",
+        "body": "b",
+        "sender": "s",
+        "idempotency_key": None,
+    }
+    assert post.encode_args(("c", "b", "s", None, 12.5))["expires_at"] == 12.5
+    assert "include_expired" not in fetch.encode_args(("h", "c", None, 10, False))
+    assert fetch.encode_args(("h", "c", None, 10, True))["include_expired"] is True
+    assert fetch.features_used({"include_expired": False}) == frozenset()
+    assert fetch.features_used({"include_expired": True}) == {EXPIRY}
+    assert post.features_used({"expires_at": 0.0}) == {EXPIRY}  # 0.0 is a time, not "none"
+    values = {"channel": "c", "body": "b", "sender": "s", "idempotency_key": "k"}
+    assert post.bus_call({**values, "expires_at": None}) == (("c", "b", "s", "k"), {})
+    assert post.bus_call({**values, "expires_at": 3.0}) == (
+        ("c", "b", "s", "k"),
+        {"expires_at": 3.0},
+    )
+
+
+def test_a_feature_argument_of_the_wrong_type_is_named() -> None:
+    post, fetch = OPERATIONS["post"], OPERATIONS["fetch"]
+    expires = next(a for a in post.args if a.name == "expires_at")
+    flag = next(a for a in fetch.args if a.name == "include_expired")
+    assert expires.type.decode(None, "args.expires_at") is None
+    assert expires.type.decode(7, "args.expires_at") == 7.0
+    for bad in (True, "7", float("inf")):
+        with pytest.raises(DecodeError, match=r"args\.expires_at must be a number"):
+            expires.type.decode(bad, "args.expires_at")
+    with pytest.raises(DecodeError, match=r"args\.include_expired must be true or false, got 1"):
+        flag.type.decode(1, "args.include_expired")
 
 
 def test_a_result_round_trips_and_a_wrong_one_is_named() -> None:

@@ -154,6 +154,19 @@ def test_a_channel_has_one_kind(tmp_path: Path) -> None:
         load_scenario(path)
 
 
+def test_tailers_are_refused_without_a_bridge(tmp_path: Path) -> None:
+    path = tmp_path / "tail.toml"
+    head = 'name = "t"\ndescription = "d"\nduration = "1s"\n[[process]]\nrole = "tailer"\n'
+    path.write_text(head)
+    with pytest.raises(ScenarioError, match=r"process\[0\]: a tailer .* only a bridge serves"):
+        load_scenario(path)
+    path.write_text(head + 'via = "store"\n[[process]]\nrole = "bridge"\n')
+    with pytest.raises(ScenarioError, match="cannot have via = 'store'"):
+        load_scenario(path)
+    path.write_text(head + '[[process]]\nrole = "bridge"\n')
+    assert load_scenario(path).contracts == ("broadcast",)
+
+
 def test_final_phase_names_are_reserved(tmp_path: Path) -> None:
     path = tmp_path / "reserved.toml"
     path.write_text(
@@ -180,3 +193,73 @@ def test_an_unknown_key_toml_must_quote_is_named_quoted(
     with pytest.raises(ScenarioError) as caught:
         load_scenario(path)
     assert shown in str(caught.value)
+
+
+def test_holders_together_share_one_run_named_after_their_group() -> None:
+    """Competing receivers: every process of the group holds the role as one
+    run; holders that take turns name their runs themselves (None)."""
+    from knell.workload.params import HolderParams
+
+    scenario = load_scenario(Path("scenarios") / "atmostonce-concurrent-receivers.toml")
+    crew = scenario.instances()["crew-3"]
+    params = crew.params()
+    assert isinstance(params, HolderParams) and params.together == "crew.together"
+    churn = load_scenario(Path("scenarios") / "atmostonce-holder-churn.toml")
+    assert churn.instances()["killed-1"].params().together is None  # type: ignore[union-attr]
+
+
+STREAM_HEAD = 'name = "s"\ndescription = "d"\nduration = "1s"\n'
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        (
+            '[streams.ticks]\n[[process]]\nrole = "streamer"\nchannel = "ticks"\n',
+            r"streams\.ticks: a ring needs a bound",
+        ),
+        (
+            '[streams.ticks]\nmax_len = 0\n[[process]]\nrole = "streamer"\nchannel = "ticks"\n',
+            r"streams\.ticks\.max_len",
+        ),
+        (
+            '[[process]]\nrole = "streamer"\nchannel = "ticks"\n',
+            r"process\[0\]\.channel: a streamer tails a stream, and 'ticks' is none "
+            r"\(declare its ring as \[streams\.ticks\]\)",
+        ),
+        (
+            '[streams.ticks]\nmax_len = 5\n[[process]]\nrole = "consumer"\nchannel = "ticks"\n',
+            r"process\[0\]\.channel: 'ticks' is a stream \(streams\.ticks\), so a consumer "
+            "cannot read it",
+        ),
+    ],
+    ids=["no-bound", "zero-len", "not-a-stream", "stream-read-as-broadcast"],
+)
+def test_stream_scenarios_are_refused_with_the_field_named(
+    tmp_path: Path, text: str, words: str
+) -> None:
+    with pytest.raises(ScenarioError, match=words):
+        load_scenario(write(tmp_path, STREAM_HEAD + text))
+
+
+def test_the_ring_reaches_the_producers_and_streamers_of_its_channel(tmp_path: Path) -> None:
+    from knell.workload.params import ProducerParams, StreamerParams
+
+    scenario = load_scenario(
+        write(
+            tmp_path,
+            STREAM_HEAD + '[streams.ticks]\nmax_len = 5\nmax_age_s = "2s"\n'
+            '[[process]]\nrole = "producer"\nchannel = "ticks"\n'
+            '[[process]]\nrole = "producer"\nname = "other"\nchannel = "events"\n'
+            '[[process]]\nrole = "streamer"\nchannel = "ticks"\n',
+        )
+    )
+    assert scenario.contracts == ("stream",)
+    workers = scenario.workers()
+    ring = scenario.params_of(workers["producer-1"])
+    assert isinstance(ring, ProducerParams)
+    assert (ring.stream, ring.max_len, ring.max_age_s) == (True, 5, 2.0)
+    plain = scenario.params_of(workers["other-1"])
+    assert isinstance(plain, ProducerParams) and not plain.stream and plain.max_len is None
+    tail = scenario.params_of(workers["streamer-1"])
+    assert isinstance(tail, StreamerParams) and (tail.max_len, tail.max_age_s) == (5, 2.0)

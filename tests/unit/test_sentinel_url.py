@@ -67,3 +67,56 @@ def test_a_failover_that_could_never_take_a_write_is_refused_before_anything(
     assert isinstance(store, ReplicatedRedis)  # made, not started
     with pytest.raises(StoreError, match="left with 0 replicas and refuses every write"):
         store.fail_over("kill")
+
+
+def test_nodes_translates_what_the_sentinels_name_to_the_clients_own_link() -> None:
+    target = parse(
+        "redis+sentinel://:pw@127.0.0.1:1/knell/0"
+        "?nodes=127.0.0.1:6001>127.0.0.1:7001,127.0.0.1:6002>127.0.0.1:7002&socket_keepalive=true"
+    )
+    assert target.dial(("127.0.0.1", 6002)) == ("127.0.0.1", 7002)
+    assert target.dial(("127.0.0.1", 6009)) == ("127.0.0.1", 6009)  # not named: as named
+    assert target.client_url == "redis://:pw@localhost/0?socket_keepalive=true"
+
+
+def test_nodes_survives_the_bus_taking_its_own_options_out() -> None:
+    from knell.buses._netopts import split_url
+    from knell.stores.redis.bus import PREFIX
+
+    url, _ = split_url(
+        "redis+sentinel://127.0.0.1:1/knell/0?nodes=127.0.0.1:6001>127.0.0.1:7001&prefix=t:",
+        namespace_key="prefix", namespace_check=PREFIX, schemes=("redis+sentinel",),
+    )  # fmt: skip
+    assert parse(url).nodes == ((("127.0.0.1", 6001), ("127.0.0.1", 7001)),)
+
+
+@pytest.mark.parametrize(
+    ("nodes", "says"),
+    [
+        ("127.0.0.1:1", "nodes item '127.0.0.1:1' has no '>'"),
+        ("127.0.0.1:1>h", "nodes link 'h' is not host:port"),
+        ("x>127.0.0.1:2", "nodes node 'x' is not host:port"),
+        ("a:1>b:2&nodes=c:3>d:4", "nodes is given 2 times"),
+    ],
+)
+def test_a_bad_nodes_option_is_refused_naming_the_item(nodes: str, says: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(says)) as caught:
+        parse(f"redis+sentinel://:hunter2@h:1/knell?nodes={nodes}")
+    assert "hunter2" not in str(caught.value)
+
+
+def test_the_bus_dials_the_node_through_its_link(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The connection asks the Sentinels (here: a stand-in for their
+    answer) and hands redis-py the translated address to dial."""
+    from redis.sentinel import SentinelConnectionPoolProxy, SentinelManagedConnection
+
+    from knell.stores.redis.sentinel_url import primary_connection
+
+    target = parse("redis+sentinel://127.0.0.1:1/knell/0?nodes=127.0.0.1:6001>127.0.0.1:7001")
+    monkeypatch.setattr(
+        SentinelConnectionPoolProxy, "get_master_address", lambda _: ("127.0.0.1", 6001)
+    )
+    dialled: list[tuple[str, int]] = []
+    monkeypatch.setattr(SentinelManagedConnection, "connect_to", lambda _, a: dialled.append(a))
+    primary_connection(target, socket_timeout=1).connect()
+    assert dialled == [("127.0.0.1", 7001)]

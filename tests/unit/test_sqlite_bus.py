@@ -209,3 +209,21 @@ def test_module_factory_driver(tmp_path: Path) -> None:
     )
     assert b.post("a", "x", "p").seq == 1
     b.close()
+
+
+def test_a_rings_rows_are_deleted_in_batches_and_never_read(bus: SqliteBus) -> None:
+    """Rows below ``first`` go every TRIM_EVERY posts: the file holds at most
+    that many more than the ring, and no tail ever shows one of them."""
+    from knell.buses.sqlite_stream import TRIM_EVERY
+
+    bus.declare_stream("ticks", max_len=5)
+    for i in range(3 * TRIM_EVERY + 7):
+        bus.post("ticks", f"m{i}", "p")
+        page = bus.tail("ticks")
+        assert len(page.messages) == min(i + 1, 5) and page.messages[0].seq == page.first
+        (rows,) = bus._db.execute(
+            "SELECT COUNT(*) FROM messages WHERE channel = 'ticks'"
+        ).fetchone()
+        assert rows <= 5 + TRIM_EVERY
+    (rows,) = bus._db.execute("SELECT COUNT(*) FROM messages WHERE channel = 'ticks'").fetchone()
+    assert rows == 5 + 7  # deleted at the last multiple of TRIM_EVERY, then seven more posts

@@ -469,17 +469,18 @@ def greeted(
 def test_the_adapter_declares_what_it_implements() -> None:
     assert greeted(["broadcast"]) == {"broadcast"}
     assert greeted(["queue"]) == {"queue"}  # a queue-only bus is fine: scenarios decide
-    assert greeted(["broadcast", "queue", "at-most-once", "stream"]) == {
+    assert greeted(["broadcast", "queue", "at-most-once", "stream", "shard"]) == {
         "broadcast",
         "queue",
         "at-most-once",
+        "stream",
     }  # unknown names are ignored
 
 
 @pytest.mark.parametrize(
     ("declared", "options", "words"),
     [
-        (["stream"], {}, "declares no contract knell can drive (it declares: stream; knell drives"),
+        (["shard"], {}, "declares no contract knell can drive (it declares: shard; knell drives"),
         ([], {}, "declares no contract knell can drive (it declares: none;"),
         (
             ["queue"],

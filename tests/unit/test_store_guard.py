@@ -59,3 +59,16 @@ def test_words_that_merely_contain_a_store_name_pass(tmp_path: Path) -> None:
     )
     assert store_guard.check([ok]) == []
     assert store_guard.main([str(ok)]) == 0
+
+
+def test_a_target_driver_may_name_the_store_its_module_is_named_after(tmp_path: Path) -> None:
+    targets = tmp_path / "knell" / "targets"
+    targets.mkdir(parents=True)
+    driver = targets / "redis_streams.py"
+    driver.write_text('import redis\nOTHER = "postgres"\n', encoding="utf-8")
+    assert [line.split(": ", 1)[1] for line in store_guard.check([driver])] == [
+        "names the postgres store outside its package (string 'postgres')"
+    ]
+    registry = targets / "__init__.py"
+    registry.write_text('DRIVER = "knell.targets.redis_streams:connect"\n', encoding="utf-8")
+    assert store_guard.main([str(registry)]) == 1  # the registry is no target's module

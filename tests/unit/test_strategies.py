@@ -28,7 +28,7 @@ def _apply_heal(schedule: Schedule) -> None:
             assert busy.get(action.target, -1.0) <= action.at, f"{action.target} overlaps"
             busy[action.target] = float("inf")
         else:
-            busy[action.target] = action.at + 0.05
+            busy[action.target] = round(action.at + 0.05, 9)  # ms-rounded plans: no float residue
 
 
 @FAST

@@ -18,6 +18,7 @@ from knell.buses.sqlite import SqliteBus
 from knell.buses.stdio.errors import AdapterError
 from knell.checker import CheckConfig, check_events
 from knell.history import HistoryReader, merge_histories
+from knell.history_files import part_paths
 from knell.workload.params import WaiterParams
 from knell.workload.waiter import run_waiter
 from knell.workload.worker import Worker, WorkerSpec
@@ -56,7 +57,7 @@ def _waiter_history(tmp_path: Path, faults: int) -> list[dict[str, object]]:
         worker.bus.close()
         worker.history.close()
     merged = tmp_path / "history.jsonl"
-    merge_histories(history.glob("*.jsonl"), merged)
+    merge_histories(part_paths(history), merged)
     return list(HistoryReader(merged))
 
 

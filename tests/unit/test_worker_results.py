@@ -15,6 +15,7 @@ import pytest
 
 from knell.checker.wellformed import WellFormed
 from knell.history import HistoryReader
+from knell.history_files import file_lines, part_path
 from knell.workload.params import ProducerParams
 from knell.workload.worker import OpFailed, Worker, WorkerSpec
 
@@ -66,8 +67,8 @@ def test_a_seq_that_is_a_string_is_recorded_as_info(tmp_path: Path, driver: str)
             worker.post("events", "producer-1:1", "producer-1", None)
     finally:
         worker.close()
-    path = tmp_path / "history" / "producer-1.1.jsonl"
-    events: list[dict[str, Any]] = [orjson.loads(line) for line in path.read_bytes().splitlines()]
+    path = part_path(tmp_path / "history", "producer-1", 1)
+    events: list[dict[str, Any]] = [orjson.loads(line) for line in file_lines(path)]
     completion = [e for e in events if e["f"] == "post" and e["type"] != "invoke"]
     assert [e["type"] for e in completion] == ["info"]
     assert "post ok: value.seq must be an integer, got '1'" in completion[0]["value"]["error"]

@@ -94,4 +94,4 @@ def test_own_ci_tests_both_platforms_and_calls_the_reusable_form(own: dict[Any, 
     assert matrix["python"] == ["3.10", "3.11", "3.12", "3.13"]
     assert "tests/integration/test_windows_platform.py" in _runs(own["jobs"]["test"])
     assert own["jobs"]["chaos"]["uses"] == "./.github/workflows/knell-reusable.yml"
-    assert "make lint lint-workflows" in _runs(own["jobs"]["lint"])
+    assert "make lint lint-workflows lint-kubernetes" in _runs(own["jobs"]["lint"])

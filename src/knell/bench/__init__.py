@@ -1,6 +1,6 @@
 """Benchmarks: how close knell and its buses come to the physical limit.
 
-``knell bench`` (``make bench``) measures nine things, each against a
+``knell bench`` (``make bench``) measures ten things, each against a
 baseline taken in the same run on the same machine, because on a shared
 machine absolute times drift by a factor of two from one minute to the
 next while ratios hold:
@@ -22,6 +22,8 @@ bridge     posts/s and post-to-ring through one        the same bus, opened dire
            ``knell bridge`` (:mod:`.bridge`)
 stdio      posts/s, fetches, cursor reads and claims/s the in-process bus
            through a stdio adapter (:mod:`.stdio`)
+history    a worker's cost per event of writing its    one plain ``os.write`` of the
+           zstd part; bytes per event (:mod:`.history`) line; plain JSON lines
 =========  ==========================================  =======================
 Results go to ``reports/bench/<timestamp>/bench.json``, ``bench.md`` and
 ``bench.html``.
@@ -106,6 +108,12 @@ def _queue(work: Path, short: bool, say: Say) -> list[Row]:
     return run_queue_bench(work, short=short, say=say)
 
 
+def _history(work: Path, short: bool, say: Say) -> list[Row]:
+    from knell.bench.history import run_history_bench
+
+    return run_history_bench(work, short=short, say=say)
+
+
 def _report(work: Path, short: bool, say: Say) -> list[Row]:
     from knell.bench.render import run_render_bench
 
@@ -122,6 +130,7 @@ SECTIONS: dict[str, Callable[[Path, bool, Say], list[Row]]] = {
     "stdio": _stdio,
     "queue": _queue,
     "report": _report,
+    "history": _history,
 }
 
 

@@ -11,6 +11,8 @@ measured against the store itself in the same run:
   happens in another process, so the client's CPU time would flatter it);
   once with one client, once with several clients at once (threads, each
   its own connection), which is what a bridge in front of many agents sees.
+* **claims/s**: a claim and its done through one bridge, against the
+  same on a direct bus, on a queue seeded with one message per claim.
 * **post -> ring**: the doorbell's long poll through the bridge against a
   direct waiter, both with the poster in another process, as
   :mod:`knell.bench.wake` measures it. Through a bridge a post can arrive
@@ -41,6 +43,7 @@ from typing import Any
 from knell.bench.result import Row
 from knell.bench.timing import Paired, paired
 from knell.buses import open_bus
+from knell.buses.contract import QueueBus
 from knell.buses.sqlite_url import sqlite_url
 from knell.stats import percentile
 
@@ -159,6 +162,55 @@ def _posts(work: Path, short: bool, say: Callable[[str], None]) -> list[Row]:
     return rows
 
 
+def _claims(work: Path, short: bool, say: Callable[[str], None]) -> list[Row]:
+    """Claims (each followed by its done) from a queue seeded with one
+    message per claim, through one bridge against a direct bus on the same
+    file, in interleaved blocks: the queue contract's hot path."""
+    block, rounds = (40, 6) if short else (150, 12)
+    store = _url(work / "claims.db", 0.1)
+    direct = open_bus(store)
+    assert isinstance(direct, QueueBus)
+    for channel in ("direct", "bridge"):
+        direct.declare_queue(channel, 3)
+        for i in range(block * (rounds + 1)):
+            direct.post(channel, f"job:{i}", "seeder")
+
+    def claimer(bus: QueueBus, channel: str) -> Callable[[], int]:
+        def run() -> int:
+            for _ in range(block):
+                claim = bus.claim(channel, "claimer-1.1", 60.0)
+                if claim is None:  # pragma: no cover - seeded enough
+                    raise RuntimeError("the benchmark queue ran dry")
+                bus.done(claim.id, "claimer-1.1")
+            return block
+
+        return run
+
+    try:
+        with _bridge(store, work, "claims") as url:
+            http = open_bus(url)
+            assert isinstance(http, QueueBus)
+            claimer(http, "bridge")()  # warm up the connection and the bridge's code paths
+            result = paired(claimer(http, "bridge"), claimer(direct, "direct"), rounds)
+            say(f"bridge: one claimer {result.subject_wall_rate:.0f} claims/s")
+            http.close()
+    finally:
+        direct.close()
+    return [
+        Row(
+            section="bridge",
+            name="claim and done through one bridge, one claimer",
+            value=result.subject_wall_rate,
+            unit="claims/s",
+            baseline=result.baseline_wall_rate,
+            baseline_name="direct SqliteBus claim and done, same store file, one claimer",
+            ratio=_wall_ratio(result),
+            note=f"WAL SQLite behind the bridge; {rounds} interleaved blocks of {block}, each"
+            " claim followed by its done (two requests); wall-clock rates",
+        )
+    ]
+
+
 def _wake_samples(waiter_url: str, poster_url: str, interval: float, samples: int) -> list[float]:
     """Post-to-ring latencies (ms): a waiter child on ``waiter_url``, one
     post at a random moment after each ring through ``poster_url``."""
@@ -242,10 +294,10 @@ def _wake(work: Path, short: bool, say: Callable[[str], None]) -> list[Row]:
 
 
 def run_bridge_bench(work: Path, *, short: bool, say: Callable[[str], None] = print) -> list[Row]:
-    """Posts/s and post-to-ring latency through one bridge, each next to
+    """Posts/s, claims/s and post-to-ring latency through one bridge, each next to
     the same figure measured directly on the store in the same run."""
     work.mkdir(parents=True, exist_ok=True)
-    return [*_posts(work, short, say), *_wake(work, short, say)]
+    return [*_posts(work, short, say), *_claims(work, short, say), *_wake(work, short, say)]
 
 
 if __name__ == "__main__":

@@ -72,15 +72,25 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import ClientDisconnect, Request
-from starlette.responses import Response
+from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from knell.bridge.drain import Drain
 from knell.bridge.errors import JsonResponse, Problem, bus_problem, envelope
 from knell.bridge.models import request_model
-from knell.buses.contract import Bus, Wake, contracts_of
-from knell.buses.http_protocol import MAX_INT, MAX_LIMIT, MAX_WAIT, ROUTES, name_problem
+from knell.bridge.tail import TAIL_HANDLE, TAIL_PAGE, resume_after, sse_frames
+from knell.buses.contract import Bus, Wake, contracts_of, features_of
+from knell.buses.http_protocol import (
+    MAX_INT,
+    MAX_LIMIT,
+    MAX_PING,
+    MAX_WAIT,
+    MIN_PING,
+    PING,
+    ROUTES,
+    name_problem,
+)
 from knell.buses.operations import OPERATIONS, Operation
 
 __all__ = ["BridgeConfig", "create_app"]
@@ -106,6 +116,8 @@ class BridgeConfig:
     """Longest ``wait`` timeout a client may ask for, in seconds."""
     allowed_hosts: frozenset[str] | None = LOOPBACK_HOSTS
     """Host names a request's ``Host`` header may name (``None``: any)."""
+    tail_poll: float = 0.02
+    """Seconds between two reads of the bus by an SSE tail that is caught up."""
 
 
 class _Bridge:
@@ -190,7 +202,16 @@ class _Bridge:
                 f"the bus behind this bridge ({type(self.bus).__name__}) does not implement "
                 f"{op.name} (contracts: {', '.join(sorted(contracts_of(self.bus)))})",
             )
-        result = await self.call(method, *(values[a.name] for a in op.args))
+        missing = sorted(op.features_used(values) - features_of(self.bus))
+        if missing:
+            raise Problem(
+                "unsupported",
+                f"the bus behind this bridge ({type(self.bus).__name__}) does not declare the"
+                f" {', '.join(missing)} feature {op.name} was asked to use",
+            )
+        positional, keywords = op.bus_call(values)
+        call = functools.partial(method, *positional, **keywords) if keywords else method
+        result = await self.call(call, *(() if keywords else positional))
         if op.http.bare:
             return JsonResponse(op.encode_result(result)[op.result_key or ""])
         return JsonResponse(op.encode_result(result))
@@ -215,10 +236,51 @@ class _Bridge:
         ring = {"channel": wake.channel, "seq": wake.seq, "sender": wake.sender}
         return JsonResponse({"wake": {**ring, "reason": wake.reason}})
 
+    async def follow(self, request: Request) -> Response:
+        """The SSE tail (:mod:`knell.bridge.tail`): everything is checked
+        and the resume point read before the stream starts, so a bad
+        request or a channel of another kind is an ordinary error answer."""
+        channel = _name(request, "channel")
+        query = _query(request, ("after", "ping"))
+        after = _int_param(query, "after", low=0, high=None)
+        header = request.headers.get("last-event-id")
+        if header is not None:
+            after = _last_event_id(header)
+        ping = _seconds_param(query, "ping", PING, MIN_PING, MAX_PING)
+        start = await self.call(resume_after, self.bus, channel, after)
+        # One read before the stream starts: a channel of another kind (a
+        # queue) is refused here, with its status, not mid-stream.
+        await self.call(self.bus.fetch, TAIL_HANDLE, channel, start, 1)
+
+        async def fetch(position: int) -> list[Any]:
+            return await anyio.to_thread.run_sync(
+                self.bus.fetch, TAIL_HANDLE, channel, position, TAIL_PAGE, limiter=self._ops
+            )
+
+        def problem(exc: Exception) -> dict[str, Any] | None:
+            found = bus_problem(exc)
+            return {"error": found.code, "detail": found.detail, "outcome": found.outcome}
+
+        frames = sse_frames(
+            fetch,
+            start,
+            poll=self.config.tail_poll,
+            ping=ping,
+            stopping=self._stopping.is_set,
+            problem=problem,
+        )
+        headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+        return StreamingResponse(frames, media_type="text/event-stream", headers=headers)
+
     async def health(self, request: Request) -> Response:
         _query(request, ())
         contracts = sorted(contracts_of(self.bus))
-        return JsonResponse({"ok": True, "bus": type(self.bus).__name__, "contracts": contracts})
+        answer: dict[str, Any] = {"ok": True, "bus": type(self.bus).__name__}
+        answer["contracts"] = contracts
+        features = sorted(features_of(self.bus))
+        if features:  # left out when none: the answer of a bridge before features
+            answer["features"] = features
+        return JsonResponse(answer)
 
     async def openapi(self, request: Request) -> Response:
         from knell.bridge.openapi import openapi_document
@@ -266,13 +328,28 @@ def _query(request: Request, allowed: Iterable[str]) -> dict[str, str]:
     return query
 
 
-def _query_value(query: dict[str, str], key: str, kind: str) -> int | None:
+def _query_value(query: dict[str, str], key: str, kind: str) -> int | bool | None:
     """A query parameter of an operation's ``GET`` route, by its wire type."""
+    if kind == "flag":
+        return _flag_param(query, key)
     if kind == "limit":
         return _int_param(query, key, low=1, high=MAX_LIMIT)
     if kind in ("after", "after?"):
         return _int_param(query, key, low=0, high=None)
     raise AssertionError(f"no query form for a {kind} argument ({key})")  # pragma: no cover
+
+
+def _flag_param(query: dict[str, str], key: str) -> bool | None:
+    """``true`` or ``false``, spelt as JSON spells them."""
+    raw = query.get(key)
+    if raw is None:
+        return None
+    if raw not in ("true", "false"):
+        shown = raw if len(raw) <= 24 else raw[:21] + "..."
+        raise Problem(
+            "invalid-request", f"query parameter {key!r} must be true or false, got {shown!r}"
+        )
+    return raw == "true"
 
 
 def _int_param(query: dict[str, str], key: str, *, low: int, high: int | None) -> int | None:
@@ -291,6 +368,37 @@ def _int_param(query: dict[str, str], key: str, *, low: int, high: int | None) -
         raise Problem(
             "invalid-request",
             f"query parameter {key!r} must be between {low} and {high}, got {shown}",
+        )
+    return value
+
+
+def _last_event_id(header: str) -> int:
+    """The seq a reconnecting SSE client saw last (the ``id`` of its last event)."""
+    raw = header.strip()
+    if not raw.isascii() or not raw.isdigit() or len(raw) > 19 or int(raw) > MAX_INT:
+        shown = raw if len(raw) <= 24 else raw[:21] + "..."
+        raise Problem(
+            "invalid-request",
+            f"header 'Last-Event-ID' must be a seq (0 to {MAX_INT}), got {shown!r}",
+        )
+    return int(raw)
+
+
+def _seconds_param(
+    query: dict[str, str], key: str, default: float, low: float, high: float
+) -> float:
+    raw = query.get(key)
+    if raw is None:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < low or value > high:
+        raise Problem(
+            "invalid-request",
+            f"query parameter {key!r} must be a number of seconds from {low:g} to {high:g},"
+            f" got {raw!r}",
         )
     return value
 

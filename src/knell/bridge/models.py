@@ -77,6 +77,10 @@ _ANNOTATIONS: dict[str, Any] = {
     "lease": Annotated[float, Field(gt=0)],
     "seconds": Annotated[float, Field(ge=0)],
     "time": float,
+    "expires_at?": float | None,
+    "flag": bool,
+    "max_len?": _int(1) | None,
+    "max_age_s?": Annotated[float, Field(gt=0)] | None,
 }
 """The pydantic annotation of each wire type (by its key)."""
 
@@ -89,14 +93,15 @@ def _record_name(record: Record) -> str:
     return {"message": "MessageResponse", "wake": "WakeBody"}.get(record.ref, _camel(record.ref))
 
 
-def _annotation(t: WireType) -> Any:
+def _annotation(t: WireType, records: dict[str, type[BaseModel]] | None = None) -> Any:
     """A wire type as pydantic sees it (records become their models)."""
     if t.key in _ANNOTATIONS:
         return _ANNOTATIONS[t.key]
+    known = _record_models() if records is None else records
     base, nullable = t.key.removesuffix("?"), t.key.endswith("?")
     many = base.endswith("[]")
     base = base.removesuffix("[]")
-    inner: Any = _record_models()[base] if base in _record_models() else _ANNOTATIONS[base]
+    inner: Any = known[base] if base in known else _ANNOTATIONS[base]
     if many:
         inner = list[inner]
     return inner | None if nullable else inner
@@ -105,10 +110,10 @@ def _annotation(t: WireType) -> Any:
 @cache
 def _record_models() -> dict[str, type[BaseModel]]:
     out: dict[str, type[BaseModel]] = {}
-    for record in RECORDS:
+    for record in RECORDS:  # a record holding records comes after them
         fields: dict[str, Any] = {}
         for s in record.slots:
-            annotation = _ANNOTATIONS[s.type.key]
+            annotation = _annotation(s.type, out)
             default = None if s.name in record.optional else ...
             fields[s.name] = (annotation, Field(default, description=s.doc or None))
         out[record.ref] = create_model(_record_name(record), __base__=_Strict, **fields)
@@ -183,6 +188,12 @@ class HealthResponse(_Strict):
         default_factory=lambda: ["broadcast"],
         description="The contracts the bus behind the bridge implements; a client drives"
         " only their operations.",
+    )
+    features: list[str] = Field(
+        default_factory=list,
+        description="The optional features the bus behind the bridge declares (expiry: post"
+        " takes expires_at, fetch takes include_expired); a client sends their arguments only"
+        " when listed here, and the bridge refuses them otherwise.",
     )
 
 

@@ -17,6 +17,7 @@ that copy is stale.
 from __future__ import annotations
 
 import json
+import string
 import sys
 from functools import lru_cache
 from pathlib import Path
@@ -29,9 +30,12 @@ from knell.buses.http_protocol import (
     CODES,
     MAX_INT,
     MAX_LIMIT,
+    MAX_PING,
     MAX_WAIT,
+    MIN_PING,
     NAME_PATTERN,
     NAME_RULE,
+    PING,
     ROUTES,
 )
 from knell.buses.operations import OPERATIONS
@@ -43,9 +47,49 @@ _QUERY_SCHEMAS: dict[str, dict[str, Any]] = {
     "after?": {"type": "integer", "minimum": 0, "maximum": MAX_INT},
     "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT},
     "seconds": {"type": "number", "minimum": 0},
+    "flag": {"type": "boolean"},
 }
 
+_TAIL_QUERY: dict[str, tuple[bool, dict[str, Any], str]] = {
+    "after": (
+        False,
+        dict(_QUERY_SCHEMAS["after"]),
+        "Start strictly after this seq (the Last-Event-ID header wins over it); with neither,"
+        " the tail starts at the channel's head.",
+    ),
+    "ping": (
+        False,
+        {"type": "number", "minimum": MIN_PING, "maximum": MAX_PING, "default": PING},
+        "Seconds between two `: ping` comments while the channel is idle.",
+    ),
+}
+
+_TAIL_DESCRIPTION = (
+    "Server-Sent Events, one per message as it is committed: `event: message`, `id:` its"
+    " seq, `data:` the message as a fetch returns it; `: ping` comments while idle; one"
+    " `event: error` with the error envelope if the bus fails, then the end of the stream."
+    " A client that loses the connection reconnects with `Last-Event-ID` and the tail"
+    " resumes strictly after that seq."
+)
+
 _OWN: dict[str, dict[str, Any]] = {
+    "follow": {
+        "summary": "follow: a channel's new messages as Server-Sent Events (the SSE tail),"
+        " resumable by seq",
+        "response": None,
+        "stream": True,
+        "errors": ["invalid-name", "invalid-request", "wrong-kind"],
+        "query": _TAIL_QUERY,
+        "headers": [
+            {
+                "name": "Last-Event-ID",
+                "in": "header",
+                "required": False,
+                "description": "Resume strictly after this seq (the `id` of the last event seen).",
+                "schema": {"type": "integer", "minimum": 0, "maximum": MAX_INT},
+            }
+        ],
+    },
     "health": {"summary": "health: the bridge is serving", "response": "HealthResponse"},
     "openapi": {"summary": "this document", "response": None},
 }
@@ -54,7 +98,7 @@ _OWN: dict[str, dict[str, Any]] = {
 def _spec(name: str, max_wait: float) -> dict[str, Any]:
     """What the document says about operation ``name``, from the table."""
     if name in _OWN:
-        return {**_OWN[name], "errors": [], "query": {}}
+        return {"errors": [], "query": {}, **_OWN[name]}
     op = OPERATIONS[name]
     in_path = set(op.http.path_args())
     query: dict[str, tuple[bool, dict[str, Any], str]] = {}
@@ -104,7 +148,7 @@ def _json(schema: dict[str, Any]) -> dict[str, Any]:
 
 def _operation(op: str, method: str, path: str, max_wait: float) -> dict[str, Any]:
     spec = _spec(op, max_wait)
-    path_names = OPERATIONS[op].http.path_args() if op in OPERATIONS else ()
+    path_names = [name for _, name, _, _ in string.Formatter().parse(path) if name]
     parameters: list[dict[str, Any]] = [
         {
             "name": name,
@@ -134,7 +178,14 @@ def _operation(op: str, method: str, path: str, max_wait: float) -> dict[str, An
         codes += _BUS_ERRORS
     if spec.get("request"):
         codes.append("unsupported-media-type")
-    responses: dict[str, Any] = {"200": {"description": "OK", "content": _json(ok_schema)}}
+    parameters += spec.get("headers", [])
+    ok: dict[str, Any] = {"description": "OK", "content": _json(ok_schema)}
+    if spec.get("stream"):
+        ok = {
+            "description": _TAIL_DESCRIPTION,
+            "content": {"text/event-stream": {"schema": {"type": "string"}}},
+        }
+    responses: dict[str, Any] = {"200": ok}
     by_status: dict[int, list[str]] = {}
     for code in codes:
         by_status.setdefault(CODES[code][0], []).append(code)

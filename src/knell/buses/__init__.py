@@ -42,6 +42,7 @@ from knell.buses.contract import (
     CONTRACT_METHODS,
     CONTRACTS,
     STRANDED_CAP,
+    STREAM,
     AckBeyondHead,
     Bus,
     BusError,
@@ -64,9 +65,13 @@ from knell.buses.contract import (
     RoleHeld,
     RoleHold,
     Stranded,
+    StreamBus,
+    StreamInfo,
+    StreamPage,
     Wake,
     WrongChannelKind,
     contracts_of,
+    features_of,
 )
 from knell.errors import KnellError
 from knell.redact import scrub
@@ -77,6 +82,7 @@ __all__ = [
     "CONTRACTS",
     "CONTRACT_METHODS",
     "STRANDED_CAP",
+    "STREAM",
     "AckBeyondHead",
     "Bus",
     "BusError",
@@ -102,6 +108,9 @@ __all__ = [
     "RoleHeld",
     "RoleHold",
     "Stranded",
+    "StreamBus",
+    "StreamInfo",
+    "StreamPage",
     "Wake",
     "WrongChannelKind",
     "contracts_of",
@@ -109,6 +118,7 @@ __all__ = [
     "driver_raised",
     "open_bus",
     "require_contract",
+    "require_feature",
     "resolve_driver",
 ]
 
@@ -289,6 +299,29 @@ def open_bus(url: str, driver: str | None = None) -> Bus:
                 f"it has no {', '.join(missing)} ({what} needs {', '.join(needed)})"
             )
     return bus
+
+
+def require_feature(bus: object, feature: str, name: str, scenario: str) -> None:
+    """Refuse (:class:`ContractMissing`, exit 3) a scenario that needs an
+    optional bus feature (``expiry``) on a bus that does not declare it:
+    knell would pass it arguments it does not take. A bus reached through a
+    protocol says how *its* peers declare a feature, with a
+    ``feature_hint(feature) -> str`` method."""
+    declared = features_of(bus)
+    if feature in declared:
+        return
+    hint = getattr(bus, "feature_hint", None)
+    if callable(hint):
+        how = str(hint(feature))
+    else:
+        how = (
+            f"a bus that implements it declares features = {{{feature!r}}} (see"
+            " knell.buses.contract.FEATURES)"
+        )
+    raise ContractMissing(
+        f"scenario {scenario!r} needs the {feature} feature, but bus {name!r} does not declare"
+        f" it; {how}"
+    )
 
 
 def require_contract(bus: object, contract: str, name: str, scenario: str) -> None:

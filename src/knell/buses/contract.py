@@ -20,8 +20,8 @@ The promises, in one place (design section 1, broadcast channels):
   unacked backlog written by others, otherwise on the first post by someone
   else; never on the handle's own posts; carries no body.
 
-Two more contracts sit beside it (the raven and at-most-once seed designs),
-each its own Protocol so a bus can implement any of them:
+Three more contracts sit beside it (the raven and at-most-once seed
+designs), each its own Protocol so a bus can implement any of them:
 
 * :class:`QueueBus` (work claiming): ``claim`` leases the oldest claimable
   message of a queue channel to one consumer for ``lease_s`` seconds;
@@ -35,11 +35,16 @@ each its own Protocol so a bus can implement any of them:
   once, to the current holder's run; ``read`` is refused unless the caller
   is the run it was delivered to; a delivery whose run left without
   reading it is *stranded*: never redelivered, listed by ``stranded``.
+* :class:`StreamBus` (raven's stream channels): observe-only, no acks and
+  no cursors. A bounded *ring* keeps the newest messages (by count and/or
+  age); ``tail`` reads from a position onward and says where the ring now
+  starts, so a reader that fell behind learns it (never a silent skip).
 
 ``post`` is shared: every contract appends to the same log, and a channel's
-kind (broadcast, queue or role) only decides which read-state serves it. A
-kind is fixed by the first kind-specific use (``subscribe``,
-``declare_queue`` or ``claim``, ``claim_role``) and never changes; an
+kind (broadcast, queue, role or stream) only decides which read-state
+serves it. A kind is fixed by the first kind-specific use (``subscribe``,
+``declare_queue`` or ``claim``, ``claim_role``, ``declare_stream``) and
+never changes; an
 operation of another kind is refused with :class:`WrongChannelKind`.
 
 The same operations as data (arguments and their wire types, results,
@@ -83,9 +88,12 @@ __all__ = [
     "BROADCAST",
     "CONTRACTS",
     "CONTRACT_METHODS",
+    "EXPIRY",
+    "FEATURES",
     "QUEUE",
     "ROLES",
     "STRANDED_CAP",
+    "STREAM",
     "AckBeyondHead",
     "Bus",
     "BusError",
@@ -109,20 +117,48 @@ __all__ = [
     "RoleHeld",
     "RoleHold",
     "Stranded",
+    "StreamBus",
+    "StreamInfo",
+    "StreamPage",
     "Wake",
     "WrongChannelKind",
     "contracts_of",
+    "features_of",
 ]
 
 JoinAt = Literal["head", "start"]
-ChannelKind = Literal["broadcast", "queue", "role"]
-"""Which read-state serves a channel: cursors, leases, or role deliveries."""
+ChannelKind = Literal["broadcast", "queue", "role", "stream"]
+"""Which read-state serves a channel: cursors, leases, role deliveries, or
+a ring read by tails."""
 
 BROADCAST = "broadcast"
 QUEUE = "queue"
 ROLES = "at-most-once"
-CONTRACTS = (BROADCAST, QUEUE, ROLES)
+STREAM = "stream"
+CONTRACTS = (BROADCAST, QUEUE, ROLES, STREAM)
 """The delivery contracts knell can test, by name."""
+
+EXPIRY = "expiry"
+FEATURES = (EXPIRY,)
+"""Optional features a bus may declare beside its contracts (its
+``features`` attribute, read by :func:`features_of`). A feature widens
+operations every contract shares instead of adding a contract:
+
+* ``expiry``: ``post(..., expires_at=T)`` takes a Unix time *by the bus's
+  own clock* after which the message is expired, and ``fetch(...,
+  include_expired=False)`` takes the forensic flag. An expired message is
+  never returned by a liveness read (``fetch`` without
+  ``include_expired``, ``wait``'s ring, ``claim``, ``receive``); one not
+  yet expired is never dropped; an expired queue message is never
+  dead-lettered (it was not delivered, it lapsed); ``fetch(...,
+  include_expired=True)`` still returns it. A lease taken before the
+  message expired stays the holder's: ``renew`` and ``done`` keep working
+  until the lease itself lapses, and only then is the message judged
+  expired instead of claimable again.
+
+knell passes these arguments only when a scenario asks for expiry, and
+refuses to run such a scenario on a bus without the feature, so a bus
+written before the feature existed keeps working unchanged."""
 
 STRANDED_CAP = 50
 """``stranded`` lists at most this many messages (the oldest deliveries)."""
@@ -302,6 +338,34 @@ class Stranded:
     delivered_at: float
 
 
+@dataclass(frozen=True, slots=True)
+class StreamInfo:
+    """A stream channel's ring bound, as the bus holds it (the first
+    declaration wins; later ones return these). ``None`` means unbounded
+    in that dimension; at least one of the two is set."""
+
+    channel: str
+    max_len: int | None
+    """The ring holds at most this many messages once a post completes."""
+    max_age_s: float | None
+    """Messages older than this (the bus's clock) are dropped from the ring."""
+
+
+@dataclass(frozen=True, slots=True)
+class StreamPage:
+    """One ``tail`` read. ``messages`` are consecutive seqs, ascending,
+    starting at ``max(after + 1, first)``; ``first`` is the oldest seq the
+    ring still holds (``head + 1`` when it holds none), so ``first > after
+    + 1`` tells the reader that the messages ``after + 1 .. first - 1`` were
+    dropped before it asked. ``head`` is the channel's highest seq when the
+    page was read."""
+
+    channel: str
+    messages: tuple[Message, ...]
+    first: int
+    head: int
+
+
 @runtime_checkable
 class Bus(Protocol):
     """A broadcast bus with durable per-(handle, channel) cursors."""
@@ -400,10 +464,47 @@ class RoleBus(Protocol):
     def close(self) -> None: ...
 
 
+@runtime_checkable
+class StreamBus(Protocol):
+    """Stream channels: a bounded ring that tails observe (raven's
+    ``stream`` kind). No acks, no cursors, no leases.
+
+    * ``declare_stream`` fixes the channel's kind as a stream with its ring
+      bound (idempotent: the first declaration wins, every call returns the
+      channel's actual settings); ``max_len`` and ``max_age_s`` may not
+      both be ``None``.
+    * ``post`` appends as on every kind (dense seq per channel) and trims
+      the ring in the same write: once it completes, the ring holds at most
+      ``max_len`` messages and none older than ``max_age_s``.
+    * ``tail`` returns up to ``limit`` messages after ``after`` that the
+      ring still holds (a :class:`StreamPage`), never one twice, never out
+      of order, never skipping a message the ring still holds; a reader
+      that fell behind sees it in ``first``. ``tail`` on an undeclared
+      channel is refused with :class:`WrongChannelKind` (a tail never
+      fixes a kind with a default ring).
+    * Every stream operation on a channel of another kind, and every
+      other kind's operation on a stream, is refused with
+      :class:`WrongChannelKind`.
+    """
+
+    def declare_stream(
+        self, channel: str, max_len: int | None = None, max_age_s: float | None = None
+    ) -> StreamInfo: ...
+
+    def post(
+        self, channel: str, body: str, sender: str, idempotency_key: str | None = None
+    ) -> Message: ...
+
+    def tail(self, channel: str, after: int = 0, limit: int = 100) -> StreamPage: ...
+
+    def close(self) -> None: ...
+
+
 CONTRACT_METHODS: dict[str, tuple[str, ...]] = {
     BROADCAST: ("post", "subscribe", "fetch", "ack", "cursor", "head", "wait", "close"),
     QUEUE: ("declare_queue", "post", "claim", "renew", "done", "release", "dead", "close"),
     ROLES: ("post", "claim_role", "release_role", "receive", "read", "stranded", "close"),
+    STREAM: ("declare_stream", "post", "tail", "close"),
 }
 """What an object must have to be driven under each contract."""
 
@@ -421,3 +522,18 @@ def contracts_of(bus: object) -> frozenset[str]:
         return frozenset(str(name) for name in declared)
     except TypeError:
         return frozenset({BROADCAST})
+
+
+def features_of(bus: object) -> frozenset[str]:
+    """The optional features ``bus`` declares (its ``features`` attribute:
+    any iterable of names from :data:`FEATURES`); none when it declares
+    none, as every bus did before features existed."""
+    declared = getattr(bus, "features", None)
+    if declared is None:
+        return frozenset()
+    if isinstance(declared, str):
+        return frozenset({declared})
+    try:
+        return frozenset(str(name) for name in declared)
+    except TypeError:
+        return frozenset()

@@ -54,17 +54,27 @@ sending", which is the whole classification above.
 
 from __future__ import annotations
 
+import math
 import os
 import socket
+from collections.abc import Generator
 from typing import Any, NoReturn
 from urllib.parse import parse_qs, quote, urlsplit, urlunsplit
 
 import httpx
 
-from knell.buses.calls import OperationCalls
-from knell.buses.contract import BROADCAST, CONTRACTS, DefiniteError, IndeterminateError
-from knell.buses.http_protocol import ROUTES, TOKEN_ENV, name_problem
-from knell.buses.operations import ERROR_KINDS, OPERATIONS, DecodeError
+from knell.buses.calls import OperationCalls, refuse_undeclared
+from knell.buses.contract import (
+    BROADCAST,
+    CONTRACT_METHODS,
+    CONTRACTS,
+    FEATURES,
+    DefiniteError,
+    IndeterminateError,
+)
+from knell.buses.http_protocol import PING, ROUTES, TOKEN_ENV, name_problem
+from knell.buses.http_tail import TailItem, sse_tail
+from knell.buses.operations import ERROR_KINDS, MESSAGE, OPERATIONS, DecodeError
 
 __all__ = ["HttpBus", "open_http"]
 
@@ -125,6 +135,7 @@ class HttpBus(OperationCalls):
         ]
         self._current = 0
         self._contracts: frozenset[str] | None = None
+        self._features: frozenset[str] | None = None
 
     @property
     def contracts(self) -> frozenset[str]:
@@ -134,7 +145,10 @@ class HttpBus(OperationCalls):
         server that declares none serves broadcast (every bridge did before
         the other contracts); one that does not answer now is taken to
         serve all three, and each call then answers for itself (``501
-        unsupported`` is a definite error)."""
+        unsupported`` is a definite error). A contract the server's bus
+        declares that this driver has no calls for (a stream, which the
+        bridge does not carry) is left out: the driver declares what it
+        can drive, so the bus still opens for the contracts it carries."""
         if self._contracts is None:
             try:
                 data = self._request("health", {}, read_timeout=HEALTH_TIMEOUT)
@@ -143,8 +157,38 @@ class HttpBus(OperationCalls):
             declared = data.get("contracts") if isinstance(data, dict) else None
             if not isinstance(declared, list):
                 declared = [BROADCAST]
-            self._contracts = frozenset(str(c) for c in declared if c in CONTRACTS)
+            self._contracts = frozenset(
+                str(c) for c in declared if c in CONTRACTS and _speaks(str(c))
+            )
         return self._contracts
+
+    @property
+    def features(self) -> frozenset[str]:
+        """The optional features the server declares in its ``/health``
+        answer (none when it names none, as every bridge did before
+        features). Unlike :attr:`contracts`, a server that does not answer
+        now is taken to declare *no* feature, and is asked again next
+        time: a feature's arguments are sent only to a server known to
+        take them, so a paused bridge costs a refused call (definite,
+        nothing sent), never an argument it might ignore."""
+        if self._features is None:
+            try:
+                data = self._request("health", {}, read_timeout=HEALTH_TIMEOUT)
+            except (DefiniteError, IndeterminateError):
+                return frozenset()
+            declared = data.get("features") if isinstance(data, dict) else None
+            self._features = frozenset(
+                str(f) for f in (declared if isinstance(declared, list) else []) if f in FEATURES
+            )
+        return self._features
+
+    def feature_hint(self, feature: str) -> str:
+        """How a server declares ``feature``, for the runner's refusal of a
+        scenario that needs it."""
+        return (
+            f"a bridge lists {feature!r} in its GET /health answer's features when the bus"
+            " behind it declares it (docs/bridge.md)"
+        )
 
     # -- one request ---------------------------------------------------------------
 
@@ -161,6 +205,10 @@ class HttpBus(OperationCalls):
             problem = name_problem(what, value)
             if problem is not None:
                 raise DefiniteError(f"not sent: {problem}")
+        for what, value in (body or {}).items():
+            if isinstance(value, float) and not math.isfinite(value):
+                # JSON has no spelling for it: refused here, nothing sent
+                raise DefiniteError(f"{op} not sent: {what} = {value!r} is not a finite number")
         method, template = ROUTES[op]
         path = template.format(**{k: quote(v, safe="") for k, v in names.items()})
         timeout = self._timeout
@@ -239,6 +287,9 @@ class HttpBus(OperationCalls):
         arguments go in the path, the query or the body, and its wire type
         reads the answer (the methods themselves are :class:`OperationCalls`)."""
         op = OPERATIONS[name]
+        refuse_undeclared(
+            name, values, lambda: self.features, lambda: f"the server at {self.base_url}"
+        )
         args = op.encode_args(values)
         for arg in op.args:
             if arg.type.key == "name":
@@ -266,6 +317,23 @@ class HttpBus(OperationCalls):
         except DecodeError as exc:
             raise IndeterminateError(f"{name}: unexpected answer ({exc}): {data!r:.200}") from exc
 
+    def follow(
+        self, channel: str, last_event_id: int | None = None, *, ping: float = PING
+    ) -> Generator[TailItem, None, None]:
+        """The channel's SSE tail (see :mod:`knell.buses.http_tail`): every
+        message from ``last_event_id`` on (``None``: from the head), through
+        every bridge in turn, reconnecting with ``Last-Event-ID`` after each
+        drop, until the caller closes the iterator. Not a contract
+        operation: an SSE tail is served by a bridge, never by a bus itself
+        (the stream contract's ``tail``, a page of a ring, is another thing)."""
+        problem = name_problem("channel", channel)
+        if problem is not None:
+            raise DefiniteError(f"tail not started: {problem}")
+        path = ROUTES["follow"][1].format(channel=quote(channel, safe=""))
+        return sse_tail(
+            list(self._clients), path, ping=ping, last_event_id=last_event_id, decode=MESSAGE
+        )
+
     def close(self) -> None:
         for client in self._clients:
             client.close()
@@ -275,7 +343,10 @@ class HttpBus(OperationCalls):
 
 
 def _query_text(value: Any) -> str:
-    """A query parameter's text (a float with millisecond precision)."""
+    """A query parameter's text (a float with millisecond precision, a
+    flag as JSON spells it)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
     return f"{value:.3f}" if isinstance(value, float) else str(value)
 
 
@@ -308,3 +379,8 @@ def open_http(url: str) -> HttpBus:
         if address.strip()
     )
     return HttpBus(base, token=token, failover=others, **numbers)
+
+
+def _speaks(contract: str) -> bool:
+    """Whether this driver has every call of ``contract``."""
+    return all(callable(getattr(HttpBus, m, None)) for m in CONTRACT_METHODS[contract])

@@ -38,9 +38,12 @@ __all__ = [
     "MAX_INT",
     "MAX_LIMIT",
     "MAX_NAME",
+    "MAX_PING",
     "MAX_WAIT",
+    "MIN_PING",
     "NAME_PATTERN",
     "NAME_RULE",
+    "PING",
     "ROUTES",
     "TOKEN_ENV",
     "Outcome",
@@ -87,6 +90,12 @@ MAX_INT: Final = 2**63 - 1
 64-bit integer, what SQLite and Postgres store. A larger one is refused
 (422) before the bus is called, where it would fail as a store error."""
 
+PING: Final = 15.0
+"""Seconds between two ``: ping`` comments of an idle SSE tail, unless the
+client asks for another interval (``?ping=``)."""
+MIN_PING: Final = 0.05
+MAX_PING: Final = 300.0
+
 TOKEN_ENV: Final = "KNELL_BRIDGE_TOKEN"
 """The environment variable both ends read a bearer token from when none
 is given on the command line (bridge) or in the URL (driver)."""
@@ -94,10 +103,13 @@ is given on the command line (bridge) or in the URL (driver)."""
 ROUTES: Final[dict[str, tuple[str, str]]] = {
     # operation: (method, path template)
     **{name: (op.http.method, op.http.path) for name, op in OPERATIONS.items()},
+    "follow": ("GET", "/channels/{channel}/tail"),
     "health": ("GET", "/health"),
     "openapi": ("GET", "/openapi.json"),
 }
-"""One route per operation of every contract, plus the bridge's own two."""
+"""One route per operation of every contract, the SSE tail of a channel
+(:mod:`knell.bridge.tail`; named ``follow``, since ``tail`` is the stream
+contract's operation), and the bridge's own two."""
 
 CODES: Final[dict[str, tuple[int, Outcome, str]]] = {
     # code: (HTTP status, outcome, meaning)

@@ -41,8 +41,10 @@ from typing import Any
 from knell.buses.contract import (
     BROADCAST,
     CONTRACTS,
+    EXPIRY,
     QUEUE,
     ROLES,
+    STREAM,
     AckBeyondHead,
     Claim,
     DeadLetter,
@@ -57,6 +59,8 @@ from knell.buses.contract import (
     RoleHeld,
     RoleHold,
     Stranded,
+    StreamInfo,
+    StreamPage,
     Wake,
     WrongChannelKind,
 )
@@ -232,6 +236,48 @@ LEASE = WireType(
     ref="lease",
 )
 TIME = WireType("time", {"type": "number"}, _number)
+EXPIRES_AT = nullable(
+    WireType(
+        "expires_at",
+        {
+            "description": "Unix seconds by the bus's own clock after which the message is"
+            " expired; null: it never expires.",
+            "type": "number",
+        },
+        _number,
+    )
+)
+
+
+def _boolean(value: Any, where: str) -> bool:
+    if not isinstance(value, bool):
+        raise DecodeError(f"{where} must be true or false, got {value!r}")
+    return value
+
+
+FLAG = WireType("flag", {"type": "boolean"}, _boolean)
+MAX_LEN = nullable(
+    WireType(
+        "max_len",
+        {
+            "description": "The most messages the ring holds once a post completes.",
+            "type": "integer",
+            "minimum": 1,
+        },
+        _integer,
+    )
+)
+MAX_AGE = nullable(
+    WireType(
+        "max_age_s",
+        {
+            "description": "Seconds after which the ring drops a message (the bus's clock).",
+            "type": "number",
+            "exclusiveMinimum": 0,
+        },
+        _number,
+    )
+)
 JOIN_AT = WireType("join_at", {"enum": ["head", "start"]}, _enum("head", "start"))
 REASON = WireType("reason", {"enum": ["backlog", "post"]}, _enum("backlog", "post"))
 
@@ -385,6 +431,47 @@ STRANDED = Record(
     ),
 )
 
+STREAM_INFO = Record(
+    "stream-info",
+    StreamInfo,
+    _slots(
+        ("channel", NAME),
+        ("max_len", MAX_LEN, "The count bound; null: unbounded by count."),
+        ("max_age_s", MAX_AGE, "The age bound in seconds; null: unbounded by age."),
+    ),
+)
+
+
+def _tuple_of(item: WireType) -> WireType:
+    """A JSON array decoded to a tuple (a record field typed ``tuple[...]``)."""
+    listed = array(item)
+
+    def decode(value: Any, where: str) -> tuple[Any, ...]:
+        return tuple(listed.decode(value, where))
+
+    return WireType(listed.key, listed.schema, decode)
+
+
+STREAM_PAGE = Record(
+    "stream-page",
+    StreamPage,
+    _slots(
+        ("channel", NAME),
+        (
+            "messages",
+            _tuple_of(MESSAGE.type),
+            "Consecutive seqs, ascending, from max(after + 1, first); at most limit.",
+        ),
+        (
+            "first",
+            SEQ,
+            "The oldest seq the ring holds (head + 1 when it holds none): first > after + 1"
+            " says the messages in between were dropped before the tail asked.",
+        ),
+        ("head", HEAD, "The channel's highest seq when the page was read."),
+    ),
+)
+
 RECORDS: tuple[Record, ...] = (
     MESSAGE,
     WAKE,
@@ -394,6 +481,8 @@ RECORDS: tuple[Record, ...] = (
     HOLD,
     DELIVERY,
     STRANDED,
+    STREAM_INFO,
+    STREAM_PAGE,
 )
 """Every value type an operation returns, in document order."""
 
@@ -441,10 +530,21 @@ class Arg:
     type: WireType
     default: Any = REQUIRED
     doc: str = ""
+    feature: str | None = None
+    """The optional feature (:data:`knell.buses.contract.FEATURES`) this
+    argument belongs to, or ``None`` for one of the contract's own. A
+    feature's argument is left off the wire while it has its default, so
+    a peer written before the feature sees exactly the requests it always
+    saw; with any other value it may go only to a peer that declared the
+    feature (:meth:`Operation.features_used`)."""
 
     @property
     def required(self) -> bool:
         return self.default is REQUIRED
+
+    def at_default(self, value: Any) -> bool:
+        """Whether ``value`` is this argument's default (``False`` is not ``0``)."""
+        return not self.required and type(value) is type(self.default) and value == self.default
 
 
 @dataclass(frozen=True, slots=True)
@@ -496,8 +596,35 @@ class Operation:
         return max(0.0, float(values[names.index(self.blocks_for)]))
 
     def encode_args(self, values: tuple[Any, ...]) -> dict[str, Any]:
-        """The ``args`` object of a request, from the method's arguments in order."""
-        return {a.name: v for a, v in zip(self.args, values, strict=True)}
+        """The ``args`` object of a request, from the method's arguments in
+        order; a feature's argument at its default is left out."""
+        return {
+            a.name: v
+            for a, v in zip(self.args, values, strict=True)
+            if a.feature is None or not a.at_default(v)
+        }
+
+    def features_used(self, values: Mapping[str, Any]) -> frozenset[str]:
+        """The features whose arguments ``values`` (by name) set to anything
+        but their default: the peer must have declared every one of them."""
+        return frozenset(
+            a.feature
+            for a in self.args
+            if a.feature is not None and a.name in values and not a.at_default(values[a.name])
+        )
+
+    def bus_call(self, values: Mapping[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """The positional and keyword arguments of the bus method for
+        ``values`` (by name): the contract's own arguments in order, a
+        feature's only by keyword and only when not at its default, so a
+        bus without the feature is called exactly as before it existed."""
+        positional = tuple(values[a.name] for a in self.args if a.feature is None)
+        keywords = {
+            a.name: values[a.name]
+            for a in self.args
+            if a.feature is not None and a.name in values and not a.at_default(values[a.name])
+        }
+        return positional, keywords
 
     def decode_result(self, result: Mapping[str, Any]) -> Any:
         """The Python result from a reply's ``result`` object."""
@@ -522,16 +649,16 @@ class Operation:
 def _plain(value: Any) -> Any:
     if value is None or isinstance(value, (str, int, float, bool)):
         return value
-    if isinstance(value, list):
+    if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
-    return {f.name: getattr(value, f.name) for f in fields(value)}
+    return {f.name: _plain(getattr(value, f.name)) for f in fields(value)}
 
 
 _CHANNEL = Arg("channel", NAME)
 _HANDLE = Arg("handle", NAME)
 _LEASE = Arg("lease_s", LEASE)
 _ID = Arg("id", ID, doc="The id the bus returned with the claim or delivery.")
-_ALL = (BROADCAST, QUEUE, ROLES)
+_ALL = (BROADCAST, QUEUE, ROLES, STREAM)
 
 OPERATIONS: dict[str, Operation] = {
     op.name: op
@@ -545,6 +672,13 @@ OPERATIONS: dict[str, Operation] = {
                 Arg("body", TEXT, doc="Opaque to the bus."),
                 Arg("sender", NAME, doc="Who posts (a handle): its own posts never ring it."),
                 Arg("idempotency_key", KEY, None, "Retry key: one append per (channel, key)."),
+                Arg(
+                    "expires_at",
+                    EXPIRES_AT,
+                    None,
+                    "When the message expires (Unix seconds, the bus's clock); left out: never.",
+                    feature=EXPIRY,
+                ),
             ),
             "message",
             MESSAGE.type,
@@ -577,6 +711,13 @@ OPERATIONS: dict[str, Operation] = {
                     "Read after this seq; null: after the handle's durable cursor.",
                 ),
                 Arg("limit", LIMIT, 100, "Page size; a short page is the end of a batch."),
+                Arg(
+                    "include_expired",
+                    FLAG,
+                    False,
+                    "The forensic read: expired messages too.",
+                    feature=EXPIRY,
+                ),
             ),
             "messages",
             array(MESSAGE.type),
@@ -748,6 +889,39 @@ OPERATIONS: dict[str, Operation] = {
             result_doc="Oldest delivery first, at most 50.",
             returns="list[Stranded]",
         ),
+        Operation(
+            "declare_stream",
+            (STREAM,),
+            "make the channel a stream with its ring bound (idempotent: the first declaration"
+            " wins)",
+            (
+                _CHANNEL,
+                Arg("max_len", MAX_LEN, None, "Count bound (null: none)."),
+                Arg("max_age_s", MAX_AGE, None, "Age bound in seconds (null: none)."),
+            ),
+            "stream",
+            STREAM_INFO.type,
+            HttpRoute("PUT", "/channels/{channel}/stream"),
+            (WrongChannelKind,),
+            result_doc="The channel's actual ring bound (the first declaration's).",
+            returns="StreamInfo",
+        ),
+        Operation(
+            "tail",
+            (STREAM,),
+            "read the ring after `after`; `first` says where it starts now",
+            (
+                _CHANNEL,
+                Arg("after", AFTER, 0, "Read the messages with seq > after."),
+                Arg("limit", LIMIT, 100, "At most this many messages."),
+            ),
+            "page",
+            STREAM_PAGE.type,
+            HttpRoute("GET", "/channels/{channel}/stream"),
+            (WrongChannelKind,),
+            result_doc="Consecutive seqs from max(after + 1, first), with first and head.",
+            returns="StreamPage",
+        ),
     )
 }
 """Every contract operation (``close`` is no operation of the wire: each
@@ -776,6 +950,8 @@ def _type_text(t: WireType) -> str:
     kinds = schema.get("type", "")
     kind = kinds if isinstance(kinds, str) else kinds[0]
     words = {"string": "string", "integer": "integer", "number": "number"}.get(kind, kind)
+    if kind == "boolean":
+        words = "true or false"
     if "minimum" in schema:
         words += f" ≥ {schema['minimum']}"
     if "exclusiveMinimum" in schema:
@@ -804,7 +980,10 @@ def render_operations_markdown() -> str:
         out.append("| operation | arguments | result | may refuse with |")
         out.append("|---|---|---|---|")
         for op in operations_of(contract):
-            args = ", ".join(f"`{a.name}`: {_type_text(a.type)}" for a in op.args)
+            args = ", ".join(
+                f"`{a.name}`: {_type_text(a.type)}" + (f" ({a.feature})" if a.feature else "")
+                for a in op.args
+            )
             returns = op.returns.replace("|", "\\|")
             result = returns if op.result is None else f"`{op.result_key}`: {returns}"
             errors = (

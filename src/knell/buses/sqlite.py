@@ -28,11 +28,13 @@ URL: ``sqlite:///path/to/file.db?poll_interval=0.05&synchronous=normal``
 Opening retries for ``open_timeout`` seconds (default 10) while a killed
 process's locks are still being released (:mod:`knell.buses.sqlite_open`).
 
-The same file serves the other two contracts through the same log: queue
-channels (:mod:`knell.buses.sqlite_queue`) and at-most-once role inboxes
-(:mod:`knell.buses.sqlite_roles`); a channel's kind
+The same file serves the other three contracts through the same log: queue
+channels (:mod:`knell.buses.sqlite_queue`), at-most-once role inboxes
+(:mod:`knell.buses.sqlite_roles`) and stream rings
+(:mod:`knell.buses.sqlite_stream`, whose trim is a trigger, so ``post``
+stays kind-neutral); a channel's kind
 (:mod:`knell.buses.sqlite_kinds`) is fixed by its first kind-specific use,
-so the broadcast operations here refuse queue and role channels.
+so the broadcast operations here refuse queue, role and stream channels.
 
 The URL also takes ``max_deliveries=5``, for queues claimed without being declared.
 """
@@ -48,8 +50,10 @@ from pathlib import Path
 
 from knell.buses.contract import (
     BROADCAST,
+    EXPIRY,
     QUEUE,
     ROLES,
+    STREAM,
     AckBeyondHead,
     DefiniteError,
     IndeterminateError,
@@ -63,6 +67,7 @@ from knell.buses.sqlite_kinds import KINDS_SCHEMA, ChannelKinds
 from knell.buses.sqlite_open import OPEN_TIMEOUT, open_with_retry
 from knell.buses.sqlite_queue import QUEUE_SCHEMA, SqliteQueue
 from knell.buses.sqlite_roles import ROLES_SCHEMA, SqliteRoles
+from knell.buses.sqlite_stream import STREAM_SCHEMA, SqliteStream
 from knell.buses.sqlite_url import MEMORY, parse_sqlite_url
 
 __all__ = ["SqliteBus", "open_sqlite"]
@@ -75,6 +80,7 @@ CREATE TABLE IF NOT EXISTS messages (
     sender TEXT NOT NULL,
     idem_key TEXT,
     posted_at REAL NOT NULL,
+    expires_at REAL,
     PRIMARY KEY (channel, seq)
 ) WITHOUT ROWID;
 CREATE UNIQUE INDEX IF NOT EXISTS messages_idem
@@ -118,9 +124,9 @@ def _bell(path: str) -> _Bell:
 
 
 _APPEND_AT_HEAD = (
-    "INSERT INTO messages (channel, seq, body, sender, idem_key, posted_at)"
+    "INSERT INTO messages (channel, seq, body, sender, idem_key, posted_at, expires_at)"
     " VALUES (?1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM messages WHERE channel = ?1),"
-    " ?2, ?3, ?4, ?5)"
+    " ?2, ?3, ?4, ?5, ?6)"
     " ON CONFLICT (channel, idem_key) WHERE idem_key IS NOT NULL DO NOTHING"
     " RETURNING seq"
 )
@@ -132,8 +138,8 @@ all happen under the lock, exactly as inside ``BEGIN IMMEDIATE`` ...
 nothing and returns no row."""
 
 _APPEND_AT = (
-    "INSERT INTO messages (channel, seq, body, sender, idem_key, posted_at)"
-    " VALUES (?1, ?2, ?3, ?4, ?5, ?6)"
+    "INSERT INTO messages (channel, seq, body, sender, idem_key, posted_at, expires_at)"
+    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"
     " ON CONFLICT (channel, idem_key) WHERE idem_key IS NOT NULL DO NOTHING"
 )
 """The fast path: append at a *guessed* seq, the head this connection last
@@ -143,7 +149,9 @@ at or below the true head names a row that exists and the insert fails
 with nothing written (someone else posted; fall back to
 :data:`_APPEND_AT_HEAD`), while a guess of exactly head + 1 is the seq
 ``MAX(seq) + 1`` would have chosen. A guess can never be above head + 1
-(it comes from a committed append), so no gap can open. It saves
+(it comes from a committed append), so no gap can open. On a stream
+channel, whose trimmed rows are gone, a trigger refuses a guess below the
+ring in their place (:mod:`knell.buses.sqlite_stream`). It saves
 ``RETURNING``, which costs SQLite a fifth of a bare insert."""
 
 GUESS_BACKOFF = 64
@@ -182,12 +190,14 @@ class _Head:
         self.backoff = 1  # the next rest after a wrong guess
 
 
-class SqliteBus(SqliteQueue, SqliteRoles):
+class SqliteBus(SqliteQueue, SqliteRoles, SqliteStream):
     """A :class:`knell.buses.contract.Bus` on one WAL SQLite file (and a
-    :class:`~knell.buses.contract.QueueBus` and
-    :class:`~knell.buses.contract.RoleBus` on the same log)."""
+    :class:`~knell.buses.contract.QueueBus`, a
+    :class:`~knell.buses.contract.RoleBus` and a
+    :class:`~knell.buses.contract.StreamBus` on the same log)."""
 
-    contracts = frozenset({BROADCAST, QUEUE, ROLES})
+    contracts = frozenset({BROADCAST, QUEUE, ROLES, STREAM})
+    features = frozenset({EXPIRY})
 
     def __init__(
         self,
@@ -230,9 +240,13 @@ class SqliteBus(SqliteQueue, SqliteRoles):
             db.execute(f"PRAGMA synchronous={self._synchronous}")
             db.execute("BEGIN IMMEDIATE")
             try:
-                for statement in (SCHEMA + KINDS_SCHEMA + QUEUE_SCHEMA + ROLES_SCHEMA).split(";"):
+                schema = SCHEMA + KINDS_SCHEMA + QUEUE_SCHEMA + ROLES_SCHEMA + STREAM_SCHEMA
+                for statement in schema.split(";"):
                     if statement.strip():
                         db.execute(statement)
+                for trigger in self.stream_triggers:  # one statement each (';' inside)
+                    db.execute(trigger)
+                _add_expiry_column(db)
                 db.execute("COMMIT")
             except BaseException:
                 if db.in_transaction:
@@ -292,21 +306,37 @@ class SqliteBus(SqliteQueue, SqliteRoles):
     # transaction (``db``).
 
     def post(
-        self, channel: str, body: str, sender: str, idempotency_key: str | None = None
+        self,
+        channel: str,
+        body: str,
+        sender: str,
+        idempotency_key: str | None = None,
+        expires_at: float | None = None,
     ) -> Message:
         with self._lock:
-            seq = self._append(channel, body, sender, idempotency_key)
+            if expires_at is None:  # the hook's older form: a subclass may override it so
+                seq = self._append(channel, body, sender, idempotency_key)
+            else:
+                seq = self._append(channel, body, sender, idempotency_key, expires_at)
         if seq is None:
             return self._original(channel, idempotency_key)
         self._ring()
         return Message(channel, seq, body, sender, idempotency_key)
 
-    def _append(self, channel: str, body: str, sender: str, key: str | None) -> int | None:
+    def _append(
+        self,
+        channel: str,
+        body: str,
+        sender: str,
+        key: str | None,
+        expires_at: float | None = None,
+    ) -> int | None:
         """Append in one autocommit statement (one transaction, under the
         write lock, so the seq is ``MAX(seq) + 1`` of a log no one else is
         writing); the new seq, or ``None`` when ``key`` was already used
         (nothing is appended: the key is stored with the message and
-        unique per channel)."""
+        unique per channel). ``expires_at`` is stored as given: the bus's
+        clock is the judge of it at every read."""
         now = time.time()
         head = self._heads.get(channel)
         try:
@@ -317,7 +347,7 @@ class SqliteBus(SqliteQueue, SqliteRoles):
                     seq = head.seq + 1
                     try:
                         inserted = self._db.execute(
-                            _APPEND_AT, (channel, seq, body, sender, key, now)
+                            _APPEND_AT, (channel, seq, body, sender, key, now, expires_at)
                         ).rowcount
                     except sqlite3.IntegrityError:  # seq taken: nothing was written
                         head.rest = head.backoff
@@ -328,7 +358,9 @@ class SqliteBus(SqliteQueue, SqliteRoles):
                         head.seq = seq
                         head.backoff = 1
                         return seq
-            rows = self._db.execute(_APPEND_AT_HEAD, (channel, body, sender, key, now)).fetchall()
+            rows = self._db.execute(
+                _APPEND_AT_HEAD, (channel, body, sender, key, now, expires_at)
+            ).fetchall()
         except sqlite3.OperationalError as exc:
             raise _write_error(exc) from exc
         if not rows:
@@ -386,12 +418,19 @@ class SqliteBus(SqliteQueue, SqliteRoles):
         return existing
 
     def fetch(
-        self, handle: str, channel: str, after: int | None = None, limit: int = 100
+        self,
+        handle: str,
+        channel: str,
+        after: int | None = None,
+        limit: int = 100,
+        include_expired: bool = False,
     ) -> list[Message]:
         if limit <= 0:
             raise DefiniteError(f"fetch limit must be > 0, got {limit}")
         with self._lock:
             self._kinds.expect(self._db, channel, "broadcast", "fetch")
+            if include_expired:
+                return self._forensic(handle, channel, after, limit)
             if after is None:
                 return self._catch_up(handle, channel, limit)
             return self._page_after(handle, channel, after, limit)
@@ -407,12 +446,25 @@ class SqliteBus(SqliteQueue, SqliteRoles):
         served to the true head, so paging until an empty page reaches it."""
         return self._page(channel, after, limit)
 
-    def _page(self, channel: str, after: int, limit: int) -> list[Message]:
-        """At most ``limit`` messages above ``after``, in seq order."""
+    def _forensic(self, handle: str, channel: str, after: int | None, limit: int) -> list[Message]:
+        """The forensic read (``include_expired``): the same page, expired
+        messages included, from the cursor or from ``after``."""
+        start = self._subscribed(handle, channel) if after is None else after
+        return self._page(channel, start, limit, include_expired=True)
+
+    def _page(
+        self, channel: str, after: int, limit: int, include_expired: bool = False
+    ) -> list[Message]:
+        """At most ``limit`` messages above ``after``, in seq order. Expired
+        ones are skipped *in the query*, so a page is still full of live
+        messages (a short page keeps meaning "end of batch"); the forensic
+        read (``include_expired``) returns them too: expiry hides a
+        message from readers, it never deletes it."""
+        live = "" if include_expired else f" AND {self._unexpired('fetch')}"
         rows = self._db.execute(
             "SELECT seq, body, sender, idem_key FROM messages"
-            " WHERE channel = ? AND seq > ? ORDER BY seq LIMIT ?",
-            (channel, after, limit),
+            f" WHERE channel = :channel AND seq > :after{live} ORDER BY seq LIMIT :limit",
+            {"channel": channel, "after": after, "limit": limit, "now": time.time()},
         ).fetchall()
         return [Message(channel, int(s), b, snd, k) for s, b, snd, k in rows]
 
@@ -475,8 +527,10 @@ class SqliteBus(SqliteQueue, SqliteRoles):
         row = self._db.execute(
             "SELECT m.channel, m.seq, m.sender FROM cursors c JOIN messages m"
             " ON m.channel = c.channel AND m.seq > c.acked"
-            " WHERE c.handle = ? AND m.sender IS NOT ? ORDER BY m.channel, m.seq LIMIT 1",
-            (handle, self._skipped_sender(handle)),
+            " WHERE c.handle = :handle AND m.sender IS NOT :skipped"
+            f" AND {self._unexpired('wait', 'm.')}"
+            " ORDER BY m.channel, m.seq LIMIT 1",
+            {"handle": handle, "skipped": self._skipped_sender(handle), "now": time.time()},
         ).fetchone()
         return None if row is None else Wake(row[0], int(row[1]), row[2], "backlog")
 
@@ -500,9 +554,10 @@ class SqliteBus(SqliteQueue, SqliteRoles):
         with self._lock:
             for channel, head in armed.items():
                 row = self._db.execute(
-                    "SELECT seq, sender FROM messages WHERE channel = ? AND seq > ?"
-                    " AND sender IS NOT ? ORDER BY seq LIMIT 1",
-                    (channel, head, skipped),
+                    "SELECT seq, sender FROM messages WHERE channel = :channel AND seq > :head"
+                    f" AND sender IS NOT :skipped AND {self._unexpired('wait')}"
+                    " ORDER BY seq LIMIT 1",
+                    {"channel": channel, "head": head, "skipped": skipped, "now": time.time()},
                 ).fetchone()
                 if row is not None:
                     return Wake(channel, int(row[0]), row[1], "post")
@@ -544,3 +599,11 @@ def open_sqlite(url: str) -> SqliteBus:
         open_timeout=float(query.get("open_timeout", OPEN_TIMEOUT)),
         max_deliveries=int(query.get("max_deliveries", DEFAULT_MAX_DELIVERIES)),
     )
+
+
+def _add_expiry_column(db: sqlite3.Connection) -> None:
+    """Give a file written before expiry existed its ``expires_at`` column
+    (NULL: never expires), inside the opening transaction."""
+    columns = {row[1] for row in db.execute("PRAGMA table_info(messages)").fetchall()}
+    if "expires_at" not in columns:
+        db.execute("ALTER TABLE messages ADD COLUMN expires_at REAL")

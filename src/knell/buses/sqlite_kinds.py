@@ -1,9 +1,10 @@
 """Channel kinds on the reference SQLite bus: which read-state serves a channel.
 
 Every contract appends to the same log (the ``messages`` table); what a
-channel is *for* (broadcast cursors, queue leases, role deliveries) is a
+channel is *for* (broadcast cursors, queue leases, role deliveries, a stream's ring) is a
 row of ``channels``, written by the first kind-specific operation
-(``subscribe``, ``declare_queue`` or ``claim``, ``claim_role``) inside its
+(``subscribe``, ``declare_queue`` or ``claim``, ``claim_role``,
+``declare_stream``) inside its
 write transaction, and never changed. An operation of another kind is then
 refused with :class:`~knell.buses.contract.WrongChannelKind`, so a claim
 can never consume a broadcast channel's messages and a subscriber can
@@ -31,7 +32,13 @@ CREATE TABLE IF NOT EXISTS channels (
 ) WITHOUT ROWID;
 """
 
-_NAMES = {"broadcast": "a broadcast channel", "queue": "a queue", "role": "a role inbox"}
+_NAMES = {
+    "broadcast": "a broadcast channel",
+    "queue": "a queue",
+    "role": "a role inbox",
+    "stream": "a stream",
+    "undeclared": "not declared",
+}
 
 
 def wrong_kind(channel: str, kind: str, wanted: str, op: str) -> WrongChannelKind:

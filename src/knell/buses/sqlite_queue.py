@@ -33,6 +33,16 @@ Where the promises live:
   a claimer frozen mid-call cannot act on a stale "now" while another
   process moved on.
 
+* **Expiry** (a message posted with ``expires_at``) is judged at claim
+  time too, by the same clock: the oldest claimable message, if it has
+  expired, is retired (state ``expired``, written in the claim's
+  transaction, so it is never claimable again even if the clock later
+  steps back) and the claim looks at the next one. A lease taken before
+  expiry stays the holder's until it lapses (renew and done keep
+  working: the holder was handed live work); a lapse, sweep or release
+  after expiry retires the message as ``expired``, never ``dead``: it was
+  not delivered and failed, it ran out of time.
+
 Ids are ``CHANNEL/SEQ``; callers treat them as opaque.
 """
 
@@ -58,6 +68,7 @@ from knell.buses.leases import (
     message_id,
     split_id,
 )
+from knell.buses.sqlite_expiry import SqliteExpiry
 from knell.buses.sqlite_kinds import ChannelKinds
 
 __all__ = ["QUEUE_SCHEMA", "SqliteQueue"]
@@ -98,10 +109,20 @@ the oldest lapsed one with deliveries left, the oldest never claimed
 (above the highest claimed seq). Three index lookups (one statement each:
 SQLite plans a compound of them far worse)."""
 
+_MESSAGE_EXPIRES = (
+    "(SELECT m.expires_at FROM messages m WHERE m.channel = claims.channel AND m.seq = claims.seq)"
+)
+"""SQL: the ``expires_at`` of a claims row's message (NULL: never)."""
+
+RETIRED = f"CASE WHEN {_MESSAGE_EXPIRES} <= expires_at THEN 'expired' ELSE 'dead' END"
+"""SQL: what a used-up lapsed lease becomes: ``expired`` when its message
+expired before the lease lapsed (it ran out of time, it was not a failed
+delivery), else ``dead``."""
+
 SWEEP_EVERY = 0.1
 
 
-class SqliteQueue:
+class SqliteQueue(SqliteExpiry):
     """The :class:`~knell.buses.contract.QueueBus` half of the SQLite bus.
 
     A mixin: the bus provides the connection, its lock, its write
@@ -141,13 +162,47 @@ class SqliteQueue:
             now = time.time()
             args: dict[str, Any] = {"channel": channel, "now": now, "max": most}
             self._sweep(db, args)
-            seq, again = self._oldest(db, args)
-            if seq is None:
-                return None
+            while True:
+                seq, again = self._oldest(db, args)
+                if seq is None:
+                    return None
+                if not self._expired(db, channel, seq, args):
+                    break
+                self._retire(db, channel, seq, again, now)
             lease = {**args, "seq": seq, "consumer": consumer, "expires": now + lease_s}
             if self._lease(db, lease, again) != 1:  # pragma: no cover - impossible under the lock
                 raise DefiniteError(f"claim of {channel}/{seq} lost its guard")
             return self._claimed(db, channel, seq, consumer)
+
+    def _expired(
+        self, db: sqlite3.Connection, channel: str, seq: int, args: dict[str, Any]
+    ) -> bool:
+        """Whether the message the claim chose has expired at ``now`` (the
+        claim's clock reading): then it is retired, never leased."""
+        row = db.execute(
+            "SELECT 1 FROM messages WHERE channel = :channel AND seq = :seq"
+            f" AND NOT {self._unexpired('claim')}",
+            {**args, "seq": seq},
+        ).fetchone()
+        return row is not None
+
+    def _retire(
+        self, db: sqlite3.Connection, channel: str, seq: int, again: bool, now: float
+    ) -> None:
+        """Mark an expired message ``expired`` in the claim's transaction:
+        claimable never again, listed by ``dead`` never (it was not
+        delivered to death, it ran out of time)."""
+        if again:
+            db.execute(
+                "UPDATE claims SET state = 'expired', updated_at = ? WHERE channel = ? AND seq = ?",
+                (now, channel, seq),
+            )
+        else:
+            db.execute(
+                "INSERT INTO claims (channel, seq, state, consumer, expires_at, deliveries,"
+                " updated_at) VALUES (?, ?, 'expired', NULL, NULL, 0, ?)",
+                (channel, seq, now),
+            )
 
     def _lease(self, db: sqlite3.Connection, lease: dict[str, Any], again: bool) -> int:
         """Write the lease on the seq :meth:`_oldest` chose, in the same
@@ -187,7 +242,7 @@ class SqliteQueue:
             return
         self._swept[channel] = now
         db.execute(
-            "UPDATE claims SET state = 'dead', updated_at = expires_at"
+            f"UPDATE claims SET state = {RETIRED}, updated_at = expires_at"
             " WHERE channel = :channel AND state = 'leased' AND expires_at <= :now"
             " AND deliveries >= :max",
             args,
@@ -302,8 +357,11 @@ class SqliteQueue:
     def _released_state(self) -> str:
         """SQL: the state a released message goes to: claimable again with
         deliveries left; out of them, dead (kept and listed, never
-        dropped)."""
-        return "CASE WHEN deliveries >= :max THEN 'dead' ELSE 'ready' END"
+        dropped); expired by then, retired as ``expired`` (not dead)."""
+        return (
+            f"CASE WHEN {_MESSAGE_EXPIRES} <= :now THEN 'expired'"
+            " WHEN deliveries >= :max THEN 'dead' ELSE 'ready' END"
+        )
 
     # -- dead letters ---------------------------------------------------------
 
@@ -319,7 +377,8 @@ class SqliteQueue:
                 " CASE WHEN c.state = 'dead' THEN c.updated_at ELSE c.expires_at END"
                 " FROM claims c JOIN messages m ON m.channel = c.channel AND m.seq = c.seq"
                 " WHERE c.channel = :channel AND c.seq > :after AND (c.state = 'dead'"
-                " OR (c.state = 'leased' AND c.expires_at <= :now AND c.deliveries >= :max))"
+                " OR (c.state = 'leased' AND c.expires_at <= :now AND c.deliveries >= :max"
+                " AND (m.expires_at IS NULL OR m.expires_at > c.expires_at)))"
                 " ORDER BY c.seq LIMIT :limit",
                 {
                     "channel": channel,

@@ -46,6 +46,7 @@ from knell.buses.contract import (
     Stranded,
 )
 from knell.buses.leases import check_lease, message_id, split_id
+from knell.buses.sqlite_expiry import SqliteExpiry
 from knell.buses.sqlite_kinds import ChannelKinds
 
 __all__ = ["ROLES_SCHEMA", "STRANDED_CAP", "SqliteRoles"]
@@ -78,7 +79,7 @@ STRANDED_QUERY = (
 """Unread deliveries to any run but the live holder: one statement, one snapshot."""
 
 
-class SqliteRoles:
+class SqliteRoles(SqliteExpiry):
     """The :class:`~knell.buses.contract.RoleBus` half of the SQLite bus (a
     mixin: the bus provides the connection, lock, write transaction, kinds)."""
 
@@ -144,12 +145,13 @@ class SqliteRoles:
         """Hand ``run`` the oldest undelivered messages of ``role``, at most
         ``limit``, writing one delivery row each (keyed by the message, so
         none is delivered twice, to this run or any later one). A delivery
-        is unread until its recipient reads it."""
+        is unread until its recipient reads it. Expired messages are passed
+        over (and, once a later one is delivered, never delivered at all)."""
         rows = db.execute(
-            "SELECT seq, body, sender FROM messages WHERE channel = ?1 AND seq >"
-            " (SELECT COALESCE(MAX(seq), 0) FROM deliveries WHERE channel = ?1)"
-            " ORDER BY seq LIMIT ?2",
-            (role, limit),
+            "SELECT seq, body, sender FROM messages WHERE channel = :role AND seq >"
+            " (SELECT COALESCE(MAX(seq), 0) FROM deliveries WHERE channel = :role)"
+            f" AND {self._unexpired('receive')} ORDER BY seq LIMIT :limit",
+            {"role": role, "limit": limit, "now": now},
         ).fetchall()
         db.executemany(
             "INSERT INTO deliveries (channel, seq, run, delivered_at) VALUES (?, ?, ?, ?)",

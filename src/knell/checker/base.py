@@ -10,7 +10,8 @@ replays what every process asked and saw. Checks follow Jepsen's shape:
   operations and deliveries it wants, and is fed exactly those;
 * memory proportional to the number of *messages*, never to the number of
   events: a check keeps per-message or per-cursor state in plain dicts and
-  tuples, never the event list;
+  tuples, never the event list, and an event it keeps as a witness in its
+  packed form (:mod:`knell.checker.keep`), one copy shared by every check;
 * a result of ``valid`` in ``True | False | "unknown"``: ``False`` means an
   anomaly was *proven*, ``"unknown"`` means the history cannot decide (a
   final drain is missing, say), ``True`` means nothing was found.
@@ -40,6 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 from knell.checker.consumer import Consumer
+from knell.checker.keep import Held, Kept
 from knell.checker.windows import FaultWindows
 from knell.history import Event
 
@@ -152,14 +154,24 @@ def _order(event: Event) -> tuple[int, int]:
     return (event.get("time", 0), event.get("index", -1))
 
 
-def witness(*events: Event | None) -> list[Event]:
-    """The given events without ``None`` and duplicates, in history order."""
+def witness(*events: Held | None) -> list[Event]:
+    """The given events without ``None`` and duplicates, in history order.
+    A kept event (:mod:`knell.checker.keep`) is parsed back, and counts as
+    a duplicate of an equal event already given (it is a copy of it)."""
     out: list[Event] = []
+    copies: list[Event] = []  # the kept events, parsed back
     seen: set[int] = set()
     for event in events:
         if event is None or id(event) in seen:
             continue
         seen.add(id(event))
+        if isinstance(event, Kept):
+            event = event.event()
+            if event in out:
+                continue
+            copies.append(event)
+        elif event in copies:
+            continue
         out.append(event)
     out.sort(key=_order)
     return out

@@ -27,6 +27,17 @@ Three services are shared, so no consumer writes them again:
 
 Within one event, single-event handlers run before operation handlers,
 each group in consumer order.
+
+Many checks keep something of every ``post`` for the whole pass: the
+events themselves, packed (:mod:`knell.checker.keep`), and the strings they
+name as keys of their own tables (the id, the key, the channel, the
+sender). The parser gives every event its own copy of every string, so
+before any consumer sees a post those strings are replaced by one shared
+copy each (the key by the id when they are equal): the same values, one
+string per message however many checks keep it. A ``handle`` ok event's id
+and a fetched page's ids are replaced by the posted copy too (the checks
+keep ids handled per handle, and the deliveries keep each message shown):
+one string per message instead of one per handle and page.
 """
 
 from __future__ import annotations
@@ -45,6 +56,47 @@ UNREADABLE = (LookupError, TypeError, AttributeError, ValueError)
 """What a handler raises on an event that lacks a field the format promises."""
 
 Call = Callable[..., None]
+
+
+def _sharing(ids: dict[str, str]) -> Call:
+    """The reader that makes a post event's repeated strings shared copies
+    (see the module docstring), and records each posted id in ``ids`` (id
+    -> the one copy). It never raises: a field that is missing or not a
+    string is left as it is, for the consumers to judge."""
+    shared: dict[str, str] = {}
+    share = shared.setdefault
+    share_id = ids.setdefault
+
+    def sharing(event: Event) -> None:
+        if type(event) is not dict:
+            return  # a read-only mapping is left as it is
+        channel = event.get("channel")
+        if type(channel) is str:
+            event["channel"] = share(channel, channel)
+        value = event.get("value")
+        if type(value) is not dict:
+            return
+        sender = value.get("sender")
+        if type(sender) is str:
+            value["sender"] = share(sender, sender)
+        mid = value.get("id")
+        if type(mid) is not str:
+            return
+        mid = value["id"] = share_id(mid, mid)
+        if value.get("key") == mid:
+            value["key"] = mid
+
+    return sharing
+
+
+_UNSEEN = object()
+
+
+class _Several(set[Any]):
+    """The ids shown at one ``(channel, seq)`` when there are several (a bus
+    that put two messages at one position)."""
+
+    __slots__ = ()
 
 
 @dataclass
@@ -132,21 +184,32 @@ class _Pairing:
             self._lose(previous)
         self.pending[key] = event
 
-    def complete(self, event: Event) -> None:
-        if event["process"] == "nemesis":
-            return
-        key = (event["process"], event.get("incarnation"))
-        invoke = self.pending.get(key)
-        if invoke is not None:
-            if invoke["f"] == event["f"]:
-                del self.pending[key]
-            else:
-                invoke = None
-        for handler in self.ops[event["f"]][event["type"]]:
-            try:
-                handler(invoke, event)
-            except UNREADABLE as exc:
-                self.errors.charge(handler, event, exc)
+    def completer(self, f: str, type_: str) -> Call:
+        """The completion reader of one ``f`` and type: it pairs the event
+        with its invoke and calls that completion's handlers, which it
+        holds itself (no lookup of ``f`` and type per event)."""
+        handlers = tuple(self.ops[f][type_])
+        pending = self.pending
+        charge = self.errors.charge
+
+        def complete(event: Event) -> None:
+            process = event["process"]
+            if process == "nemesis":
+                return
+            key = (process, event.get("incarnation"))
+            invoke = pending.get(key)
+            if invoke is not None:
+                if invoke["f"] == event["f"]:
+                    del pending[key]
+                else:
+                    invoke = None
+            for handler in handlers:
+                try:
+                    handler(invoke, event)
+                except UNREADABLE as exc:
+                    charge(handler, event, exc)
+
+        return complete
 
     def started(self, event: Event) -> None:
         """A new incarnation started: its predecessors' operations are lost."""
@@ -168,11 +231,18 @@ class _Deliveries:
     once. A message list they cannot read is charged to every consumer
     that asked for deliveries."""
 
-    def __init__(self, owners: list[Consumer], deliverers: list[Call], errors: _Errors) -> None:
+    def __init__(
+        self, owners: list[Consumer], deliverers: list[Call], errors: _Errors, ids: dict[str, str]
+    ) -> None:
         self.owners = owners
         self.deliverers = deliverers
         self.errors = errors
-        self.seen: set[tuple[Any, Any, Any]] = set()
+        self.seen: dict[Any, dict[Any, Any]] = {}
+        """Channel -> seq -> the id shown there, or a :class:`_Several` of
+        ids when a bus showed more than one at a seq: one entry per message,
+        not a tuple."""
+        self.ids = ids
+        """Posted id -> its one copy: a fetched page's ids are copies."""
 
     def _show(self, channel: Any, seq: Any, mid: Any, event: Event) -> None:
         for deliver in self.deliverers:
@@ -182,28 +252,64 @@ class _Deliveries:
                 self.errors.charge(deliver, event, exc)
 
     def handled(self, event: Event) -> None:
+        # First reader of a handle ok: it gives the event the posted copy of
+        # its id, so the checks keeping ids per handle share one string.
         channel = event["channel"]
         value = event["value"]
-        triple = (channel, value["seq"], value["id"])
-        if triple not in self.seen:
-            self.seen.add(triple)
-            self._show(channel, triple[1], triple[2], event)
+        mid = value["id"]
+        if type(mid) is str and type(value) is dict:
+            mid = value["id"] = self.ids.get(mid, mid)
+        seq = value["seq"]
+        # the common case inline (a repeat, shown by the id's one copy);
+        # the rest as in fetched
+        by_seq = self.seen.get(channel)
+        if by_seq is not None and by_seq.get(seq) is mid:
+            return
+        if self._first(channel, seq, mid):
+            self._show(channel, seq, mid, event)
 
     def fetched(self, event: Event) -> None:
         channel = event["channel"]
-        seen = self.seen
+        first = self._first
+        ids = self.ids
         for m in event["value"]["messages"]:
-            triple = (channel, m["seq"], m["id"])
-            if triple not in seen:
-                seen.add(triple)
-                self._show(channel, triple[1], triple[2], event)
+            seq = m["seq"]
+            mid = m["id"]
+            if type(mid) is str:
+                mid = ids.get(mid, mid)
+            if first(channel, seq, mid):
+                self._show(channel, seq, mid, event)
+
+    def _first(self, channel: Any, seq: Any, mid: Any) -> bool:
+        """Whether ``(channel, seq, mid)`` is shown for the first time (and
+        note it). Raises TypeError on an unhashable part, as a set would."""
+        by_seq = self.seen.get(channel)
+        if by_seq is None:
+            by_seq = self.seen[channel] = {}
+        shown = by_seq.get(seq, _UNSEEN)
+        if shown is mid:
+            return False
+        if shown is _UNSEEN:
+            hash(mid)
+            by_seq[seq] = mid
+            return True
+        if type(shown) is _Several:
+            if mid in shown:
+                return False
+            shown.add(mid)
+            return True
+        if shown == mid:
+            return False
+        by_seq[seq] = _Several((shown, mid))
+        return True
 
 
 def _table(
-    consumers: Sequence[Consumer], errors: _Errors
-) -> tuple[dict[Any, dict[Any, tuple[Call, ...]]], _Pairing | None]:
-    """``f -> type -> handlers`` for the whole pass, and the pairing service
-    (``None`` when no consumer handles operations)."""
+    consumers: Sequence[Consumer], errors: _Errors, ids: dict[str, str]
+) -> tuple[dict[tuple[Any, Any], tuple[Call, ...]], _Pairing | None]:
+    """``(f, type) -> handlers`` for the whole pass, and the pairing service
+    (``None`` when no consumer handles operations). One flat key, so an
+    event costs one lookup however many consumers want it."""
     table: dict[Any, dict[Any, list[Call]]] = {}
     ops: dict[str, dict[str, list[Call]]] = {}
     deliverers: list[Call] = []
@@ -219,7 +325,7 @@ def _table(
             deliverers.append(method)
             delivering.append(consumer)
     if deliverers:
-        readers = _Deliveries(delivering, deliverers, errors)
+        readers = _Deliveries(delivering, deliverers, errors, ids)
         table.setdefault("handle", {}).setdefault("ok", []).insert(0, readers.handled)
         table.setdefault("fetch", {}).setdefault("ok", []).insert(0, readers.fetched)
     pairing: _Pairing | None = None
@@ -229,13 +335,15 @@ def _table(
             table.setdefault(f, {}).setdefault("invoke", []).append(pairing.invoke)
             for type_ in COMPLETIONS:
                 by_type.setdefault(type_, [])
-                table.setdefault(f, {}).setdefault(type_, []).append(pairing.complete)
+                table.setdefault(f, {}).setdefault(type_, []).append(pairing.completer(f, type_))
         table.setdefault("start", {})
         for type_ in ("ok", "info"):
             table["start"].setdefault(type_, []).append(pairing.started)
     frozen = {
-        f: {type_: tuple(handlers) for type_, handlers in by_type.items()}
+        (f, type_): tuple(handlers)
         for f, by_type in table.items()
+        for type_, handlers in by_type.items()
+        if handlers
     }
     return frozen, pairing
 
@@ -247,7 +355,12 @@ def run_pass(events: Iterable[Event], consumers: Sequence[Consumer]) -> PassResu
     result = PassResult()
     op_consumers = [c for c in consumers if any(h.how == "op" for h in c.handlers)]
     errors = _Errors(result, op_consumers)
-    table, pairing = _table(consumers, errors)
+    ids: dict[str, str] = {}
+    table, pairing = _table(consumers, errors, ids)
+    sharing = _sharing(ids)
+    for kind in (("post", "invoke"), ("post", "ok")):
+        if kind in table:
+            table[kind] = (sharing, *table[kind])
     charge = errors.charge
     get = table.get
     count = 0
@@ -262,10 +375,7 @@ def run_pass(events: Iterable[Event], consumers: Sequence[Consumer]) -> PassResu
             if not count:
                 result.first = event
             count += 1
-            by_type = get(event.get("f"))
-            if by_type is None:
-                continue
-            handlers = by_type.get(event.get("type"))
+            handlers = get((event.get("f"), event.get("type")))
             if handlers is None:
                 continue
             for handler in handlers:

@@ -17,6 +17,10 @@ driver delivers them); a second, different seq for the same (channel, key)
 is a ``duplicate-append``. (An observation cannot precede its post's
 invoke, which the producer logs before calling the bus, so the key of an
 id is always known when the id is seen.)
+
+What it keeps: per keyed message its key, and per key its first placement
+with the event that showed it, for the whole run. Neither can be
+forgotten: a retry may come, and append a second copy, at any later time.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from typing import Any, ClassVar
 
 from knell.checker.base import Check, CheckResult, witness
 from knell.checker.consumer import on, on_delivery
+from knell.checker.keep import Held, keep
 from knell.history import Event
 
 __all__ = ["IdempotencyCheck"]
@@ -39,7 +44,8 @@ class IdempotencyCheck(Check):
         # channel -> id -> key, for keyed posts
         self._key_of: dict[Any, dict[Any, Any]] = {}
         # (channel, key) -> (seq, first event placing it there)
-        self._placed: dict[tuple[Any, Any], tuple[Any, Event]] = {}
+        # channel -> key -> (seq, first event placing it)
+        self._placed: dict[Any, dict[Any, tuple[Any, Held]]] = {}
         self._reported: set[tuple[Any, Any, Any]] = set()
         self._keyed_posts = 0
 
@@ -70,10 +76,12 @@ class IdempotencyCheck(Check):
                 self._place(channel, key, seq, event)
 
     def _place(self, channel: Any, key: Any, seq: Any, event: Event) -> None:
-        ck = (channel, key)
-        first = self._placed.get(ck)
+        placed = self._placed.get(channel)
+        if placed is None:
+            placed = self._placed[channel] = {}
+        first = placed.get(key)
         if first is None:
-            self._placed[ck] = (seq, event)
+            placed[key] = (seq, keep(event))
             return
         if first[0] == seq or seq is None:
             return
@@ -93,4 +101,6 @@ class IdempotencyCheck(Check):
         )
 
     def result(self) -> CheckResult:
-        return self._result({"keyed-posts": self._keyed_posts, "keys": len(self._placed)})
+        return self._result(
+            {"keyed-posts": self._keyed_posts, "keys": sum(map(len, self._placed.values()))}
+        )

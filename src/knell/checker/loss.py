@@ -22,6 +22,18 @@ head, logging ``drain`` ``ok`` for the handle (nemesis process). A message
 missing for a drained handle is ``lost``. A message missing for a handle
 with no successful drain cannot be judged: the result is ``"unknown"`` with
 the reason, never a false alarm.
+
+What it keeps: per message its post (invoke and ok, the witnesses), per
+handle the ids it handled, for the whole run. That is genuinely
+O(messages x handles): which handles owe a message is known only at the
+end (a handle may join at the start later and owe everything), and a
+message is lost only when the final drain shows it never came. The posts are
+kept as their compact JSON text (:mod:`knell.checker.keep`), the ids handled
+as the strings the events already hold.
+
+A message posted with ``expires_at`` (counted as ``expiring``) is not
+judged here: whether a handle owed it depends on when it expired, which
+:mod:`knell.checker.expiry` judges by the store's clock.
 """
 
 from __future__ import annotations
@@ -30,6 +42,7 @@ from typing import Any, ClassVar
 
 from knell.checker.base import Check, CheckConfig, CheckResult, witness
 from knell.checker.consumer import on, on_delivery
+from knell.checker.keep import Held, keep
 from knell.checker.windows import FaultWindows
 from knell.history import Event
 
@@ -49,7 +62,7 @@ class LossCheck(Check):
         # channel -> id -> post record
         self._posts: dict[Any, dict[Any, _Post]] = {}
         # channel -> id -> first observation, for ids whose post had no ok yet
-        self._observed: dict[Any, dict[Any, Event]] = {}
+        self._observed: dict[Any, dict[Any, Held]] = {}
         # (handle, channel) -> ids handled
         self._handled: dict[tuple[Any, Any], set[Any]] = {}
         # channel -> handle -> (position, first subscribe ok)
@@ -64,7 +77,7 @@ class LossCheck(Check):
         self._drain_info: dict[tuple[Any, Any], Event] = {}
         self._drains_seen = False
 
-    def _channel(self, channel: Any) -> tuple[dict[Any, _Post], dict[Any, Event]]:
+    def _channel(self, channel: Any) -> tuple[dict[Any, _Post], dict[Any, Held]]:
         posts = self._posts.get(channel)
         if posts is None:
             posts = self._posts[channel] = {}
@@ -91,7 +104,7 @@ class LossCheck(Check):
         if posts is None:
             posts = self._channel(channel)[0]
         if mid not in posts:
-            posts[mid] = [self._pos, event, None, None]
+            posts[mid] = [self._pos, keep(event), None, None]
 
     @on("post", "ok")
     def _post_ok(self, event: Event) -> None:
@@ -106,7 +119,7 @@ class LossCheck(Check):
         if rec is None:
             rec = posts[mid] = [self._pos, None, None, None]
         if rec[2] is None:
-            rec[2] = event
+            rec[2] = keep(event)
             rec[3] = value["seq"]
 
     @on("subscribe", "invoke")
@@ -154,10 +167,13 @@ class LossCheck(Check):
             posts = self._channel(channel)[0]
         rec = posts.get(mid)
         if rec is None or rec[2] is None:
-            self._observed[channel].setdefault(mid, event)
+            observed = self._observed[channel]
+            if mid not in observed:
+                observed[mid] = keep(event)
 
     def result(self) -> CheckResult:
         posted = 0
+        expiring = 0
         observed_indeterminate = 0
         unobserved_indeterminate = 0
         required = 0
@@ -190,6 +206,9 @@ class LossCheck(Check):
             # into required_by after the channel
             tally = [0] * len(plan)
             for mid, (pos, inv, ok, seq) in posts.items():
+                if "expires_at" in (inv or ok or {"value": {}})["value"]:
+                    expiring += 1  # may rightly never be handed out: the expiry check's to judge
+                    continue
                 proof = ok
                 if ok is not None:
                     posted += 1
@@ -250,6 +269,7 @@ class LossCheck(Check):
                 )
         counts: dict[str, int] = {
             "posted": posted,
+            "expiring": expiring,
             "observed-indeterminate": observed_indeterminate,
             "unobserved-indeterminate": unobserved_indeterminate,
             "required": required,

@@ -19,6 +19,16 @@ retried with the same idempotency key. Two ways a bus can lie about it:
 
 Sightings come from the shared deliveries (each distinct message once);
 fault windows from :mod:`knell.checker.windows`.
+
+What it keeps, and for how long: per message id its attempt counts; the
+first sighting of a message only while every attempt to post it so far
+failed (or none completed yet). An attempt that did not complete ``fail``
+can never be undone, so from then on the message cannot be
+``failed-but-applied`` and its sighting (often a whole fetched page) is
+forgotten. Per key, the first event proving it landed, for as long as a
+retry of that key may come (the whole run: a producer may retry late); a
+message's key only until the key landed, since a sighting is remembered
+for its key only to prove that the key landed.
 """
 
 from __future__ import annotations
@@ -27,6 +37,7 @@ from typing import Any, ClassVar
 
 from knell.checker.base import Check, CheckResult, witness
 from knell.checker.consumer import on_delivery, on_op
+from knell.checker.keep import Held, keep, unkeep
 from knell.history import Event
 
 __all__ = ["OutcomeCheck"]
@@ -38,11 +49,12 @@ class OutcomeCheck(Check):
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
-        # (channel, id) -> [attempts, failed attempts, last fail completion]
-        self._attempts: dict[tuple[Any, Any], list[Any]] = {}
-        self._seen: dict[tuple[Any, Any], Event] = {}
-        # (channel, key) -> the first event proving the key landed
-        self._landed: dict[tuple[Any, Any], Event] = {}
+        # (channel, id) -> attempts while none failed (an int: most messages),
+        # then [attempts, failed attempts, last fail completion]
+        self._attempts: dict[tuple[Any, Any], int | list[Any]] = {}
+        self._seen: dict[tuple[Any, Any], Held] = {}
+        # channel -> key -> (time, first event proving the key landed)
+        self._landed: dict[Any, dict[Any, tuple[Any, Held]]] = {}
         self._key_of: dict[tuple[Any, Any], Any] = {}
         self._retries = 0
 
@@ -52,27 +64,40 @@ class OutcomeCheck(Check):
             return
         value = invoke["value"]
         ck = (invoke.get("channel"), value["id"])
-        record = self._attempts.get(ck)
-        if record is None:
-            record = self._attempts[ck] = [0, 0, None]
-        record[0] += 1
+        failing = done is not None and done["type"] == "fail"
+        record = self._attempts.get(ck, 0)
+        if isinstance(record, list):
+            record[0] += 1
+            if failing:
+                record[1] += 1
+                record[2] = done
+        elif failing:  # the first failure: the count grows into a record
+            self._attempts[ck] = [record + 1, 1, done]
+        else:
+            self._attempts[ck] = record + 1
+        if done is None or done["type"] != "fail":
+            # an attempt that did not fail: never failed-but-applied now
+            self._seen.pop(ck, None)
         key = value.get("key")
         if key is not None:
-            self._key_of[ck] = key
+            if key in self._landed.get(invoke.get("channel"), ()):
+                self._key_of.pop(ck, None)  # a sighting can prove nothing new of it
+            else:
+                self._key_of[ck] = key
         if done is None:
             return
-        if done["type"] == "fail":
-            record[1] += 1
-            record[2] = done
         if key is None:
             return
-        lk = (invoke.get("channel"), key)
-        landed = self._landed.get(lk)
-        retry = landed is not None and landed["time"] < invoke["time"]
+        landed_in = self._landed.get(invoke.get("channel"))
+        if landed_in is None:
+            landed_in = self._landed[invoke.get("channel")] = {}
+        landed = landed_in.get(key)
+        retry = landed is not None and landed[0] < invoke["time"]
         self._retries += retry
         if done["type"] == "ok":
             if landed is None:
-                self._landed[lk] = done
+                landed_in[key] = (done["time"], keep(done))
+                self._key_of.pop(ck, None)
             return
         if not retry or (done.get("value") or {}).get("knell_side"):
             return
@@ -87,27 +112,40 @@ class OutcomeCheck(Check):
             f"{invoke['process']} completed {done['type']} "
             f"({(done.get('value') or {}).get('error', 'no error text')}) although the key had "
             f"already landed; a repeated key must return the original message",
-            witness(landed, invoke, done),
+            witness(landed[1], invoke, done),
         )
 
     @on_delivery
     def _shown(self, channel: Any, seq: Any, mid: Any, event: Event) -> None:
         ck = (channel, mid)
         if ck not in self._seen:
-            self._seen[ck] = event
+            record = self._attempts.get(ck)
+            if record is None or (type(record) is list and record[1] == record[0]):
+                # every attempt so far failed
+                self._seen[ck] = keep(event)
         key = self._key_of.get(ck)
-        if key is not None and (channel, key) not in self._landed:
-            self._landed[(channel, key)] = event
+        if key is not None:
+            landed_in = self._landed.get(channel)
+            if landed_in is None:
+                landed_in = self._landed[channel] = {}
+            if key in landed_in:
+                return
+            landed_in[key] = (event["time"], keep(event))
+            del self._key_of[ck]
 
     def result(self) -> CheckResult:
         failed_only = 0
-        for ck, (attempts, failed, last_fail) in self._attempts.items():
+        for ck, record in self._attempts.items():
+            if type(record) is not list:
+                continue  # no attempt failed
+            attempts, failed, last_fail = record
             if not failed or failed != attempts:
                 continue
             failed_only += 1
-            seen = self._seen.get(ck)
-            if seen is None:
+            kept = self._seen.get(ck)
+            if kept is None:
                 continue
+            seen = unkeep(kept)
             self._report(
                 "failed-but-applied",
                 None

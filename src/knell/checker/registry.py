@@ -2,8 +2,9 @@
 
 ``check_events`` instantiates each class with the :class:`CheckConfig` and
 the run's fault windows, and feeds it exactly the events its handlers
-declare. The queue and at-most-once contracts' checks live in their own
-packages (:mod:`knell.checker.queue`, :mod:`knell.checker.atmostonce`);
+declare. The queue, at-most-once and stream contracts' checks live in
+their own packages (:mod:`knell.checker.queue`,
+:mod:`knell.checker.atmostonce`, :mod:`knell.checker.stream`);
 on a history without their operations they find nothing to judge. To
 add a check, write one module with one :class:`~knell.checker.base.Check`
 subclass and list it here.
@@ -23,6 +24,7 @@ from knell.checker.availability import AvailabilityCheck
 from knell.checker.base import Check
 from knell.checker.cursor import CursorCheck
 from knell.checker.evidence import EvidenceCheck
+from knell.checker.expiry import ExpiryCheck
 from knell.checker.head import HeadCheck
 from knell.checker.idempotency import IdempotencyCheck
 from knell.checker.integrity import IntegrityCheck
@@ -42,6 +44,8 @@ from knell.checker.queue import (
 )
 from knell.checker.redelivery import RedeliveryCheck
 from knell.checker.seq import SeqCheck
+from knell.checker.stream import RingBoundCheck, RingContentCheck, RingTailCheck, StreamKindCheck
+from knell.checker.tail import TailContinuityCheck
 from knell.checker.unexpected import UnexpectedCheck
 from knell.checker.wake import WakeCheck
 
@@ -58,9 +62,11 @@ CHECKS: tuple[type[Check], ...] = (
     HeadCheck,
     OrderingCheck,
     WakeCheck,
+    TailContinuityCheck,
     LivenessCheck,
     AvailabilityCheck,
     OutcomeCheck,
+    ExpiryCheck,
     # the queue contract
     LeaseExclusiveCheck,
     LeaseHolderCheck,
@@ -74,6 +80,11 @@ CHECKS: tuple[type[Check], ...] = (
     RoleExclusiveCheck,
     StrandedListedCheck,
     NothingVanishesCheck,
+    # the stream contract
+    RingTailCheck,
+    RingContentCheck,
+    RingBoundCheck,
+    StreamKindCheck,
     # the store's own files, after the run
     IntegrityCheck,
     EvidenceCheck,

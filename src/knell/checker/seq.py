@@ -14,7 +14,10 @@ message a reader was shown: each distinct ``(channel, seq, id)`` of the
 ``fetch`` ok pages and ``handle`` events, delivered once by the driver
 (a repeat of a triple cannot tell anything new). The check keeps one entry
 per position and one per id, so memory is proportional to the number of
-messages however often each is re-read.
+messages however often each is re-read. It cannot forget one: a second
+message at an old seq, or an old message at a new one, may be shown at any
+later time (a failover, a reader paging from the start), and only the
+first sighting, kept as the witness, makes that a finding.
 
 Gaps (positions below a channel's highest seq that nobody ever observed)
 are reported as a metric, not a violation: seqs are dense, but a gap may be
@@ -27,6 +30,7 @@ from typing import Any, ClassVar
 
 from knell.checker.base import Check, CheckResult, witness
 from knell.checker.consumer import on, on_delivery
+from knell.checker.keep import Held, keep
 from knell.history import Event
 
 __all__ = ["SeqCheck"]
@@ -39,9 +43,11 @@ class SeqCheck(Check):
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
         # channel -> seq -> (id, first event that showed it)
-        self._by_seq: dict[Any, dict[Any, tuple[Any, Event]]] = {}
-        # channel -> id -> (seq, first event that showed it)
-        self._by_id: dict[Any, dict[Any, tuple[Any, Event]]] = {}
+        self._by_seq: dict[Any, dict[Any, tuple[Any, Held]]] = {}
+        # channel -> id -> (seq, first event that showed it), or only the seq
+        # (an int) when that event is the one kept for the seq in _by_seq
+        # (the common case: a message first shown at a fresh seq)
+        self._by_id: dict[Any, dict[Any, Any]] = {}
         # (channel, seq, id) already reported as a second message at that seq
         self._dups: set[tuple[Any, Any, Any]] = set()
 
@@ -63,8 +69,9 @@ class SeqCheck(Check):
     def _see(self, channel: Any, seq: Any, mid: Any, event: Event) -> None:
         by_seq = self._by_seq[channel]
         prev = by_seq.get(seq)
+        fresh = prev is None
         if prev is None:
-            by_seq[seq] = (mid, event)
+            by_seq[seq] = (mid, keep(event))
         elif prev[0] == mid:
             return  # this (channel, seq, id) was fully examined before
         elif (channel, seq, mid) in self._dups:
@@ -80,8 +87,11 @@ class SeqCheck(Check):
         by_id = self._by_id[channel]
         other = by_id.get(mid)
         if other is None:
-            by_id[mid] = (seq, event)
-        elif other[0] != seq:
+            by_id[mid] = seq if fresh and type(seq) is int else (seq, keep(event))
+            return
+        if type(other) is int:
+            other = (other, by_seq[other][1])
+        if other[0] != seq:
             self._report(
                 "id-at-two-seqs",
                 f"message {mid} appears at two seqs in channel {channel}: {other[0]} "

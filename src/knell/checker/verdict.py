@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from knell.buses.contract import BROADCAST, QUEUE, ROLES
+from knell.buses.contract import BROADCAST, QUEUE, ROLES, STREAM
 from knell.checker.base import Check, CheckConfig, CheckResult, Validity, merge_validity
 from knell.checker.clocks import clock_events, scan
 from knell.checker.consumer import Consumer
@@ -43,6 +43,7 @@ from knell.history import Event, HistoryReader
 
 __all__ = [
     "CHECK_CONTRACT",
+    "CHECK_ROLE",
     "CheckFactory",
     "Verdict",
     "check_events",
@@ -63,6 +64,7 @@ CHECK_CONTRACT: dict[str, str | None] = {
     "head": BROADCAST,
     "ordering": BROADCAST,
     "wake": BROADCAST,
+    "tail-continuity": BROADCAST,  # SSE tails of broadcast channels, through a bridge
     "redelivery": BROADCAST,
     # queue channels: claims and leases
     "lease-exclusive": QUEUE,
@@ -78,6 +80,11 @@ CHECK_CONTRACT: dict[str, str | None] = {
     "stranded-listed": ROLES,
     "role-exclusive": ROLES,
     "nothing-vanishes": ROLES,
+    # stream rings
+    "ring-tail": STREAM,
+    "ring-content": STREAM,
+    "ring-bound": STREAM,
+    "stream-kind": STREAM,
     # every scenario: posts (which every contract shares), and the run itself
     "no-duplicate-seq": None,
     "idempotency": None,
@@ -86,20 +93,40 @@ CHECK_CONTRACT: dict[str, str | None] = {
     "availability": None,
     "store-integrity": None,
     "evidence": None,
+    "expiry": None,  # a feature every contract's reads share
 }
 """The contract each built-in check judges (``None``: every scenario's).
 A check missing here (a new one, or a caller's own) always applies."""
 
 
-def not_applicable(valid: Mapping[str, object], contracts: Iterable[str]) -> list[str]:
+CHECK_ROLE: dict[str, str] = {
+    "tail-continuity": "tailer",  # SSE tails: only tailers open them
+}
+"""Checks that judge what one worker role does, not a whole contract: a
+broadcast run without SSE tailers tests the broadcast contract, but gives
+``tail-continuity`` nothing to judge, so there it is not applicable
+either."""
+
+
+def not_applicable(
+    valid: Mapping[str, object],
+    contracts: Iterable[str],
+    roles: Iterable[str] | None = None,
+) -> list[str]:
     """The checks (of ``valid``: check name -> its verdict) that judge a
-    contract outside ``contracts`` and found nothing: only a VALID result
-    is ever set apart, so no finding and no "unknown" is hidden."""
+    contract outside ``contracts``, or a role (:data:`CHECK_ROLE`) outside
+    ``roles`` when the roles are known, and found nothing: only a VALID
+    result is ever set apart, so no finding and no "unknown" is hidden."""
     tested = set(contracts)
+    present = None if roles is None else set(roles)
     return [
         name
         for name, verdict in valid.items()
-        if verdict is True and CHECK_CONTRACT.get(name) not in (None, *tested)
+        if verdict is True
+        and (
+            CHECK_CONTRACT.get(name) not in (None, *tested)
+            or (present is not None and CHECK_ROLE.get(name, "") not in ("", *present))
+        )
     ]
 
 
@@ -122,13 +149,16 @@ class Verdict:
     contracts: tuple[str, ...] | None = None
     """The contracts the scenario tests (its roles'); ``None`` when not
     known (a bare history): then every check applies."""
+    roles: tuple[str, ...] | None = None
+    """The scenario's worker roles; ``None`` when not known."""
 
     @property
     def not_applicable(self) -> list[str]:
         """The checks set apart as not applicable (see the module docstring)."""
         if self.contracts is None:
             return []
-        return not_applicable({n: r.valid for n, r in self.checks.items()}, self.contracts)
+        valid = {n: r.valid for n, r in self.checks.items()}
+        return not_applicable(valid, self.contracts, self.roles)
 
     def undecided(self, reason: str) -> None:
         """Record a run-level reason the history cannot prove validity."""

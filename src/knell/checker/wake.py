@@ -40,6 +40,11 @@ top level. Anomalies, with ``B`` the configured ``wake_bound``:
   message although it acked successfully in between (a restarted waiter
   may legitimately ring again for backlog it never acked).
 
+A post with ``expires_at`` owes no ring (it may have expired before the
+doorbell looked): it counts for neither ``missed-backlog`` nor
+``missed-post``; a ring for it after it expired is
+:mod:`knell.checker.expiry`'s ``expired-returned``.
+
 Arms that a fault window touched directly at any point while armed (the
 waiter was paused, its store or link was down: :mod:`knell.checker.windows`)
 are excluded, since a frozen or cut-off waiter cannot ring; so are arms
@@ -50,6 +55,13 @@ Wake latency (``wake`` time minus the ``ok`` time of the post with that
 (channel, seq), clamped at 0) of ``post`` rings is reported as count, p50,
 p99 and max in milliseconds beside the bound; it is a metric, not a
 verdict.
+
+What it keeps, and for how long: per channel and seq, the sender, time and
+post ok (packed, :mod:`knell.checker.keep`) of the first post ok at it, for
+the whole run, and every ``wake`` ok. A wake may name any seq, however old
+(a waiter woken for backlog names a message posted long before), and both
+``own-post-ring`` and the latency are judged once the pass is over, so no
+post can be forgotten before the end.
 """
 
 from __future__ import annotations
@@ -58,6 +70,7 @@ from typing import Any, ClassVar
 
 from knell.checker.base import Check, CheckResult, witness
 from knell.checker.consumer import on, on_op
+from knell.checker.keep import Held, keep
 from knell.history import Event
 from knell.stats import percentile
 
@@ -95,7 +108,8 @@ class WakeCheck(Check):
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
         self._bound_ns = int(self.config.wake_bound * _NS)
-        self._post_at: dict[tuple[Any, Any], tuple[Any, Event]] = {}
+        # channel -> seq -> (sender, time, post ok) of its first post ok
+        self._post_at: dict[Any, dict[Any, tuple[Any, Any, Held]]] = {}
         self._others_max: dict[Any, dict[Any, tuple[int, Event]]] = {}
         self._subs: dict[Any, set[Any]] = {}
         self._cursor: dict[tuple[Any, Any], int] = {}
@@ -192,9 +206,13 @@ class WakeCheck(Check):
         seq = value["seq"]
         channel = event["channel"]
         sender = value.get("sender")
-        k = (channel, seq)
-        if k not in self._post_at:
-            self._post_at[k] = (sender, event)
+        post_at = self._post_at.get(channel)
+        if post_at is None:
+            post_at = self._post_at[channel] = {}
+        if seq not in post_at:
+            post_at[seq] = (sender, event.get("time"), keep(event))
+        if "expires_at" in value:
+            return  # it may rightly never ring (expired): the expiry check judges its rings
         by_sender = self._others_max.get(channel)
         if by_sender is None:
             by_sender = self._others_max[channel] = {}
@@ -306,14 +324,14 @@ class WakeCheck(Check):
             handle = wake.get("handle")
             channel = wake.get("channel")
             seq = value.get("seq")
-            post = self._post_at.get((channel, seq))
+            post = self._post_at.get(channel, {}).get(seq)
             sender = post[0] if post is not None else value.get("sender")
             if sender is not None and sender == handle:
                 self._report(
                     "own-post-ring",
                     f"handle {handle} was woken ({value.get('reason')}) by seq {seq} on "
                     f"channel {channel}, which it posted itself",
-                    witness(post[1] if post is not None else None, wake),
+                    witness(post[2] if post is not None else None, wake),
                 )
                 continue
             if value.get("reason") != "post":
@@ -321,7 +339,7 @@ class WakeCheck(Check):
             if post is None:
                 unmatched += 1
                 continue
-            ms = max(0, wake["time"] - post[1]["time"]) / 1e6
+            ms = max(0, wake["time"] - post[1]) / 1e6
             latencies.append(ms)
             if ms > bound_ms:
                 over_bound += 1

@@ -25,6 +25,7 @@ as the only process touched.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -38,6 +39,7 @@ from knell.nemesis.registry import kinds
 __all__ = ["FaultWindows", "Window"]
 
 _NS = 1_000_000_000
+_FOREVER = float("inf")
 
 
 @dataclass
@@ -63,6 +65,12 @@ class Window:
         if self.end is None:
             return True
         return self.end + (self.grace_ns if grace else 0) >= t0
+
+    @property
+    def reach(self) -> float:
+        """The last moment (ns) the window touches anything, grace included
+        (infinite while it was never healed)."""
+        return _FOREVER if self.end is None else self.end + self.grace_ns
 
     @property
     def clock(self) -> bool:
@@ -100,6 +108,11 @@ class FaultWindows(Consumer):
         self.windows: list[Window] = []
         self._open: dict[Any, Window] = {}
         self._by_process: dict[str, list[Window]] = {}
+        self._reach: dict[str, list[float]] = {}
+        """Process -> the running maximum of :attr:`Window.reach` over its
+        windows in list order (rebuilt when a window opens, heals or is
+        forgotten): the first window that can still overlap ``t0`` is found
+        by bisection instead of a walk over every fault of the run."""
         self.clocks = ClockTimeline()
         """Every clock's offset over the run (:mod:`knell.checker.clocks`),
         read in the same pass: the checks that time a promise ask it."""
@@ -142,6 +155,7 @@ class FaultWindows(Consumer):
         self._open[key] = window
         for process in radius.processes | radius.indirect:
             self._by_process.setdefault(process, []).append(window)
+            self._reach.pop(process, None)
 
     def _forget(self, window: Window) -> None:
         self.windows.remove(window)
@@ -149,6 +163,7 @@ class FaultWindows(Consumer):
             listed = self._by_process.get(process)
             if listed is not None and window in listed:
                 listed.remove(window)
+            self._reach.pop(process, None)
 
     def _healed(self, event: Event) -> None:
         if event["process"] != "nemesis":
@@ -165,6 +180,8 @@ class FaultWindows(Consumer):
         if window is not None:
             window.end = int(event["time"])
             window.heal = event
+            for process in window.radius.processes | window.radius.indirect:
+                self._reach.pop(process, None)
 
     # -- queries ---------------------------------------------------------------
 
@@ -183,7 +200,14 @@ class FaultWindows(Consumer):
         window's grace period, or (``grace=False``) only while in force;
         with ``clocks=False`` a clock fault's window is not one (a wait
         or a timeout is a duration, which no wall clock may decide)."""
-        for window in self._by_process.get(process, ()):
+        listed = self._by_process.get(process)
+        if not listed:
+            return None
+        reach = self._reach.get(process)
+        if reach is None:
+            reach = self._reach[process] = _running_max(listed)
+        # No window before ``first`` reaches t0, with or without grace.
+        for window in listed[bisect_left(reach, t0) :]:
             if not clocks and window.clock:
                 continue
             if window.touches(process, indirect=indirect) and window.overlaps(t0, t1, grace=grace):
@@ -192,3 +216,15 @@ class FaultWindows(Consumer):
 
     def to_json(self) -> list[dict[str, Any]]:
         return [w.to_json() for w in self.windows]
+
+
+def _running_max(windows: list[Window]) -> list[float]:
+    """``out[i]``: the largest :attr:`Window.reach` of ``windows[: i + 1]``
+    (non-decreasing, so it can be bisected whatever order the windows
+    opened in)."""
+    out: list[float] = []
+    top = -_FOREVER
+    for window in windows:
+        top = max(top, window.reach)
+        out.append(top)
+    return out

@@ -1,8 +1,8 @@
 """The ``knell`` command.
 
-One module per group of commands (:mod:`.run`: run, check, list;
-:mod:`.report`; :mod:`.matrix`; :mod:`.explore`; :mod:`.bench`; :mod:`.admin`: reap,
-doctor; :mod:`.fs`), and here the entry
+One module per group of commands (:mod:`.run`: run, soak, check, list;
+:mod:`.report`; :mod:`.matrix`; :mod:`.campaign`; :mod:`.explore`;
+:mod:`.bench`; :mod:`.admin`: reap, doctor; :mod:`.fs`), and here the entry
 point, which owns the exit-code contract (:mod:`knell.errors`): a command
 ends with 0 (valid), 1 (invalid), 2 (unknown); bad input or environment is
 one line on stderr and exit 3; anything else is a bug in knell, written
@@ -13,6 +13,7 @@ traceback ever reaches the user's terminal.
 from __future__ import annotations
 
 import errno
+import importlib
 import os
 import sys
 import tempfile
@@ -21,20 +22,10 @@ from pathlib import Path
 
 import click
 
-from knell.bridge.cli import bridge
-from knell.cli.admin import doctor, reap
-from knell.cli.bench import bench
 from knell.cli.common import err, error_line, styled
-from knell.cli.explore import explore
-from knell.cli.fs import fs
-from knell.cli.matrix import matrix
-from knell.cli.report import report
-from knell.cli.run import check, list_, run
 from knell.errors import ExitCode, KnellError
-from knell.proxy.cli import proxy
 from knell.redact import redact_text
 from knell.rundir import stamp
-from knell.stores.compose.cli import compose
 from knell.text import clean
 
 __all__ = ["cli", "main"]
@@ -51,28 +42,50 @@ Exit codes:
 _ENVIRONMENT = {errno.ENOSPC, errno.EROFS, errno.EACCES, errno.EPERM, errno.EDQUOT, errno.EMFILE}
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]}, epilog=EXIT_CODES)
+COMMANDS = {
+    "run": "knell.cli.run:run",
+    "soak": "knell.cli.run:soak",
+    "check": "knell.cli.run:check",
+    "list": "knell.cli.run:list_",
+    "report": "knell.cli.report:report",
+    "matrix": "knell.cli.matrix:matrix",
+    "campaign": "knell.cli.campaign:campaign",
+    "explore": "knell.cli.explore:explore",
+    "bench": "knell.cli.bench:bench",
+    "reap": "knell.cli.admin:reap",
+    "doctor": "knell.cli.admin:doctor",
+    "proxy": "knell.proxy.cli:proxy",
+    "bridge": "knell.bridge.cli:bridge",
+    "compose": "knell.stores.compose.cli:compose",
+    "fs": "knell.cli.fs:fs",
+}
+"""Each command and where it lives (``module:attribute``)."""
+
+
+class _LazyGroup(click.Group):
+    """Imports a command's module only when that command is asked for.
+
+    Every ``knell run`` is a new interpreter, and its start is part of
+    the fixed cost of each short run a matrix or a campaign pays: a run
+    need not import the campaign dashboard, the compose stacks, the
+    bridges and the proxy first. ``--help`` lists (and so imports) all."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(super().list_commands(ctx)) | set(COMMANDS))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in COMMANDS:
+            module, attribute = COMMANDS[cmd_name].split(":")
+            self.add_command(getattr(importlib.import_module(module), attribute), cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+
+@click.group(
+    cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]}, epilog=EXIT_CODES
+)
 @click.version_option(package_name="knell")
 def cli() -> None:
     """knell: chaos testing for durable agent message buses."""
-
-
-for _command in (
-    run,
-    check,
-    list_,
-    report,
-    matrix,
-    explore,
-    bench,
-    reap,
-    doctor,
-    proxy,
-    bridge,
-    compose,
-    fs,
-):
-    cli.add_command(_command)
 
 
 def _crash_file() -> Path:

@@ -33,6 +33,7 @@ from knell.matrix import (
     portable,
     run_matrix,
 )
+from knell.runner import KEEP_HISTORY
 from knell.scenario import Scenario
 from knell.shipped import split_store
 from knell.stores import registry as store_kinds
@@ -60,7 +61,13 @@ def _print_matrix(matrix: Matrix) -> None:
         "not-run": "dim",
     }
     for row in matrix.rows:
-        mode = row.mutant.failure_mode if row.mutant else "(reference: must stay VALID)"
+        mode = (
+            row.mutant.failure_mode
+            if row.mutant
+            else "(reference: must stay VALID)"
+            if row.bus == REFERENCE
+            else "(a real system: each scenario's stated verdict)"
+        )
         if row.mutant is None:
             bad = [
                 f"{c.scenario}: {c.word}"
@@ -245,6 +252,25 @@ def _store_axis(
     return stores, skipped, scenarios, names, missing
 
 
+def _target_axis(target_list: str, loaded: list[Scenario]) -> list[Scenario]:
+    """Only the scenarios of the named targets (``all``: of every one)."""
+    from knell.matrix.run import target_of
+    from knell.targets import TARGETS
+
+    wanted = [t.strip() for t in target_list.split(",") if t.strip()]
+    if wanted == ["all"]:
+        wanted = list(TARGETS)
+    unknown = [t for t in wanted if t not in TARGETS]
+    if unknown or not wanted:
+        raise UsageProblem(
+            f"--targets: unknown {unknown or target_list!r}; known: {', '.join(TARGETS) or 'none'}"
+        )
+    kept = [s for s in loaded if target_of(s) in wanted]
+    if not kept:
+        raise UsageProblem(f"--targets {target_list}: no scenario runs {', '.join(wanted)}")
+    return kept
+
+
 @click.command()
 @click.option(
     "--short",
@@ -292,6 +318,13 @@ def _store_axis(
     " to it, its reference bus and its mutants. Default: each scenario on its own store.",
 )
 @click.option(
+    "--targets",
+    "target_list",
+    help="Targets axis: comma-separated real systems (knell doctor lists them) or 'all': only"
+    " the scenarios that run them, each judged by its stated verdict (an expected finding must"
+    " be found, a VALID one must stay valid).",
+)
+@click.option(
     "-j",
     "--jobs",
     type=click.IntRange(1, 16),
@@ -301,6 +334,14 @@ def _store_axis(
 )
 @REPORTS
 @SCENARIOS_DIR
+@click.option(
+    "--keep-history",
+    type=click.Choice(KEEP_HISTORY),
+    default="failing",
+    show_default=True,
+    help="Which runs keep their merged history: every run, only runs that are not VALID, "
+    "or none (verdicts and reports are always kept).",
+)
 @click.option("--list", "list_mutants", is_flag=True, help="List the mutants and exit.")
 def matrix(
     short: bool,
@@ -313,9 +354,11 @@ def matrix(
     confirm: int,
     seed: int | None,
     store_list: str | None,
+    target_list: str | None,
     jobs: int,
     reports: Path,
     scenarios_dir: Path | None,
+    keep_history: str,
     list_mutants: bool,
 ) -> None:
     """Run the reference bus and the mutants against the scenarios.
@@ -348,12 +391,16 @@ def matrix(
         store_list, only = _named_cells(only_scenarios, loaded, store_list)
     else:
         loaded = load_scenarios([str(p) for p in scenario_files(scenarios_dir)], None)
+    if target_list is not None:
+        loaded = _target_axis(target_list, loaded)
     stores, skipped, loaded, names, missing = _store_axis(store_list, loaded, list(only_mutants))
+    if target_list is not None and not only_mutants:
+        names, missing = [], {}  # real systems only: no mutant of knell's own buses
     command = "knell matrix " + " ".join(sys.argv[2:]) if len(sys.argv) > 2 else "knell matrix"
 
     def progress(done: int, total: int, cell: Cell) -> None:
         fired = ", ".join(cell.fired) or cell.error or ""
-        if cell.bus == REFERENCE:
+        if cell.bus not in all_mutants():  # the reference, or a real system's driver
             colour = "green" if cell.valid is True else "red"
         elif cell.expected_hit:
             colour = "green"  # caught, by the check that names the failure mode
@@ -392,6 +439,7 @@ def matrix(
             skipped=skipped,
             unavailable=missing,
             only=only,
+            keep_history=keep_history,
         )
     except KeyboardInterrupt:
         err.print("knell: interrupted; every worker was stopped, the matrix is incomplete")

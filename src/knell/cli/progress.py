@@ -19,6 +19,7 @@ import os
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -96,6 +97,8 @@ class RunProgress:
         self._apply_fs: dict[str, str] = {}
         self._heal_fs: dict[str, str] = {}
         self._last_plain = 0.0
+        self.online: Callable[[], str] | None = None
+        """The online check's status line (events checked, lag, anomalies)."""
 
     # -- RunWatch --------------------------------------------------------------
 
@@ -135,6 +138,8 @@ class RunProgress:
         if self._live is not None:
             self._live.stop()
             self._live = None
+        if self.plain and self.online is not None:
+            self.console.print(f"  {self.online()}", markup=False, highlight=False, soft_wrap=True)
         if not self.plain and self.name:
             with self._lock:
                 self.phase_name = "done"
@@ -206,7 +211,11 @@ class RunProgress:
             # The nemesis writes a fault's invoke, then its info once applied:
             # the line and the count are for the fault in force, said once.
             return None
-        if f in self._apply_fs:
+        if f in self._apply_fs and fault is not None and fault in self.open:
+            # A step within a fault in force, under another kind's name (a
+            # replica-lag that ends in a failover): said, not counted again.
+            line = f"[{self._at(t)}] {label}{clean(f, 20)} {target} (in {self.open[fault]})"
+        elif f in self._apply_fs:
             self.fired += 1
             kind = clean(value.get("kind") or self._apply_fs[str(f)], 30)
             self.open[fault if fault is not None else (kind, target)] = f"{kind} {target}"
@@ -258,6 +267,7 @@ class RunProgress:
             f"[{self._elapsed():6.1f} s / {self.duration:g} s, {left:.0f} s left] "
             + ("; ".join(parts) or "no operation yet")
             + f"; faults fired {self.fired}, healed {self.healed}, open {len(self.open)}"
+            + (f"; {self.online()}" if self.online is not None else "")
         )
 
     def _render(self, final: bool = False) -> Group:
@@ -295,4 +305,6 @@ class RunProgress:
                 + (f", open now: {', '.join(list(self.open.values())[:4])}" if self.open else "")
             )
             lines = [Text(line, style="dim") for line in self.faults]
+            if self.online is not None:
+                lines.insert(0, Text(self.online()))
             return Group(head, table, summary, *lines)

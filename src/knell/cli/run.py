@@ -21,14 +21,16 @@ from knell.cli.common import (
 )
 from knell.cli.progress import RunProgress
 from knell.errors import ExitCode
+from knell.online_run import OnlineRun
 from knell.redact import STORE_URL_ENV
 from knell.report import verdict_word
 from knell.report.markdown import not_applicable_line
 from knell.report.replay import replay_command
-from knell.runner import RunOutcome, check_run, run_scenario
+from knell.runner import KEEP_HISTORY, RunOutcome, check_run, run_scenario
 from knell.scenario import ScenarioError, load_scenario
 from knell.schedule import Schedule, ScheduleError
 from knell.shipped import split_store
+from knell.soak_telemetry import summary_line
 from knell.text import clean
 
 __all__ = ["check", "list_", "run"]
@@ -196,6 +198,31 @@ def update_index(reports: Path) -> Path | None:
     "by anyone on the machine (ps) while the run lasts.",
 )
 @click.option("--keep", is_flag=True, help="With --store-url: keep the run's schema or key prefix.")
+@click.option(
+    "--no-page",
+    is_flag=True,
+    help="Do not draw index.html (its plots are most of a short run's check time); "
+    "knell report RUN_DIR draws it later.",
+)
+@click.option(
+    "--keep-history",
+    type=click.Choice(KEEP_HISTORY),
+    default="all",
+    show_default=True,
+    help="Keep the merged history of every run (all), only of a run that is not VALID "
+    "(failing), or of none; the verdict and the reports are always kept.",
+)
+@click.option(
+    "--online",
+    is_flag=True,
+    help="Check the run while it goes, and stop it at the first anomaly found "
+    "(the final phase runs as usual).",
+)
+@click.option(
+    "--keep-going",
+    is_flag=True,
+    help="With --online: report anomalies as they are found, but do not stop the run.",
+)
 @click.option("-q", "--quiet", is_flag=True, help="Print only the verdict and report path.")
 def run(
     scenarios: tuple[str, ...],
@@ -208,7 +235,11 @@ def run(
     reports: Path,
     scenarios_dir: Path | None,
     schedule_file: Path | None,
+    keep_history: str,
     quiet: bool,
+    no_page: bool,
+    online: bool = False,
+    keep_going: bool = False,
 ) -> None:
     """Run SCENARIOS (files, or names of scenarios) and check them.
 
@@ -219,6 +250,10 @@ def run(
     schedule = _load_schedule(schedule_file) if schedule_file else None
     if keep and not store_url:
         raise UsageProblem("--keep is for --store-url (a private server is removed with its run)")
+    if keep_going and not online:
+        raise UsageProblem(
+            "--keep-going is for --online (it says whether an anomaly stops the run)"
+        )
     seconds = duration_flag(duration)
     loaded = []
     for name, store in named_stores(scenarios, store_kind):
@@ -234,9 +269,20 @@ def run(
         )
         say = (lambda _: None) if quiet else (lambda line: console.print(f"  {clean(line)}"))
         watch = None if quiet else RunProgress(console)
+        checking = OnlineRun(keep_going=keep_going, say=say) if online else None
+        if watch is not None and checking is not None:
+            watch.online = checking.status
         try:
             outcome = run_scenario(
-                scenario, reports=reports, driver=driver, schedule=schedule, say=say, watch=watch
+                scenario,
+                reports=reports,
+                driver=driver,
+                schedule=schedule,
+                say=say,
+                watch=watch,
+                page=not no_page,
+                keep_history=keep_history,
+                online=checking,
             )
         except KeyboardInterrupt:
             err.print("knell: interrupted; every worker was stopped, the run is incomplete")
@@ -246,8 +292,76 @@ def run(
             {**scenario.model_dump(), "bus": driver or scenario.bus}, outcome.run_dir, source
         )
         print_outcome(outcome, index=index, replay=replay)
+        if checking is not None and checking.soak is not None:
+            console.print(summary_line(checking.soak), soft_wrap=True)
         codes.append(outcome.exit_code)
     sys.exit(worst(codes))
+
+
+@click.command()
+@click.argument("scenario")
+@click.option(
+    "--for",
+    "for_",
+    required=True,
+    help="How long to run, e.g. 10m or 24h (the scenario's duration, overridden).",
+)
+@click.option(
+    "--bus",
+    "driver",
+    help="Bus driver 'module:factory' (default: the store's reference bus).",
+)
+@click.option("--seed", type=SEEDS, help="Override the scenario's seed.")
+@REPORTS
+@SCENARIOS_DIR
+@click.option(
+    "--keep-history",
+    type=click.Choice(KEEP_HISTORY),
+    default="all",
+    show_default=True,
+    help="Keep the merged history (all), only if the run is not VALID (failing), or never.",
+)
+@click.option(
+    "--keep-going",
+    is_flag=True,
+    help="Report anomalies as they are found, but do not stop the soak.",
+)
+@click.option("-q", "--quiet", is_flag=True, help="Print only the verdict and report path.")
+@click.pass_context
+def soak(
+    ctx: click.Context,
+    scenario: str,
+    for_: str,
+    driver: str | None,
+    seed: int | None,
+    reports: Path,
+    scenarios_dir: Path | None,
+    keep_history: str,
+    keep_going: bool,
+    quiet: bool,
+) -> None:
+    """Run SCENARIO for a long time, checked online: `knell run --online`
+    with the scenario's duration set by --for. The first anomaly stops the
+    soak (the final phase runs as usual) unless --keep-going.
+
+    Same exit codes as `knell run`."""
+    try:
+        duration_flag(for_)
+    except UsageProblem as exc:
+        raise UsageProblem(str(exc).replace("--duration", "--for", 1)) from None
+    ctx.invoke(
+        run,
+        scenarios=(scenario,),
+        driver=driver,
+        seed=seed,
+        duration=for_,
+        reports=reports,
+        scenarios_dir=scenarios_dir,
+        keep_history=keep_history,
+        quiet=quiet,
+        online=True,
+        keep_going=keep_going,
+    )
 
 
 @click.command()

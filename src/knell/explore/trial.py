@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from knell.report import verdict_word
+from knell.report import render_page, verdict_word
 from knell.runner import run_scenario
 from knell.scenario import Scenario
 
@@ -158,7 +158,18 @@ class Judge:
 
     def _run(self, scenario: Scenario) -> Run:
         started = time.monotonic()
-        outcome = run_scenario(scenario, reports=self.reports, driver=self.driver)
+        # Most trials pass and are never opened again: only a failing one
+        # keeps its history and gets its page (its plots cost more than a
+        # short run's check).
+        outcome = run_scenario(
+            scenario,
+            reports=self.reports,
+            driver=self.driver,
+            page=False,
+            keep_history="failing",
+        )
+        if outcome.verdict.valid is not True:
+            render_page(outcome.run_dir)  # its problems are shown on the page itself
         return Run(
             verdict=verdict_word(outcome.verdict.valid).lower(),
             fired=outcome.verdict.fired(),

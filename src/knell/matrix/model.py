@@ -45,6 +45,7 @@ from knell.buses.mutants import Mutant
 from knell.checker import CheckResult, Validity
 from knell.checker.verdict import fired_checks
 from knell.history import HistoryError, read_history
+from knell.history_files import merged_path
 
 __all__ = [
     "REFERENCE",
@@ -376,7 +377,7 @@ def matches(expected: str, check: str, kinds: Iterable[str]) -> bool:
 def _begin_time(run_dir: Path) -> int | None:
     """Time (ns) of the nemesis ``begin`` event: the start of the run."""
     try:
-        for index, event in enumerate(read_history(run_dir / "history.jsonl")):
+        for index, event in enumerate(read_history(merged_path(run_dir))):
             if event.get("process") == "nemesis" and event.get("f") == "begin":
                 return int(event["time"])
             if index > 10_000:

@@ -13,7 +13,7 @@ import json
 import platform
 from pathlib import Path
 
-from knell.matrix.model import Cell, Matrix, MutantRow, matches
+from knell.matrix.model import REFERENCE, Cell, Matrix, MutantRow, matches
 from knell.rundir import atomic_write
 from knell.text import md, md_code
 
@@ -101,7 +101,8 @@ def render_markdown(matrix: Matrix) -> str:
         )
         made = [c.scenario for c in r.cells if c.expect_met]
         out.append(
-            f"- reference {r.store} bus: **{r.status}** on {len(r.cells)} run(s)"
+            (f"- reference {r.store} bus" if r.bus == REFERENCE else f"- `{r.bus}` (a real system)")
+            + f": **{r.status}** on {len(r.cells)} run(s)"
             + (f"; expected findings made: {', '.join(dict.fromkeys(made))}" if made else "")
             + (f"; not valid: {shown}" if shown else "")
         )
@@ -153,7 +154,8 @@ def render_markdown(matrix: Matrix) -> str:
     out += [
         "",
         "Runs: `runs/<bus>/<store>/<scenario>/<stamp>/` (each an ordinary run directory:"
-        " `index.html`, `report.md`, `results.json`, `history.jsonl`); `matrix.html` links"
+        " `index.html`, `report.md`, `results.json`, and `history.jsonl.zst` unless"
+        " `--keep-history` dropped it); `matrix.html` links"
         " every run's report.",
         "",
     ]

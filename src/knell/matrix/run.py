@@ -40,11 +40,12 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from knell.buses.contract import contracts_of
+from knell.buses.contract import contracts_of, features_of
 from knell.buses.mutants import Mutant, all_mutants
 from knell.matrix.model import REFERENCE, Cell, Matrix, MutantRow, judge
 from knell.matrix.render import write_matrix
 from knell.platform import interrupt_on_terminate
+from knell.report import render_page
 from knell.report.replay import replay_command
 from knell.rundir import new_dir, point_latest
 from knell.runner import Unavailable, run_scenario
@@ -91,13 +92,38 @@ def reference_contracts(store: str) -> frozenset[str]:
     return contracts_of(registry.get(store).reference_class())
 
 
+def reference_features(store: str) -> frozenset[str]:
+    """The optional features (expiry) a store's reference bus declares."""
+    from knell.stores import registry
+
+    return features_of(registry.get(store).reference_class())
+
+
 def portable(scenario: Scenario, store: str | None = None) -> bool:
     """Whether a scenario can be re-targeted to ``store`` (any store when
     None): it runs on the default SQLite store, names no bus of its own,
-    and tests only contracts that store's reference bus declares."""
+    and tests only contracts (and needs only features) that store's
+    reference bus declares."""
     if scenario.store != StoreTable() or scenario.bus is not None:
         return False
-    return store is None or set(scenario.contracts) <= reference_contracts(store)
+    if store is not None and _real_system(store):
+        return False
+    return store is None or (
+        set(scenario.contracts) <= reference_contracts(store)
+        and set(scenario.features) <= reference_features(store)
+    )
+
+
+def _real_system(store: str) -> bool:
+    """Whether ``store``'s bus is a real system's driver (:mod:`knell.targets`,
+    NATS's JetStream): its own scenarios judge it, each with its stated
+    verdict; knell's portable scenarios are written for knell's reference
+    buses, and re-targeted there they would judge the mapping, not the store."""
+    from knell.stores import registry
+    from knell.targets import TARGETS
+
+    bus = registry.get(store).bus
+    return any(t.driver == bus for t in TARGETS.values())
 
 
 def targets(
@@ -119,6 +145,13 @@ def targets(
                     out.append((scenario, scenario.name))
                 elif portable(scenario, store):
                     out.append((scenario.with_overrides(store=store), f"{scenario.name}@{store}"))
+    # A scenario named twice (``-s x@postgres -s x@redis`` loads x for each)
+    # is still one cell per store; the same name on another bus (a
+    # target's) is another cell.
+    unique: dict[tuple[str, str | None], tuple[Scenario, str]] = {}
+    for scenario, label in out:
+        unique.setdefault((label, scenario.bus), (scenario, label))
+    out = list(unique.values())
     return out if only is None else [(s, label) for s, label in out if label in only]
 
 
@@ -126,6 +159,16 @@ def _runs_on(mutant: Mutant, scenario: Scenario) -> bool:
     """A mutant is a bug of one store's bus: it runs only on that store
     (a bridge mutant serves any store)."""
     return mutant.store in (scenario.store.kind, "bridge")
+
+
+def target_of(scenario: Scenario) -> str | None:
+    """The real-system target (:mod:`knell.targets`) a scenario runs, by its
+    bus driver; None for a scenario of knell's own buses."""
+    from knell.targets import TARGETS
+
+    if scenario.bus is None:
+        return None
+    return next((t.name for t in TARGETS.values() if t.driver == scenario.bus), None)
 
 
 def plan(
@@ -147,9 +190,12 @@ def plan(
     for scenario, label in targets(scenarios, stores, only):
         for offset in range(seeds):
             seed = scenario.seed + offset
+            # A target's scenario runs that system's driver: its own row,
+            # and no mutant (a mutant is a bug of knell's own buses).
+            target = target_of(scenario)
             if reference:
-                tasks.append(Task(REFERENCE, None, scenario, seed, offset, label))
-            for m in mutants:
+                tasks.append(Task(target or REFERENCE, None, scenario, seed, offset, label))
+            for m in mutants if target is None else ():
                 declared = full or explicit or scenario.name in m.scenarios
                 if declared and _runs_on(m, scenario):
                     tasks.append(Task(m.name, m, scenario, seed, offset, label))
@@ -193,7 +239,7 @@ def _replay(scenario: Scenario, driver: str | None, run_dir: Path | None, name: 
     return shlex.join(words)
 
 
-def _run_cell(task: Task, runs: Path) -> Cell:
+def _run_cell(task: Task, runs: Path, keep_history: str = "failing") -> Cell:
     cell = Cell(
         task.bus,
         task.label or task.scenario.name,
@@ -205,7 +251,13 @@ def _run_cell(task: Task, runs: Path) -> Cell:
     driver = None if task.mutant is None else task.mutant.factory
     scenario = task.scenario.with_overrides(seed=task.seed)
     try:
-        outcome = run_scenario(scenario, reports=runs / task.bus / task.store, driver=driver)
+        outcome = run_scenario(
+            scenario,
+            reports=runs / task.bus / task.store,
+            driver=driver,
+            page=False,
+            keep_history=_keep(keep_history, task.mutant),
+        )
     except Unavailable as exc:  # this machine, not the bus: said apart
         cell.unavailable = str(exc)
         cell.wall = time.monotonic() - started
@@ -220,8 +272,34 @@ def _run_cell(task: Task, runs: Path) -> Cell:
     cell.replay = _replay(scenario, driver, outcome.run_dir, cell.scenario)
     cell.expect_met = outcome.expectation_met
     judge(cell, outcome.verdict.checks, task.mutant)
+    if surprising(cell, task.mutant):
+        render_page(outcome.run_dir)  # its problems are shown on the page itself
     cell.wall = time.monotonic() - started
     return cell
+
+
+def _keep(keep_history: str, mutant: Mutant | None) -> str:
+    """What a run keeps of its history. ``failing`` means what the matrix
+    fails on, and a mutant run that is VALID (missed) is one: a mutant's
+    run keeps its history whatever its verdict (an INVALID one, the catch,
+    would keep it anyway), so the misses do too."""
+    if mutant is not None and keep_history == "failing":
+        return "all"
+    return keep_history
+
+
+def surprising(cell: Cell, mutant: Mutant | None) -> bool:
+    """Whether a person will open this run: a reference run that is not
+    VALID and did not make its expected finding, a mutant run its expected
+    checks missed, or any run that could not decide. Only these get their
+    ``index.html`` drawn during the matrix (its plots cost more than the
+    check on a short run); the matrix page links the others' ``report.md``,
+    and ``knell report RUN_DIR`` draws their page when asked."""
+    if cell.valid == "unknown":
+        return True
+    if mutant is None:
+        return cell.valid is not True and not cell.expect_met
+    return not cell.expected_hit
 
 
 def _run_tasks(
@@ -231,6 +309,7 @@ def _run_tasks(
     progress: Callable[[int, int, Cell], None],
     done: int,
     total: int,
+    keep_history: str = "failing",
 ) -> list[Cell]:
     """Run ``tasks``, ``jobs`` at a time; ``done`` of ``total`` ran before
     (for the progress count)."""
@@ -238,7 +317,7 @@ def _run_tasks(
     cells: list[Cell] = []
     try:
         with interrupt_on_terminate():
-            futures = [pool.submit(_run_cell, task, runs) for task in tasks]
+            futures = [pool.submit(_run_cell, task, runs, keep_history) for task in tasks]
             try:
                 for n, future in enumerate(as_completed(futures), start=done + 1):
                     cell = future.result()
@@ -274,6 +353,7 @@ def run_matrix(
     skipped: Sequence[str] = (),
     unavailable: Mapping[str, str] | None = None,
     only: Collection[str] | None = None,
+    keep_history: str = "failing",
 ) -> Matrix:
     """Run the planned cells and write the matrix.
 
@@ -286,7 +366,8 @@ def run_matrix(
     that reason (name -> why), each kept as a not-run row; ``only`` keeps
     just the cells of these labels (see :func:`targets`); ``confirm``: how
     many more rounds, on the next seeds, a mutant missed everywhere gets
-    before it counts as missed."""
+    before it counts as missed; ``keep_history``: whose merged history each
+    run keeps (a matrix wants only the failing runs')."""
     registry = all_mutants()
     names = list(registry) if mutants is None else list(mutants)
     unknown = [n for n in names if n not in registry]
@@ -310,7 +391,7 @@ def run_matrix(
     out = new_dir(reports / "matrix", "runs", now=started)
     runs = out / "runs"
     t0 = time.monotonic()
-    cells = _run_tasks(tasks, runs, jobs, progress, 0, len(tasks))
+    cells = _run_tasks(tasks, runs, jobs, progress, 0, len(tasks), keep_history)
     # A mutant missed on every planned run gets up to ``confirm`` more
     # rounds on the next seeds of the same cells. A race-dependent bug
     # caught in one of them is a *weak* catch (its rate says how weak): the
@@ -330,7 +411,7 @@ def run_matrix(
         ]
         done = len(cells)
         tasks = tasks + again
-        cells += _run_tasks(again, runs, jobs, progress, done, len(tasks))
+        cells += _run_tasks(again, runs, jobs, progress, done, len(tasks), keep_history)
     # A cell this machine cannot run at all (Unavailable) is no outcome of
     # its bus: it leaves its row, and the matrix says why, once per cell.
     skipped = list(skipped)
@@ -346,8 +427,13 @@ def run_matrix(
     rows = []
     if reference:
         for kind in kinds:
+            if not any(t.bus == REFERENCE and t.store == kind for t in tasks):
+                continue  # only real systems ran on this store (--targets)
             mine = [c for c in cells if c.bus == REFERENCE and c.store == kind]
             rows.append(MutantRow(REFERENCE, None, mine, store=kind))
+        for name in dict.fromkeys(t.bus for t in tasks if t.mutant is None):
+            if name != REFERENCE:  # a real system's row, judged as the reference is
+                rows.append(MutantRow(name, None, [c for c in cells if c.bus == name]))
     # A mutant the plan gave no cell keeps its row, "not run" with the
     # reason: said in every report, and never counted as caught.
     planned = {t.bus for t in tasks}

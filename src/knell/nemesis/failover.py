@@ -5,7 +5,8 @@ writes: the primary dies (or is cut off) while a replica has not yet
 received everything it acknowledged, the replica is promoted, and clients
 follow it. A store that can fail over implements
 :class:`knell.stores.replicated.Replicated` (a private Postgres with
-``[store] replicas``); a scenario asking for this fault on a store without
+``[store] replicas``, or the same in containers with ``provider =
+"compose"``); a scenario asking for this fault on a store without
 replicas is refused before anything starts, naming the key to set.
 
 One fault, in order:
@@ -101,12 +102,13 @@ class Failover(StoreFault):
         replicas = (getattr(store, "model_extra", None) or {}).get("replicas") or 0
         where = (
             "a server knell does not start"
-            if getattr(store, "url", None) or getattr(store, "provider", "private") != "private"
+            if getattr(store, "url", None)
             else f"[store] replicas = {replicas}"
         )
         return (
             f"failover needs a store with replicas to promote, and this {store.kind} store has "
-            f"none ({where}): set [store] replicas = 1 or more on a private store that has them"
+            f"none ({where}): set [store] replicas = 1 or more (a private store, or in "
+            "compose where its kind runs replicas)"
         )
 
     def hold(self, spec: FaultSpec) -> float:

@@ -285,10 +285,22 @@ class LinkFault(FaultKind):
         linkset: LinkSet | None = ctx.links.get("links")
         if linkset is None:
             return
+        # One listing of every proxy with its toxics (not two calls per
+        # link per kind: a replicated store's run has dozens of links, and
+        # eight link kinds each sweep).
+        try:
+            listed = linkset.client.proxies()
+        except Exception as exc:
+            ctx.record(
+                "fault-failed",
+                "links",
+                error=f"the final heal could not list the links: {type(exc).__name__}: {exc}",
+            )
+            return
         for link in linkset:
             try:
-                toxics = [t.name for t in linkset.client.toxics(link.name)]
-                proxy = linkset.client.proxy(link.name)
+                proxy = listed.get(link.name) or linkset.client.proxy(link.name)
+                toxics = [t.name for t in proxy.toxics]
                 if toxics or not proxy.enabled:
                     report = linkset.client.heal(
                         link.name, toxics, link.exchange, enable=not proxy.enabled

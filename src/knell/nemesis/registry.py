@@ -28,10 +28,12 @@ from knell.nemesis.partition import Partition
 from knell.nemesis.pause import Pause
 from knell.nemesis.power_loss import PowerLoss
 from knell.nemesis.refuse import Refuse
+from knell.nemesis.replica_lag import ReplicaLag
 from knell.nemesis.reset_peer import ResetPeer
 from knell.nemesis.slicer import Slicer
 from knell.nemesis.slow_close import SlowClose
 from knell.nemesis.slow_disk import SlowDisk
+from knell.nemesis.split_brain import SplitBrain
 from knell.nemesis.store_crash import StoreCrash
 from knell.nemesis.store_disconnect import StoreDisconnect
 from knell.nemesis.store_pause import StorePause
@@ -87,6 +89,8 @@ for _builtin in (
     StoreRestart,
     StoreDisconnect,
     Failover,
+    SplitBrain,
+    ReplicaLag,
     PowerLoss,
     TornPowerLoss,
     FsyncError,

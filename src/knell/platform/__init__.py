@@ -27,6 +27,8 @@ if sys.platform == "win32":
     from knell.platform.windows import (
         OWNER_ENV,
         SPAWN_GROUP,
+        Child,
+        Zygote,
         contain,
         die_with_parent,
         end_group,
@@ -48,6 +50,7 @@ if sys.platform == "win32":
         signal_group,
         signal_server,
         signal_session,
+        start_zygote,
         suspend_tree,
         user_exists,
     )
@@ -55,6 +58,8 @@ else:
     from knell.platform.posix import (
         OWNER_ENV,
         SPAWN_GROUP,
+        Child,
+        Zygote,
         contain,
         die_with_parent,
         end_group,
@@ -76,6 +81,7 @@ else:
         signal_group,
         signal_server,
         signal_session,
+        start_zygote,
         suspend_tree,
         user_exists,
     )
@@ -83,6 +89,8 @@ else:
 __all__ = [
     "OWNER_ENV",
     "SPAWN_GROUP",
+    "Child",
+    "Zygote",
     "contain",
     "die_with_parent",
     "end_group",
@@ -104,6 +112,7 @@ __all__ = [
     "signal_group",
     "signal_server",
     "signal_session",
+    "start_zygote",
     "suspend_tree",
     "user_exists",
 ]

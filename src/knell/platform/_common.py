@@ -11,10 +11,12 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, Protocol
 
 __all__ = [
     "OWNER_ENV",
+    "Child",
+    "Zygote",
     "interrupt_on_terminate",
     "leash",
     "pid_alive",
@@ -28,6 +30,34 @@ OWNER_ENV = "KNELL_OWNER"
 process it starts, and so into everything those fork: how a process left
 behind is known as this run's after its parent, its tree and its runner
 are gone (:func:`knell.platform.signal_session`)."""
+
+
+class Child(Protocol):
+    """A started process as the supervisor handles it: a ``Popen``, or a
+    worker forked by a :class:`Zygote` (which its zygote reaps)."""
+
+    pid: int
+    returncode: int | None
+    stdout: IO[bytes] | None
+
+    def poll(self) -> int | None: ...
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+
+class Zygote(Protocol):
+    """A fork server: a process with a worker's imports done that forks
+    workers on request (Linux only, see :mod:`knell.platform.forkserver`)."""
+
+    pid: int
+
+    def alive(self) -> bool: ...
+
+    def preload(self, args: list[str]) -> None: ...
+
+    def spawn(self, argv: list[str], env: dict[str, str], cwd: Path) -> Child | None: ...
+
+    def close(self) -> None: ...
 
 
 def tree(pid: int) -> list[Any]:

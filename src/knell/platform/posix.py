@@ -28,16 +28,26 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
+from pathlib import Path
 from typing import Any, Literal
 
 from knell.platform import _common
-from knell.platform._common import OWNER_ENV, pid_alive, process_stamp, process_started
+from knell.platform._common import (
+    OWNER_ENV,
+    Child,
+    Zygote,
+    pid_alive,
+    process_stamp,
+    process_started,
+)
 
 assert sys.platform != "win32"
 
 __all__ = [
     "OWNER_ENV",
     "SPAWN_GROUP",
+    "Child",
+    "Zygote",
     "contain",
     "die_with_parent",
     "end_group",
@@ -59,6 +69,7 @@ __all__ = [
     "signal_group",
     "signal_server",
     "signal_session",
+    "start_zygote",
     "suspend_tree",
     "user_exists",
 ]
@@ -379,3 +390,17 @@ def interrupt_on_terminate() -> Iterator[None]:
     """SIGTERM and SIGHUP unwind the runner like Ctrl-C (see :mod:`._common`)."""
     with _common.interrupt_on_terminate((signal.SIGTERM, signal.SIGHUP)):
         yield
+
+
+def start_zygote(module: str, env: dict[str, str], cwd: Path, log: Path) -> Zygote | None:
+    """A fork server that imports ``module`` and then forks ``python -m
+    module ...`` processes on request (the first request waits for the
+    imports); None where workers are spawned instead (not Linux)."""
+    from knell.platform import forkserver
+
+    if not forkserver.supported():
+        return None
+    try:
+        return forkserver.ForkServer(module, env, cwd, log)
+    except OSError:
+        return None

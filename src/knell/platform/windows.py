@@ -31,16 +31,26 @@ import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, Literal
 
 from knell.platform import _common, _jobobject
-from knell.platform._common import OWNER_ENV, pid_alive, process_stamp, process_started
+from knell.platform._common import (
+    OWNER_ENV,
+    Child,
+    Zygote,
+    pid_alive,
+    process_stamp,
+    process_started,
+)
 
 assert sys.platform == "win32"
 
 __all__ = [
     "OWNER_ENV",
     "SPAWN_GROUP",
+    "Child",
+    "Zygote",
     "contain",
     "die_with_parent",
     "end_group",
@@ -62,6 +72,7 @@ __all__ = [
     "signal_group",
     "signal_server",
     "signal_session",
+    "start_zygote",
     "suspend_tree",
     "user_exists",
 ]
@@ -344,3 +355,8 @@ def run_as(user: str | None) -> dict[str, Any]:
 def interrupt_on_terminate() -> Iterator[None]:
     with _common.interrupt_on_terminate((signal.SIGTERM, signal.SIGBREAK)):
         yield
+
+
+def start_zygote(module: str, env: dict[str, str], cwd: Path, log: Path) -> Zygote | None:
+    """No fork on Windows: workers are always spawned."""
+    return None

@@ -132,26 +132,34 @@ class ScenarioItem(pytest.Item):
         from knell.runner import Unavailable, run_scenario
 
         options = self.config.stash[OPTIONS]
-        scenario = self.scenario
-        driver = options.bus or scenario.bus
-        try:
-            outcome = run_scenario(
-                scenario, reports=options.reports, driver=driver, say=lambda line: print(line)
-            )
-        except Unavailable as exc:
-            record(self, scenario, None)
-            unavailable(f"this machine cannot run {scenario.name}: {exc}")
-            return
-        except KnellError as exc:
-            record(self, scenario, None)
-            raise KnellFailure(f"knell could not run {scenario.name}: {exc}") from None
-        record(self, scenario, outcome)
-        reason = judge(scenario, outcome)
-        if reason is not None:
-            where = f"seed {scenario.seed}" + (f", bus {driver}" if driver else "")
-            raise KnellFailure(
-                explain(outcome, f"knell scenario {scenario.name} ({where}): {reason}")
-            )
+        driver = options.bus or self.scenario.bus
+        tries = self.scenario.expect.seeds if self.scenario.expect is not None else 1
+        for attempt in range(tries):
+            scenario = self.scenario
+            if attempt:
+                scenario = scenario.with_overrides(seed=scenario.seed + attempt)
+            try:
+                outcome = run_scenario(
+                    scenario, reports=options.reports, driver=driver, say=lambda line: print(line)
+                )
+            except Unavailable as exc:
+                record(self, scenario, None)
+                unavailable(f"this machine cannot run {scenario.name}: {exc}")
+                return
+            except KnellError as exc:
+                record(self, scenario, None)
+                raise KnellFailure(f"knell could not run {scenario.name}: {exc}") from None
+            record(self, scenario, outcome)
+            reason = judge(scenario, outcome)
+            if reason is None:
+                return
+            if outcome.verdict.valid is not True or attempt + 1 == tries:
+                break
+            print(f"knell: seed {scenario.seed} did not make the finding; next seed")
+        first = self.scenario.seed
+        seeds = f"seed {first}" if attempt == 0 else f"seeds {first}..{first + attempt}"
+        where = seeds + (f", bus {driver}" if driver else "")
+        raise KnellFailure(explain(outcome, f"knell scenario {scenario.name} ({where}): {reason}"))
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
         if isinstance(excinfo.value, KnellFailure):

@@ -20,10 +20,10 @@ from typing import Any
 
 from knell.checker import Verdict
 from knell.report.clocks import read_settings
-from knell.report.describe import tested_contracts
+from knell.report.describe import process_roles, tested_contracts
 from knell.report.junit import write_junit
 from knell.report.markdown import render_markdown, verdict_word
-from knell.report.primaries import primary_lines
+from knell.report.primaries import PrimaryTimeline
 from knell.report.replay import replay_command
 from knell.report.series import RunSeries
 from knell.report.stats import RunStats
@@ -47,6 +47,7 @@ def write_reports(
     *,
     series: RunSeries | None = None,
     html: bool = True,
+    history_dropped: str | None = None,
 ) -> list[str]:
     """Write ``results.json``, ``series.json`` (when ``series``, the
     :class:`RunSeries` consumer of the same pass, is given), ``report.md``,
@@ -61,6 +62,7 @@ def write_reports(
     # What the scenario tests decides which checks apply (results.json
     # lists the rest apart; the verdicts themselves are unchanged).
     verdict.contracts = tested_contracts(scenario)
+    verdict.roles = process_roles(scenario)
     t0 = verdict.first_time
     results: dict[str, Any] = {
         "scenario": scenario.get("name"),
@@ -70,6 +72,11 @@ def write_reports(
         "stats": stats.to_json(),
         "windows": verdict.windows,
         "torn": torn,
+        **(
+            {"history_kept": f"--keep-history {history_dropped}: removed once checked"}
+            if history_dropped
+            else {}
+        ),
         "expect": _expect(scenario.get("expect"), verdict),
         "time": {"first": verdict.first_time, "last": verdict.last_time},
     }
@@ -85,7 +92,7 @@ def write_reports(
     atomic_write(
         run_dir / "report.md",
         render_markdown(
-            scenario, verdict, stats, torn, t0, replay, clock, primary_lines(run_dir, t0)
+            scenario, verdict, stats, torn, t0, replay, clock, PrimaryTimeline.read(run_dir)
         ),
     )
     write_junit(run_dir / "junit.xml", str(scenario.get("name", "history")), verdict)

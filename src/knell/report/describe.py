@@ -19,6 +19,7 @@ from knell.text import clean
 __all__ = [
     "describe_bus",
     "describe_store",
+    "process_roles",
     "store_kind",
     "tested_contracts",
 ]
@@ -52,11 +53,17 @@ def describe_bus(scenario: dict[str, Any]) -> str:
     return clean(f"reference {store_kind(scenario.get('store'))} bus", 80)
 
 
-def tested_contracts(scenario: dict[str, Any]) -> tuple[str, ...] | None:
-    """The delivery contracts a stored scenario tests, from its roles;
-    ``None`` when ``scenario.json`` names no processes (a bare history)."""
+def process_roles(scenario: dict[str, Any]) -> tuple[str, ...] | None:
+    """The worker roles of a stored scenario; ``None`` when
+    ``scenario.json`` names no processes (a bare history)."""
     processes = scenario.get("process")
     if not isinstance(processes, list):
         return None
-    roles = [p.get("role") for p in processes if isinstance(p, dict)]
-    return contracts_of_roles(str(r) for r in roles if r)
+    return tuple(str(p["role"]) for p in processes if isinstance(p, dict) and p.get("role"))
+
+
+def tested_contracts(scenario: dict[str, Any]) -> tuple[str, ...] | None:
+    """The delivery contracts a stored scenario tests, from its roles;
+    ``None`` when ``scenario.json`` names no processes (a bare history)."""
+    roles = process_roles(scenario)
+    return None if roles is None else contracts_of_roles(roles)

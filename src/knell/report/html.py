@@ -98,7 +98,7 @@ def _fallback(run_dir: Path, results: dict[str, Any] | None, problems: list[str]
     items = "".join(f"<li>{html.escape(clean(p, 2000))}</li>" for p in problems)
     links = "".join(
         f'<li><a href="{name}">{name}</a></li>'
-        for name in ("report.md", "results.json", "history.jsonl", ERROR_FILE)
+        for name in ("report.md", "results.json", "history.jsonl.zst", "history.jsonl", ERROR_FILE)
         if (run_dir / name).exists()
     )
     return (

@@ -19,6 +19,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from knell.checker import Verdict
+from knell.checker.verdict import CHECK_CONTRACT
 from knell.rundir import atomic_write
 from knell.text import clean
 
@@ -56,7 +57,10 @@ def write_junit(path: Path, suite: str, verdict: Verdict) -> None:
             reason = clean(result.unknown_reason or "", 1000)
             ET.SubElement(case, "skipped", message=f"unknown: {reason}")
         elif name in apart:
-            ET.SubElement(case, "skipped", message="not applicable: its contract is not tested")
+            # set apart for its role when its contract is tested (CHECK_ROLE)
+            tested = (None, *(verdict.contracts or ()))
+            what = "role" if CHECK_CONTRACT.get(name) in tested else "contract"
+            ET.SubElement(case, "skipped", message=f"not applicable: its {what} is not tested")
     tree = ET.ElementTree(root)
     ET.indent(tree)
     atomic_write(path, ET.tostring(root, encoding="utf-8", xml_declaration=True))

@@ -20,10 +20,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from knell.checker import Verdict
-from knell.checker.verdict import CHECK_CONTRACT
+from knell.checker.verdict import CHECK_CONTRACT, CHECK_ROLE
 from knell.history import Event
 from knell.report.clocks import ClockSetting, clock_faults
 from knell.report.describe import describe_bus, describe_store, tested_contracts
+from knell.report.primaries import PrimaryTimeline
 from knell.report.stats import RunStats
 from knell.text import md, md_code
 
@@ -49,10 +50,16 @@ def _short(value: Any) -> str:
     return md_code(text if len(text) <= 90 else text[:87] + "...")
 
 
-def _witness_table(witness: list[Event], t0: int | None) -> list[str]:
+def _witness_table(
+    witness: list[Event], t0: int | None, primaries: PrimaryTimeline | None = None
+) -> list[str]:
+    """The witness, one row per event; with a failover in the run, a column
+    says which node was primary for that process then."""
+    shown = bool(primaries)
     rows = [
-        "| # | t (s) | process | type | f | handle / channel | value |",
-        "|---|---|---|---|---|---|---|",
+        "| # | t (s) | process | type | f | handle / channel | value |"
+        + (" primary |" if shown else ""),
+        "|---|---|---|---|---|---|---|" + ("---|" if shown else ""),
     ]
     for e in witness:
         t = "" if t0 is None else f"{(e.get('time', t0) - t0) / 1e9:.3f}"
@@ -61,8 +68,18 @@ def _witness_table(witness: list[Event], t0: int | None) -> list[str]:
         rows.append(
             f"| {md(e.get('index', ''), 20)} | {t} | {process} | {md(e.get('type', ''), 10)} | "
             f"{md(e.get('f', ''), 30)} | {where} | {_short(e.get('value', {}))} |"
+            + (f" {md(_served(primaries, e), 40)} |" if primaries else "")
         )
     return rows
+
+
+def _served(primaries: PrimaryTimeline | None, event: Event) -> str:
+    """The primary that served ``event``'s process at its time."""
+    t = event.get("time")
+    if primaries is None or not isinstance(t, int):
+        return ""
+    process = event.get("process")
+    return primaries.at(t, process if isinstance(process, str) else None) or ""
 
 
 def _availability(verdict: Verdict) -> list[str]:
@@ -127,12 +144,18 @@ def not_applicable_line(verdict: Verdict) -> str | None:
     apart = verdict.not_applicable
     if not apart:
         return None
-    judged = sorted({c for n in apart if (c := CHECK_CONTRACT.get(n))})
-    which = " and ".join(judged) + (" contracts" if len(judged) > 1 else " contract")
-    return (
-        f"{len(apart)} not applicable (they judge the {which}, which this scenario"
-        f" does not test): {', '.join(apart)}"
-    )
+    tested = set(verdict.contracts or ())
+    judged = sorted({c for n in apart if (c := CHECK_CONTRACT.get(n)) and c not in tested})
+    why = []
+    if judged:
+        which = " and ".join(judged) + (" contracts" if len(judged) > 1 else " contract")
+        why.append(f"they judge the {which}, which this scenario does not test")
+    # set apart for a role only when its contract is tested
+    by_role = [n for n in apart if n in CHECK_ROLE and CHECK_CONTRACT.get(n) in (None, *tested)]
+    for role in sorted({CHECK_ROLE[n] for n in by_role}):
+        checks = ", ".join(n for n in by_role if CHECK_ROLE[n] == role)
+        why.append(f"{checks} judges {role} processes, and it has none")
+    return f"{len(apart)} not applicable ({'; '.join(why)}): {', '.join(apart)}"
 
 
 def render_markdown(
@@ -143,11 +166,12 @@ def render_markdown(
     t0: int | None,
     replay: str | None = None,
     clock: Sequence[ClockSetting] = (),
-    primaries: Sequence[str] = (),
+    primaries: PrimaryTimeline | None = None,
 ) -> str:
     """``clock``: the clock settings the run's clock faults made
-    (:mod:`knell.report.clocks`), one line per fault; ``primaries``: the
-    section of which node was primary when (:mod:`knell.report.primaries`)."""
+    (:mod:`knell.report.clocks`), one line per fault; ``primaries``: which
+    node was primary when (:mod:`knell.report.primaries`), for its section
+    and the witness tables' ``primary`` column."""
     name = scenario.get("name", "history")
     out = [f"# knell: {name} is {verdict_word(verdict.valid)}", ""]
     if scenario.get("description"):
@@ -197,7 +221,7 @@ def render_markdown(
                     md(anomaly.message, 1000),
                     "",
                 ]
-                out += _witness_table(anomaly.witness, t0)
+                out += _witness_table(anomaly.witness, t0, primaries)
                 out.append("")
             hidden = len(result.anomalies) - MAX_ANOMALIES_SHOWN
             if hidden > 0:
@@ -232,7 +256,7 @@ def render_markdown(
         "",
     ]
     out += _clock_lines(clock, t0)
-    out += list(primaries)
+    out += primaries.lines(t0) if primaries is not None else []
     if stats.crashes:
         out += ["## Workers that exited on their own", ""]
         for crash in stats.crashes:
@@ -245,9 +269,9 @@ def render_markdown(
     out += [
         "## Files",
         "",
-        "`index.html` (this report with timelines and plots), `history.jsonl` (merged),"
-        " `history/` (per process), `schedule.json`, `scenario.json`, `results.json`,"
-        " `series.json`, `junit.xml`, `logs/`.",
+        "`index.html` (this report with timelines and plots), `history.jsonl.zst` (the merged"
+        " history, unless `--keep-history` dropped it), `schedule.json`, `scenario.json`,"
+        " `results.json`, `series.json`, `junit.xml`, `logs/`.",
         "",
     ]
     return "\n".join(out)

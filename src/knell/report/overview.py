@@ -31,6 +31,8 @@ AXIS_H = 26.0
 MAX_LANES = 40
 _ROLE_ORDER = {"producer": 0, "consumer": 1, "waiter": 2, "joiner": 3, "drain": 5}
 _NS = 1_000_000_000
+_PRIMARY_COLOURS = ("#7b1fa2", "#00838f", "#ef6c00", "#2e7d32")
+"""One colour per successive primary, so a change shows at a glance."""
 
 
 @dataclass(frozen=True)
@@ -50,7 +52,12 @@ def build_overview(
     phases: Sequence[dict[str, Any]],
     t_ref: int,
     t_end: int,
+    primaries: Sequence[tuple[int, int, str]] = (),
 ) -> Scene:
+    """``primaries``: (from, to, node) of a replicated store's primary
+    (:meth:`knell.report.primaries.PrimaryTimeline.spans`), drawn as a lane
+    of its own under the anomalies when the run had a failover."""
+
     def order(p: dict[str, Any]) -> tuple[int, str]:
         return (_ROLE_ORDER.get(str(p.get("role")), 4), str(p.get("name")))
 
@@ -72,7 +79,8 @@ def build_overview(
             }
         )
     hidden = len(others) - min(len(others), MAX_LANES)
-    y = TOP + ANOMALY_LANE_H + 4
+    primary_y = TOP + ANOMALY_LANE_H + 4
+    y = primary_y + (LANE_H + 4 if primaries else 0)
     lane_y = {str(p["name"]): y + i * LANE_H for i, p in enumerate(lanes)}
     axis_y = y + len(lanes) * LANE_H + 4
     x0, x1 = LABEL_W, WIDTH - RIGHT_PAD
@@ -93,6 +101,26 @@ def build_overview(
     scene.lanes.append(
         Lane(TOP, ANOMALY_LANE_H, "anomalies", "each anomaly from onset to proof", "anomalies")
     )
+    if primaries:
+        scene.lanes.append(
+            Lane(primary_y, LANE_H, "primary", "which store node took writes when", "primary")
+        )
+    for k, (start, end, node) in enumerate(primaries):
+        xa, xb = x(start), x(end)
+        span = f"{clean(node, 60)} primary {(start - t_ref) / _NS:.2f}-{(end - t_ref) / _NS:.2f} s"
+        scene.bands.append(
+            Band(
+                xa,
+                primary_y + 2,
+                max(2.0, xb - xa),
+                LANE_H - 4,
+                _PRIMARY_COLOURS[k % len(_PRIMARY_COLOURS)],
+                0.35,
+                span,
+                clean(node, 30),
+                "primary",
+            )
+        )
     for p in lanes:
         name = str(p["name"])
         role = clean(p.get("role") or "?", 20)

@@ -17,17 +17,20 @@ read from ``results.json`` as the checks wrote it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import orjson
 
 from knell.checker.verdict import not_applicable
 from knell.history import Event
+from knell.history_files import merged_path, plain_copy
 from knell.report.clocks import clock_faults, read_settings
-from knell.report.describe import describe_bus, describe_store, tested_contracts
+from knell.report.describe import describe_bus, describe_store, process_roles, tested_contracts
 from knell.report.faults import FaultWindow, load_windows, open_at, recent_before
 from knell.report.gather import Subject, gather
 from knell.report.overview import AnomalyMark, build_overview
+from knell.report.primaries import PrimaryTimeline
 from knell.report.replay import replay_command
 from knell.report.rundata import RunData
 from knell.report.scene import Scene
@@ -43,6 +46,7 @@ MAX_OVERVIEW_ANOMALIES = 300
 VALUE_CUT = 240
 _NS = 1_000_000_000
 RAW_FILES = (
+    ("history.jsonl.zst", "merged history (one event per line, zstd)"),
     ("history.jsonl", "merged history (one event per line)"),
     ("history", "per-process histories"),
     ("results.json", "verdict, every check, anomalies with witnesses, windows"),
@@ -53,6 +57,17 @@ RAW_FILES = (
     ("junit.xml", "one test case per check"),
     ("logs", "worker logs"),
 )
+
+
+def _linked(path: Path, results: dict[str, Any]) -> bool:
+    """Whether the page links ``path``: not a history ``--keep-history``
+    removes once the page is written, nor an empty folder (``history/``
+    once its parts are merged)."""
+    if path.name.startswith("history.jsonl") and results.get("history_kept"):
+        return False
+    if path.is_dir():
+        return any(path.iterdir())
+    return path.exists()
 
 
 def verdict_word(valid: object) -> str:
@@ -72,6 +87,8 @@ class WitnessRow:
     f: str
     where: str
     value: str
+    primary: str = ""
+    """The node that served the process then (runs with a failover only)."""
 
 
 @dataclass
@@ -179,6 +196,8 @@ class RunPage:
     plots: list[Any] = field(default_factory=list)
     clock: list[ClockRow] = field(default_factory=list)
     """The run's clock faults (empty: no clock was moved, no clock panel)."""
+    primaries: bool = False
+    """Whether the run had a failover (the witness tables get a primary column)."""
 
 
 def _short(value: Any, limit: int = VALUE_CUT) -> str:
@@ -193,7 +212,9 @@ def _seconds(t: Any, t_ref: int) -> float | None:
     return round((t - t_ref) / _NS, 6) if isinstance(t, int) else None
 
 
-def _witness_rows(witness: list[Event], t_ref: int) -> list[WitnessRow]:
+def _witness_rows(
+    witness: list[Event], t_ref: int, primaries: PrimaryTimeline | None = None
+) -> list[WitnessRow]:
     rows = []
     for e in witness:
         if not isinstance(e, dict):
@@ -209,9 +230,19 @@ def _witness_rows(witness: list[Event], t_ref: int) -> list[WitnessRow]:
                 f=clean(e.get("f", ""), 30),
                 where=where,
                 value=_short(e.get("value", {})),
+                primary=_served(primaries, e),
             )
         )
     return rows
+
+
+def _served(primaries: PrimaryTimeline | None, event: Event) -> str:
+    """The primary that served ``event``'s process at its time."""
+    t = event.get("time")
+    if not primaries or not isinstance(t, int):
+        return ""
+    process = event.get("process")
+    return clean(primaries.at(t, process if isinstance(process, str) else None) or "", 40)
 
 
 def _subject_ids(witness: list[Event], message: str) -> list[Any]:
@@ -270,7 +301,7 @@ def _spread(count: int, limit: int) -> set[int]:
 
 
 def _anomalies(
-    data: RunData, windows: list[FaultWindow], t_ref: int
+    data: RunData, windows: list[FaultWindow], t_ref: int, primaries: PrimaryTimeline
 ) -> tuple[list[AnomalyView], list[str], list[AnomalyMark]]:
     checks = (data.results.get("checks") or {}).get("checks") or {}
     views: list[AnomalyView] = []
@@ -317,7 +348,7 @@ def _anomalies(
                 message=clean(anomaly.get("message", ""), 1000),
                 onset=_seconds(onset, t_ref),
                 detected=_seconds(detected, t_ref),
-                witness=_witness_rows(witness, t_ref),
+                witness=_witness_rows(witness, t_ref, primaries),
                 open_at_onset=[w.describe(t_ref) for w in opened],
                 open_faults=[w.fault for w in opened],
                 recent=[w.describe(t_ref) for w in recent],
@@ -362,9 +393,10 @@ def _draw_timelines(
             anchors=sorted(set(times)),
         )
         subjects.append(subject)
-    history = data.run_dir / "history.jsonl"
+    history = merged_path(data.run_dir)
     if subjects and history.exists():
-        gather(history, subjects)
+        with plain_copy(history) as plain:  # gather seeks by offset: a plain file
+            gather(plain, subjects)
     for (view, witness), subject in zip(chosen, subjects, strict=True):
         by_index: dict[Any, Event] = {}
         for e in [*subject.events, *witness]:
@@ -397,7 +429,7 @@ def _apart(data: RunData) -> set[str]:
         return set()
     results = block.get("checks") or {}
     valid = {n: r.get("valid") for n, r in results.items() if isinstance(r, dict)}
-    return set(not_applicable(valid, contracts))
+    return set(not_applicable(valid, contracts, process_roles(data.scenario)))
 
 
 def _checks(data: RunData) -> tuple[list[CheckRow], list[str]]:
@@ -613,7 +645,8 @@ def build_page(data: RunData, *, source: str | None = None) -> RunPage:
     t_end = _t_end(data, t_ref)
     word = verdict_word(results.get("valid"))
     checks, problems = _checks(data)
-    anomalies, hidden, marks = _anomalies(data, window_list, t_ref)
+    primaries = PrimaryTimeline.read(data.run_dir)
+    anomalies, hidden, marks = _anomalies(data, window_list, t_ref, primaries)
     name = clean(scenario.get("name") or results.get("scenario") or data.run_dir.name, 80)
     meta = [
         ("scenario", name),
@@ -623,7 +656,12 @@ def build_page(data: RunData, *, source: str | None = None) -> RunPage:
         ("configured duration", f"{scenario.get('duration', '?')} s"),
         (
             "history",
-            f"{stats.get('events', '?')} events over {_secs(stats.get('seconds'))}",
+            f"{stats.get('events', '?')} events over {_secs(stats.get('seconds'))}"
+            + (
+                f"; not kept ({clean(results['history_kept'], 120)})"
+                if results.get("history_kept")
+                else ""
+            ),
         ),
         ("checked in", f"{(results.get('checks') or {}).get('seconds', 0):.2f} s"),
         ("run directory", clean(data.run_dir.name, 80)),
@@ -637,11 +675,12 @@ def build_page(data: RunData, *, source: str | None = None) -> RunPage:
             series.get("phases") or [],
             t_ref,
             t_end,
+            primaries.spans(t_ref, t_end),
         )
     bands: dict[str, str] = {}
     for w in window_list:
         bands.setdefault(w.band.label, w.band.colour)
-    files = [(f, why) for f, why in RAW_FILES if (data.run_dir / f).exists()]
+    files = [(f, why) for f, why in RAW_FILES if _linked(data.run_dir / f, results)]
     return RunPage(
         title=f"knell: {name} is {word}",
         word=word,
@@ -655,6 +694,7 @@ def build_page(data: RunData, *, source: str | None = None) -> RunPage:
         anomalies=anomalies,
         hidden=hidden,
         overview=overview,
+        primaries=bool(primaries),
         windows=_window_rows(window_list, t_ref),
         bands=sorted(bands.items()),
         unapplied=_unapplied(data, window_list),

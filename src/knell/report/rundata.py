@@ -56,9 +56,10 @@ def series_from_history(run_dir: Path) -> dict[str, Any] | None:
     (``None`` when there is no history either)."""
     from knell.checker.dispatch import run_pass
     from knell.history import HistoryError, HistoryReader
+    from knell.history_files import merged_path
     from knell.report.series import RunSeries
 
-    history = run_dir / "history.jsonl"
+    history = merged_path(run_dir)
     if not history.exists():
         return None
     series = RunSeries()

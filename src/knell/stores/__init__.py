@@ -62,7 +62,11 @@ def capabilities(table: Any) -> frozenset[str]:
     faulty = getattr(table, "disk", "plain") == "faulty"
     if faulty and private:
         found |= {"power-loss", "disk-fault"}  # its data is on the faulty disk (knell.stores.disk)
-    if private and (getattr(table, "model_extra", None) or {}).get("replicas"):
+    replicated = bool((getattr(table, "model_extra", None) or {}).get("replicas"))
+    if replicated and table.provider == "compose":
+        # A primary with replicas in containers (the kind's compose_replicated).
+        return kind.faults.get("compose-replicated", frozenset())
+    if private and replicated:
         # A primary with replicas (knell.stores.replicated): what its kind
         # declares for "replicated" (the failover fault).
         found |= kind.faults.get("replicated", frozenset())

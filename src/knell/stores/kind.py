@@ -21,6 +21,7 @@ from __future__ import annotations
 import importlib
 import re
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
@@ -95,6 +96,13 @@ class ComposeService:
     """The bus URL, with ``{host}`` and ``{port}``."""
     options: type[StoreOptions] | None = None
     """Its compose-only ``[store]`` keys (passed to the container)."""
+    replicas: int = 0
+    """The most replicas ``compose/docker-compose.replicated.yml`` runs
+    for it (services ``<kind>-1`` .. ``<kind>-N``; 0: none)."""
+    companions: tuple[tuple[str, int, int], ...] = ()
+    """Services that run beside the replicas in that file, each behind a
+    link of its own: ``(service, port, link port)`` (Redis: its three
+    Sentinels, which clients ask where the primary is)."""
 
 
 class Probe(NamedTuple):
@@ -285,6 +293,22 @@ class StoreKind:
         except OSError:
             return False
         return bool(reply) and any(reply.startswith(r) for r in self.greeting.replies)
+
+    def compose_replicated(
+        self,
+        options: dict[str, Any],
+        make: Callable[[int, dict[str, str]], Any],
+        run_dir: Path,
+        *,
+        poll: float,
+        timeout: float,
+    ) -> Store:
+        """A primary and ``options["replicas"]`` replicas in containers
+        (:attr:`ComposeService.replicas`): ``make(replicas, env)`` gives the
+        compose store running them, ``env`` being the variables the kind's
+        override file takes; the kind wraps it in a store that can fail
+        over. A kind whose compose files run no replicas refuses."""
+        raise StoreError(f'provider = "compose" runs no {self.name} replicas')
 
     def compose_env(self, options: dict[str, Any]) -> dict[str, str]:
         """The variables the compose file passes to its container, from the

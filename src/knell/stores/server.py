@@ -88,6 +88,22 @@ class ServerStore(Store):
         """Ask the server once whether it answers: None if it does, else
         why not (one line)."""
 
+    def _data_on(self, disk: str, owner: Owner | None) -> None:
+        """``disk = "faulty"``: the server's data directory goes on knell fs
+        (mounted when it starts), which is what lets power-loss and disk
+        faults reach it. Directory entries are journaled: Postgres, Redis
+        and NATS never fsync the folder of a file they create, relying on
+        a journaling file system as they are run on, so what a cut loses
+        is unsynced data, not a file's name."""
+        if disk == "faulty":
+            self.disk = FaultyDisk(self.run_dir, owner, "journaled")
+            self.faults = self.faults | {"power-loss", "disk-fault"}
+
+    @property
+    def logs(self) -> list[Path]:
+        """The server's log, once it exists (a kind with more overrides this)."""
+        return [self.log] if self.log.exists() else []
+
     # -- life ----------------------------------------------------------------------
 
     def start(self) -> None:

@@ -251,7 +251,14 @@ def dead_page(worker: Worker, channel: str, after: int) -> list[DeadLetter]:
         lambda ds: {
             "after": after,
             "messages": [
-                {"id": d.body, "seq": d.seq, "msg": d.id, "deliveries": d.deliveries} for d in ds
+                {
+                    "id": d.body,
+                    "seq": d.seq,
+                    "msg": d.id,
+                    "deliveries": d.deliveries,
+                    "died_at": float(d.died_at),
+                }
+                for d in ds
             ],
         },
         channel=channel,

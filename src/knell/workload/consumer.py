@@ -36,6 +36,10 @@ __all__ = ["catch_up", "run_consumer", "run_drain"]
 PROBE_DISTANCE = 1_000_000
 
 _pages = itertools.count(1)  # pages this process has handled and acked
+_looks = itertools.count(1)  # pages after which a forensic look may come
+
+FORENSIC_PAGES = 4
+"""How many page-lengths before the page a forensic look starts."""
 
 
 def catch_up(
@@ -81,12 +85,36 @@ def catch_up(
             if ack_each:
                 worker.ack(handle, channel, message.seq)
         last = messages[-1].seq
+        if (
+            reader is not None
+            and reader.forensic_every
+            and next(_looks) % reader.forensic_every == 0
+        ):
+            # the page and the four page-lengths before it: old enough to hold expired ones
+            start = max(0, messages[0].seq - FORENSIC_PAGES * batch)
+            forensic_look(worker, handle, channel, start, (FORENSIC_PAGES + 1) * batch)
         if not ack_each:
             worker.ack(handle, channel, last)
         if probe_every and next(_pages) % probe_every == 0:
             with suppress(OpFailed):  # refusal is the contract; the checker judges
                 worker.ack(handle, channel, last + PROBE_DISTANCE)
         after = None if from_cursor else last
+
+
+def forensic_look(worker: Worker, handle: str, channel: str, after: int, limit: int) -> None:
+    """Read a stretch of the log with ``include_expired`` (recorded as
+    ``forensic``, which no delivery check reads: it is a look at what the
+    bus keeps, not a delivery); the expiry check wants every message the
+    bus hid to still be there. A failed look is recorded and skipped."""
+    with suppress(OpFailed):
+        worker.op(
+            "forensic",
+            {"after": after},
+            partial(worker.bus.fetch, handle, channel, after, limit, include_expired=True),  # type: ignore[call-arg]
+            lambda ms: {"after": after, "messages": [{"seq": m.seq, "id": m.body} for m in ms]},
+            handle=handle,
+            channel=channel,
+        )
 
 
 def read_cursor(worker: Worker, handle: str, channel: str) -> int:

@@ -16,6 +16,17 @@ work in hand). On taking the role a run lists the stranded messages and
 tries to read one of them (``probe``): it was delivered to another run, so
 the bus must refuse.
 
+**Together** (``together = true`` on a holder group): the group's processes
+hold the role as one run (named after the group) and receive from its
+inbox at the same time, each reading what its own receives returned. That
+is how an inbox drained by several processes at once works (several
+workers of one agent session, a mailbox with competing readers), and it
+is where a receive that selects the oldest unread message and then marks
+it delivered, without checking that its mark won, hands one message to
+two receivers. The run keeps the role for as long as any member renews
+it; a killed member's unread messages stay delivered to the run (it still
+holds the role), and once the whole group is gone they are stranded.
+
 The role's final phase (:func:`run_role_drain`) is one last run: it waits
 for the role (every earlier hold lapses), receives and reads everything
 pending, lists what is stranded, and releases. After it every message
@@ -24,6 +35,7 @@ must be read or listed as stranded.
 
 from __future__ import annotations
 
+import math
 import time
 from contextlib import suppress
 from typing import Any
@@ -153,20 +165,36 @@ class _Turn:
         return True
 
 
-def _hold(worker: Worker, params: HolderParams, run: str, leave_unread: bool) -> None:
+def _hold(
+    worker: Worker,
+    params: HolderParams,
+    run: str,
+    *,
+    leave_unread: bool = False,
+    together: bool = False,
+) -> None:
+    """One run's hold: renew, receive, read. A turn lasts ``tenure`` and
+    ends when the hold is lost; a member of a group holding the role
+    ``together`` stays for the whole run, takes the hold again when it is
+    lost, and never releases it (a release by one would end it for all)."""
     role = params.channel
     turn = _Turn(worker, params, run)
     if params.probe:
         _probe(worker, params, run)
-    end = time.monotonic() + params.tenure
+    end = math.inf if together else time.monotonic() + params.tenure
+
+    def lost() -> bool:
+        """The hold is gone: True when this run is over."""
+        return not together or not _take(worker, params, run)
+
     while time.monotonic() < end and not worker.stopping():
-        if not turn.keep():
+        if not turn.keep() and lost():
             return
         try:
             got = receive(worker, role, run, params.batch)
         except OpFailed as failed:
-            if failed.refusal == "not-holder":
-                return  # the hold lapsed (a pause): this run is over
+            if failed.refusal == "not-holder" and lost():
+                return  # the hold lapsed (a pause): this turn is over
             worker.sleep(params.idle)
             continue
         if not got:
@@ -174,11 +202,11 @@ def _hold(worker: Worker, params: HolderParams, run: str, leave_unread: bool) ->
             continue
         for delivery in got:
             worker.sleep(params.read_after)
-            if worker.stopping() or not turn.keep():
+            if worker.stopping() or (not turn.keep() and lost()):
                 return
             with suppress(OpFailed):
                 read(worker, role, run, delivery.body, delivery.id)
-    if worker.stopping():
+    if worker.stopping() or together:
         return
     if leave_unread:
         with suppress(OpFailed):
@@ -188,6 +216,10 @@ def _hold(worker: Worker, params: HolderParams, run: str, leave_unread: bool) ->
 
 
 def run_holder(worker: Worker, params: HolderParams) -> None:
+    if params.together is not None:
+        if _take(worker, params, params.together):
+            _hold(worker, params, params.together, together=True)
+        return
     turns = 0
     while not worker.stopping():
         turns += 1

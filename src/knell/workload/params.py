@@ -29,6 +29,9 @@ __all__ = [
     "QueueDrainParams",
     "ReaderParams",
     "RoleDrainParams",
+    "StreamDrainParams",
+    "StreamerParams",
+    "TailerParams",
     "WaiterParams",
     "WorkerParams",
     "params_from_json",
@@ -51,9 +54,24 @@ class ProducerParams:
     """send idempotency keys; retry indeterminate posts with them"""
     retry_every: int = 0
     """with idempotency: resend every Nth post with its key (0 = never)"""
+    retry_after: float = 0.0
+    """seconds after the original that the deliberate resend comes (0: at
+    once), as a client that retries late would"""
     hostile: bool = False
     """message ids carry hostile text (script tags, ANSI escapes, lines that
     imitate a report, very long strings) after their unique prefix"""
+    stream: bool = False
+    """the channel is a stream the scenario declares (``[streams.NAME]``):
+    declare its ring before the first post"""
+    max_len: int | None = None
+    """the stream's count bound (with ``stream``)"""
+    max_age_s: float | None = None
+    """the stream's age bound in seconds (with ``stream``)"""
+    ttl: float = 0.0
+    """seconds each post lives (``expires_at`` = the producer's clock + ttl;
+    0 = posts never expire); needs a bus with the expiry feature"""
+    ttl_every: int = 1
+    """with ttl: only every Nth post expires (the rest never do)"""
 
 
 @dataclass(frozen=True)
@@ -76,6 +94,10 @@ class ReaderParams:
     racing acks: the forward-only clamp under contention)"""
     read_head_every: int = 0
     """every N rounds, read the channel's head (0 = never)"""
+    forensic_every: int = 0
+    """every N pages, also read the page's stretch of the log (and four
+    page-lengths before it) with ``include_expired`` (a forensic look, not
+    a delivery; 0 = never)"""
 
 
 @dataclass(frozen=True)
@@ -115,6 +137,46 @@ class DrainParams:
     """The final phase: one handle read to the true head."""
 
     handle: str
+    channel: str
+    batch: int = 200
+
+
+@dataclass(frozen=True)
+class TailerParams:
+    """Follows a channel's SSE tail through a bridge, reconnecting with
+    ``Last-Event-ID``."""
+
+    channel: str = "events"
+    ping: float = 0.25
+    """seconds between the bridge's pings while idle; four of them without
+    a byte and the tailer takes the connection for dead and reconnects"""
+
+
+@dataclass(frozen=True)
+class StreamerParams:
+    """Tails a stream channel directly through the bus (the stream contract),
+    page after page, from where its last page ended."""
+
+    channel: str = "ticks"
+    max_len: int | None = None
+    """the ring's count bound, declared for the channel (the first declaration wins)"""
+    max_age_s: float | None = None
+    """the ring's age bound in seconds, declared likewise"""
+    batch: int = 20
+    """tail page size (``limit``)"""
+    read_time: float = 0.0
+    """seconds of simulated work per page: a slow reader falls behind the ring"""
+    idle: float = 0.02
+    """seconds to sleep after an empty page"""
+    kind_probe_every: int = 0
+    """every N pages, read the stream as a broadcast channel and tail a
+    queue channel (both must be refused; 0 = never)"""
+
+
+@dataclass(frozen=True)
+class StreamDrainParams:
+    """The stream's final phase: tail the whole ring once every post completed."""
+
     channel: str
     batch: int = 200
 
@@ -187,6 +249,9 @@ class HolderParams:
     """on taking the role, list the stranded messages and try to read one (must be refused)"""
     idle: float = 0.05
     """seconds to sleep when nothing was received, or the role is held by another"""
+    together: str | None = None
+    """the run the whole process group holds the role as, receiving at once
+    (competing receivers of one inbox); None: each process takes turns"""
 
 
 @dataclass(frozen=True)
@@ -204,6 +269,9 @@ WorkerParams = (
     | ConsumerParams
     | WaiterParams
     | JoinerParams
+    | TailerParams
+    | StreamerParams
+    | StreamDrainParams
     | DrainParams
     | ClaimerParams
     | QueueDrainParams
@@ -216,6 +284,9 @@ ROLE_PARAMS: dict[str, type[WorkerParams]] = {
     "consumer": ConsumerParams,
     "waiter": WaiterParams,
     "joiner": JoinerParams,
+    "tailer": TailerParams,
+    "streamer": StreamerParams,
+    "stream-drain": StreamDrainParams,
     "drain": DrainParams,
     "claimer": ClaimerParams,
     "queue-drain": QueueDrainParams,

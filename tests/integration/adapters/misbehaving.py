@@ -49,7 +49,7 @@ def hello(rid: int) -> None:
     elif MODE == "queue-only":
         send({"id": rid, "ok": True, "result": {"protocol": 1, "contracts": ["queue"]}})
     elif MODE == "no-known-contract":
-        send({"id": rid, "ok": True, "result": {"protocol": 1, "contracts": ["stream"]}})
+        send({"id": rid, "ok": True, "result": {"protocol": 1, "contracts": ["sharded"]}})
     elif MODE == "refuse-hello":
         error = {"outcome": "definite", "kind": "invalid-argument", "message": "no such store"}
         send({"id": rid, "ok": False, "error": error})

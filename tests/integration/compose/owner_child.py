@@ -1,7 +1,8 @@
 """A runner stand-in for the reap tests: records itself as an owner, brings
-a Redis stack up, prints the project name, and waits to be SIGKILLed.
+a Redis stack up (or, given REPLICAS, a Postgres primary and that many
+replicas), prints the project name, and waits to be SIGKILLed.
 
-python owner_child.py STATES_DIR PARENT_PID
+python owner_child.py STATES_DIR PARENT_PID [REPLICAS]
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ from knell.stores.compose import ComposeStack
 if __name__ == "__main__":
     die_with_parent(int(sys.argv[2]))
     owner = Owner(states=Path(sys.argv[1]))
-    stack = ComposeStack(("redis",), owner=owner, log_dir=Path(sys.argv[1]))
+    replicas = int(sys.argv[3]) if len(sys.argv) > 3 else 0
+    services = ("postgres",) if replicas else ("redis",)
+    stack = ComposeStack(services, owner=owner, log_dir=Path(sys.argv[1]), replicas=replicas)
     stack.up()
     print(stack.project, owner.path, flush=True)
     time.sleep(600)

@@ -20,11 +20,11 @@ pytestmark = [pytest.mark.integration, pytest.mark.compose]
 REPO = Path(__file__).resolve().parents[3]
 
 
-def _start_owner(states: Path) -> subprocess.Popen[str]:
+def _start_owner(states: Path, *extra: str) -> subprocess.Popen[str]:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     return subprocess.Popen(
         [sys.executable, str(Path(__file__).with_name("owner_child.py")), str(states),
-         str(os.getpid())],
+         str(os.getpid()), *extra],
         stdout=subprocess.PIPE,
         text=True,
         env=env,
@@ -79,3 +79,24 @@ def test_reap_after_sigkill_removes_a_dead_runners_stack_only(docker: None, tmp_
         live.down()
         live_owner.close()
     assert leftovers(live.project) == []
+
+
+def test_reap_after_sigkill_removes_a_replicated_stack_replicas_and_all(
+    docker: None, tmp_path: Path
+) -> None:
+    states = tmp_path / "owners"
+    states.mkdir()
+    child = _start_owner(states, "2")
+    try:
+        project, _ = _project_of(child)
+        _sigkill(child)
+        left = leftovers(project)
+        for node in ("postgres-1", "postgres-2"):
+            assert any(f"_{node}_" in r or f"-{node}-" in r for r in left), (node, left)
+        assert any(r.endswith("_pgdata2") for r in left), left
+        removed = reap(states)
+        assert leftovers(project) == [], removed
+    finally:
+        if child.poll() is None:
+            _sigkill(child)
+        reap(states)

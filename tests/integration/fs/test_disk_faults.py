@@ -5,11 +5,11 @@ acknowledged is lost, and the bus serves again after the heal."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
+from tests.histories import events_of
 from tests.integration.conftest import REPO, knell
 from tests.integration.fs.conftest import require_fuse
 
@@ -52,11 +52,7 @@ def test_sqlite_full_refuses_but_never_falsely_acks_under_a_failing_disk(
     assert done.returncode == 0, done.stdout + done.stderr
     assert "verdict: VALID" in done.stdout
     (run,) = [p for p in (reports / f"sqlite-{fault}").iterdir() if p.name != "latest"]
-    events = [
-        json.loads(line)
-        for path in (run / "history").glob("*.jsonl")
-        for line in path.read_text(encoding="utf-8").splitlines()
-    ]
+    events = events_of(run)
     nemesis = [e for e in events if e["process"] == "nemesis"]
     assert not [e for e in nemesis if e["f"] == "fault-failed"]  # each proved itself
     applied = [e["value"] for e in nemesis if e["f"] == fault and e["type"] == "info"]

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.histories import nemesis_events
 from tests.integration.conftest import REPO, knell
 from tests.integration.fs.conftest import require_fuse
 from tests.servers import require_redis
@@ -29,11 +30,7 @@ def test_sqlite_full_survives_power_cuts_that_really_lose_writes(
     assert done.returncode == 0, done.stdout + done.stderr
     assert "verdict: VALID" in done.stdout
     (run,) = [p for p in (reports / f"sqlite-{fault}").iterdir() if p.name != "latest"]
-    events = [
-        json.loads(line)
-        for path in (run / "history").glob("nemesis.*.jsonl")
-        for line in path.read_text(encoding="utf-8").splitlines()
-    ]
+    events = nemesis_events(run)
     cuts = [e["value"] for e in events if e["f"] == fault and e["type"] == "info"]
     assert cuts, "no power cut landed"
     assert all(set(cut["killed"]) == {"producer-1", "producer-2", "consumer-1", "consumer-2"}

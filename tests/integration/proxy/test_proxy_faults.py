@@ -220,3 +220,43 @@ def test_upstream_down_closes_the_client(client: ToxiproxyClient) -> None:
         sock.settimeout(2.0)
         with contextlib.suppress(ConnectionResetError):
             assert sock.recv(10) == b""
+
+
+def test_the_final_sweep_heals_every_link_with_one_listing(
+    client: ToxiproxyClient, echo: EchoServer
+) -> None:
+    """After a run, whatever toxic or disabled proxy a fault left is undone;
+    the sweep lists the proxies once, not two calls per link (a replicated
+    store's run has dozens of links, and every link kind sweeps)."""
+    from knell.nemesis.kind import NemesisContext
+    from knell.nemesis.links import LinkSet
+    from knell.nemesis.partition import Partition
+
+    links = LinkSet(client, None)
+    for name in ("a", "b", "c"):
+        links.add(name, "store", echo.address, ["p"], "echo")
+    client.apply_toxic("a", ToxicSpec("timeout", "upstream", {"timeout": 0}))
+    client.disable("b")
+    recorded: list[tuple[str, str]] = []
+    calls: list[str] = []
+    raw = client._raw
+
+    def counting(method: str, path: str, *args: object, **kwargs: object) -> object:
+        calls.append(f"{method} {path}")
+        return raw(method, path, *args, **kwargs)  # type: ignore[arg-type]
+
+    client._raw = counting  # type: ignore[method-assign]
+    ctx = NemesisContext(
+        scenario=None,  # type: ignore[arg-type]
+        supervisor=None,  # type: ignore[arg-type]
+        record=lambda f, target, **_: recorded.append((f, target)),
+        links={"links": links},
+    )
+    Partition().heal_all(ctx)
+    assert sorted(recorded) == [("partition-end", "a"), ("partition-end", "b")]
+    assert calls[0] == "GET /proxies"
+    assert not any(c.startswith("GET /proxies/") and c.endswith("c") for c in calls)
+    listed = client.proxies()
+    assert all(p.enabled and not p.toxics for p in listed.values())
+    with connect(links.links["a"].listen) as sock:
+        assert roundtrip(sock) < 0.5

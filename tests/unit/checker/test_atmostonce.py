@@ -74,6 +74,31 @@ def test_redelivered_to_the_next_holder() -> None:
     assert "run-1" in r.anomalies[0].message and "run-2" in r.anomalies[0].message
 
 
+def test_two_receivers_of_one_run_handed_the_same_message() -> None:
+    """Competing receivers (a group holding the role together as one run):
+    overlapping receives that both return p:1 are a redelivery, though the
+    run is the same."""
+    h = RoleHistory()
+    h.claim_role("crew-1", R, "crew.together")
+    h.claim_role("crew-2", R, "crew.together")
+    first = h.receive("crew-1", R, "crew.together", [("p:1", 1)])
+    again = h.receive("crew-2", R, "crew.together", [("p:1", 1), ("p:2", 2)])
+    r = run(h, AtMostOnceCheck)
+    assert only(r, "redelivered") == indices([*first, *again])
+
+
+def test_two_receivers_of_one_run_each_given_their_own_pass() -> None:
+    h = RoleHistory()
+    h.claim_role("crew-1", R, "crew.together")
+    h.claim_role("crew-2", R, "crew.together")
+    h.receive("crew-1", R, "crew.together", [("p:1", 1)])
+    h.receive("crew-2", R, "crew.together", [("p:2", 2)])
+    h.read("crew-2", R, "crew.together", "p:2")
+    h.read("crew-1", R, "crew.together", "p:1")
+    assert run(h, AtMostOnceCheck).valid is True
+    assert run(h, ReadRefusalCheck).valid is True
+
+
 # -- read-refusal -----------------------------------------------------------------
 
 

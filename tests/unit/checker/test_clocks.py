@@ -14,7 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import zstandard
 
+from knell.checker import clocks
 from knell.checker.atmostonce import RoleExclusiveCheck, StrandedListedCheck
 from knell.checker.clocks import STORE, ClockTimeline, scan
 from knell.checker.dispatch import run_pass
@@ -379,3 +381,29 @@ def test_a_history_file_is_scanned_for_its_clock_events(tmp_path: Path) -> None:
     path.write_text("".join(json.dumps(e) + "\n" for e in h.events) + "not json\n")
     assert scan(path) == list(jump)
     assert scan(tmp_path / "missing.jsonl") == []
+
+
+@pytest.mark.parametrize("compressed", [False, True], ids=["plain", "zstd"])
+@pytest.mark.parametrize("chunk", [7, 64, 1 << 22])
+def test_the_block_scan_finds_what_a_line_by_line_read_finds(
+    tmp_path: Path, chunk: int, compressed: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # blocks of every size cut lines anywhere (mid-marker included); a torn
+    # last line without a newline and a damaged clock line are both skipped
+    h = QueueHistory()
+    for n in range(1, 6):
+        h.post("sender-1", "jobs", f"p:{n}", n)
+        clock_change(h, "clock-jump", "store", float(n))
+    lines = [json.dumps(e) + "\n" for e in h.events]
+    lines.insert(3, '{"f": "clock-jump", torn\n')
+    text = ("".join(lines) + '{"process": "nemesis", "f": "clock-reset"').encode()
+    path = tmp_path / ("history.jsonl.zst" if compressed else "history.jsonl")
+    if compressed:
+        # a zstd history is written frame by frame; two frames cut mid-line
+        frames = zstandard.ZstdCompressor()
+        path.write_bytes(frames.compress(text[:100]) + frames.compress(text[100:]))
+    else:
+        path.write_bytes(text)
+    expected = [e for e in h.events if e["f"].startswith("clock-")]
+    monkeypatch.setattr(clocks, "_CHUNK", chunk)
+    assert scan(path) == expected

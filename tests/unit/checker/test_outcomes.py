@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from knell.checker import CheckConfig, check_events
 from knell.checker.outcomes import OutcomeCheck
+from knell.checker.windows import FaultWindows
 
 from .builder import History, only, run
 
@@ -65,3 +67,37 @@ def test_a_refused_retry_inside_a_fault_window_is_excused() -> None:
     h.info("p1", "post", {**retry["value"], "error": "timeout"}, channel="events")
     h.nemesis("resume", "p1")
     assert run(h, OutcomeCheck).valid is True
+
+
+def _kept(h: History) -> OutcomeCheck:
+    made: list[OutcomeCheck] = []
+
+    def factory(config: CheckConfig, windows: FaultWindows) -> OutcomeCheck:
+        made.append(OutcomeCheck(config, windows))
+        return made[0]
+
+    check_events(h.events, CheckConfig(), checks=[factory])
+    return made[0]
+
+
+def test_a_landed_message_leaves_no_sighting_or_key_behind() -> None:
+    # memory bounded by what can still matter: a post that landed can never
+    # be failed-but-applied, and its key's landing is already known
+    h = History()
+    for n in range(1, 50):
+        h.post("p1", "events", f"m{n}", n, key=f"m{n}")
+        h.fetch("c1", "w", "events", n - 1, [(n, f"m{n}")])
+    seen_first = h.post_invoke("p1", "events", "m50", key="m50")
+    h.fetch("c1", "w", "events", 49, [(50, "m50")])  # shown before its post completed
+    h.ok("p1", "post", {**seen_first["value"], "seq": 50}, channel="events")
+    check = _kept(h)
+    assert check._seen == {} and check._key_of == {}
+
+
+def test_a_sighting_before_every_attempt_failed_is_kept_as_the_witness() -> None:
+    h = History()
+    inv = h.post_invoke("p1", "events", "m1", key="m1")
+    _, seen = h.fetch("c1", "w", "events", None, [(1, "m1")])
+    fail = h.fail("p1", "post", {**inv["value"], "error": "busy"}, channel="events")
+    r = run(h, OutcomeCheck)
+    assert only(r, "failed-but-applied") == [seen["index"], fail["index"]]

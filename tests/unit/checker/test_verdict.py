@@ -221,3 +221,23 @@ def test_checks_of_an_untested_contract_are_not_applicable_never_a_finding() -> 
     assert Verdict(valid=False, checks=results).not_applicable == []
     assert Verdict(valid=False, checks=results).to_json()["not_applicable"] == []
     assert not_applicable({"my-own-check": True}, ()) == []
+
+
+def test_a_role_check_without_its_role_is_not_applicable() -> None:
+    """tail-continuity judges SSE tailers: a broadcast run without one
+    tests the contract but gives the check nothing, so it is set apart;
+    with a tailer, or roles unknown, it stays; a finding always shows."""
+    from knell.checker import CheckResult, Verdict
+
+    results = {
+        "no-loss": CheckResult(name="no-loss", valid=True),
+        "tail-continuity": CheckResult(name="tail-continuity", valid=True),
+    }
+    roles = ("producer", "consumer")
+    plain = Verdict(valid=True, checks=results, contracts=("broadcast",), roles=roles)
+    assert plain.not_applicable == ["tail-continuity"]
+    tails = Verdict(valid=True, checks=results, contracts=("broadcast",), roles=(*roles, "tailer"))
+    assert tails.not_applicable == []
+    assert Verdict(valid=True, checks=results, contracts=("broadcast",)).not_applicable == []
+    found = {**results, "tail-continuity": CheckResult(name="tail-continuity", valid=False)}
+    assert Verdict(False, checks=found, contracts=("broadcast",), roles=roles).not_applicable == []

@@ -85,6 +85,26 @@ def test_progress_says_faults_as_they_fire_and_heal() -> None:
     assert (role.ok, role.info) == (2, 1)
 
 
+def test_a_step_within_a_fault_in_force_is_said_but_not_fired_again() -> None:
+    """A replica-lag that ends in a failover records the failover under the
+    failover kind's own f, with its own fault number: one fault, not two."""
+    progress = RunProgress(Console(file=io.StringIO(), width=200), plain=True)
+    progress._apply_fs = {"replica-lag": "replica-lag", "failover": "failover"}
+    progress._heal_fs = {"replica-lag-done": "replica-lag", "failover-done": "failover"}
+    t = 10**18
+    progress.observe({"process": "nemesis", "f": "ready", "time": t, "type": "info"})
+    value = {"target": "store", "fault": 0, "kind": "replica-lag", "effect": "degraded"}
+    progress.observe({"process": "nemesis", "f": "replica-lag", "time": t + 10**9,
+                      "type": "info", "value": value})  # fmt: skip
+    step = progress.observe({"process": "nemesis", "f": "failover", "time": t + 2 * 10**9,
+                             "type": "info", "value": {**value, "new": "pg-1"}})  # fmt: skip
+    assert step == "[  2.00 s] fault 0: failover store (in replica-lag store)"
+    assert progress.fired == 1 and progress.open
+    progress.observe({"process": "nemesis", "f": "replica-lag-done", "time": t + 3 * 10**9,
+                      "type": "info", "value": value})  # fmt: skip
+    assert progress.healed == 1 and not progress.open
+
+
 def test_matrix_page_links_every_run(tmp_path: Path, lossy_run: Path) -> None:
     out = tmp_path / "matrix"
     run = out / "runs" / "reference" / "lossy" / lossy_run.name

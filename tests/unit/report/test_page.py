@@ -232,14 +232,20 @@ def test_checks_with_nothing_to_judge_here_are_counted_apart(
     assert results["checks"]["contracts"] == ["broadcast"]
     report = (run / "report.md").read_text(encoding="utf-8")
     assert "| lease-exclusive |" not in report and "| no-loss |" in report
-    assert f"{len(apart)} not applicable (they judge the at-most-once and queue contracts" in report
+    assert (
+        f"{len(apart)} not applicable (they judge the at-most-once and queue and stream" in report
+    )
+    # a broadcast run without SSE tailers: tail-continuity has nothing to judge
+    assert "tail-continuity" in apart
+    assert "tail-continuity judges tailer processes, and it has none" in report
     page = _page(run)
     assert page.count('<span class="pill NA">not applicable</span>') == len(apart)
     assert f"{len(apart)} check(s) not applicable" in page
     judged = len(results["checks"]["checks"]) - len(apart)
     assert f"checks: {judged} judged; {len(apart)} not applicable" in said
     junit = (run / "junit.xml").read_text(encoding="utf-8")
-    assert junit.count("not applicable: its contract is not tested") == len(apart)
+    assert junit.count("not applicable: its contract is not tested") == len(apart) - 1
+    assert junit.count("not applicable: its role is not tested") == 1
 
 
 def test_a_valid_run_counts_only_the_checks_that_apply(tmp_path: Path) -> None:
@@ -252,3 +258,31 @@ def test_a_valid_run_counts_only_the_checks_that_apply(tmp_path: Path) -> None:
     summary = _summary("VALID", rows, [])
     assert summary[0] == "all 1 checks that apply passed on a history that proves something"
     assert "1 check(s) not applicable" in summary[1]
+
+
+def test_a_failover_run_shows_the_primary_lane_and_column(tmp_path: Path) -> None:
+    """Which node served each witness event, and the primary lane at a glance."""
+    from tests.unit.report.conftest import lossy_history
+
+    h = lossy_history()
+    h.events.insert(
+        len(h.events) // 2,
+        {**h.events[len(h.events) // 2], "process": "nemesis", "incarnation": 1,
+         "type": "info", "f": "failover",
+         "value": {"old": "pg-0", "new": "pg-1", "how": "kill", "old_state": "dead"}},
+    )  # fmt: skip
+    for number, event in enumerate(h.events):
+        event["index"] = number
+    run = write_run(tmp_path, h)
+    check_run(run)
+    page = _page(run)
+    assert "<th>primary</th>" in page
+    assert "<td>pg-0</td>" in page or "<td>pg-1</td>" in page
+    assert 'class="lane primary"' in page and ">pg-1</text>" in page
+    md = (run / "report.md").read_text(encoding="utf-8")
+    assert "## Primaries (replicated store)" in md and "| primary |" in md
+
+
+def test_a_run_without_failover_has_no_primary_column(lossy_run: Path) -> None:
+    page = _page(lossy_run)
+    assert "<th>primary</th>" not in page and 'class="lane primary"' not in page

@@ -10,10 +10,12 @@ require that the shipped, generic scenarios catch it, with the check that
 names that promise. ``knell matrix`` runs them and prints the measured
 failure-mode matrix.
 
-One module per store (:mod:`.sqlite`, with :mod:`.queue` and :mod:`.roles`
-for its queue channels and role inboxes and :mod:`.sqlite_disk` for the bugs
+One module per store (:mod:`.sqlite`, with :mod:`.queue`, :mod:`.roles`
+and :mod:`.stream` for its queue channels, role inboxes and stream rings,
+:mod:`.expiry` for message expiry, and :mod:`.sqlite_disk` for the bugs
 only a storage fault reveals; :mod:`.postgres`, :mod:`.redis`;
-:mod:`.bridge` for HTTP bridges, served by ``knell bridge --mutant NAME``;
+:mod:`.bridge`, :mod:`.bridge_tail` and :mod:`.bridge_roles` for HTTP
+bridges, served by ``knell bridge --mutant NAME``;
 :mod:`.stdio` for buses in other languages behind the exec driver), each
 mutant declared once with
 :func:`~knell.buses.mutants.registry.mutant` on its class. A mutant is
@@ -36,7 +38,10 @@ from knell.buses.mutants.registry import MUTANTS, Mutant, mutant
 
 __all__ = ["MUTANTS", "Mutant", "all_mutants", "mutant"]
 
-_OWN = ("sqlite", "sqlite_disk", "queue", "roles", "bridge", "stdio")
+_OWN = (
+    "sqlite", "sqlite_disk", "queue", "roles", "stream", "expiry",
+    "bridge", "bridge_tail", "bridge_roles", "stdio",
+)  # fmt: skip
 
 
 def _modules() -> list[str]:
@@ -47,7 +52,7 @@ def _modules() -> list[str]:
 
     own = [f"{__name__}.{m}" for m in _OWN]
     kinds = [k.mutants for k in registry.kinds().values() if k.mutants is not None]
-    return own[:4] + kinds + own[4:]
+    return own[:5] + kinds + own[5:]
 
 
 def _load(module: str) -> None:

@@ -29,6 +29,7 @@ show only when the bridge dies hard, which is what the chaos does).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import os
@@ -39,12 +40,22 @@ from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
-from knell.buses.contract import AckBeyondHead, Bus, JoinAt, Message, Wake
+from knell.buses.contract import (
+    AckBeyondHead,
+    Bus,
+    Claim,
+    DeadLetter,
+    JoinAt,
+    Message,
+    QueueInfo,
+    Wake,
+)
 from knell.buses.mutants.registry import mutant
 from knell.redact import redact_url
 
 __all__ = [
     "BridgeAckBeforeCommitBus",
+    "BridgeClaimRetrySecondLeaseBus",
     "BridgeCursorWriteBehindBus",
     "BridgeDropsIdempotencyKeyBus",
     "BridgeStaleHeadBus",
@@ -411,3 +422,70 @@ class BridgeCursorWriteBehindBus(_Wrapper):
     def close(self) -> None:
         self._flusher.stop()
         super().close()
+
+
+# -- claiming ----------------------------------------------------------------------
+
+CLAIM_REPLAY_WINDOW = 0.5
+"""Seconds a claim answer is kept for a client's retry of it."""
+
+
+@mutant(
+    "bridge-claim-retry-second-lease",
+    failure_mode="Bridge answers a retried claim from a cache: a second lease on one message",
+    killed_by=("lease-exclusive",),
+    scenarios=("bridge-queue-kill",),
+    rule="A bridge answers every claim from the bus's own claim, never from an answer it kept",
+    store="bridge",
+)
+class BridgeClaimRetrySecondLeaseBus(_Wrapper):
+    """Failure mode: a retried claim is answered with a lease already handed out.
+
+    A client whose claim timed out (its bridge paused, the answer lost)
+    retries it, and the first claim's lease then sits in the store
+    unused until it lapses. This bridge makes the retry "safe": it keeps
+    every claim answer for :data:`CLAIM_REPLAY_WINDOW` seconds and answers
+    the next claim on that channel from it, in the retrying consumer's
+    name, instead of claiming again. But the client sends no request id,
+    so the bridge takes any claim on the channel within the window for the
+    retry: a second consumer gets the message the first one holds, and
+    both work it believing they own it. Proven by ``lease-exclusive``
+    (``two-live-leases``).
+    """
+
+    contracts = ("broadcast", "queue")
+
+    def __init__(self, inner: Bus) -> None:
+        super().__init__(inner)
+        self._q: Any = inner
+        self._lock = threading.Lock()
+        self._kept: dict[str, tuple[float, Claim]] = {}
+
+    def claim(self, channel: str, consumer: str, lease_s: float) -> Claim | None:
+        with self._lock:
+            kept = self._kept.pop(channel, None)
+        if kept is not None and time.monotonic() - kept[0] < CLAIM_REPLAY_WINDOW:
+            return dataclasses.replace(kept[1], consumer=consumer)
+        claim: Claim | None = self._q.claim(channel, consumer, lease_s)
+        if claim is not None:
+            with self._lock:
+                self._kept[channel] = (time.monotonic(), claim)
+        return claim
+
+    def declare_queue(self, channel: str, max_deliveries: int) -> QueueInfo:
+        info: QueueInfo = self._q.declare_queue(channel, max_deliveries)
+        return info
+
+    def renew(self, id: str, consumer: str, lease_s: float) -> Claim:
+        claim: Claim = self._q.renew(id, consumer, lease_s)
+        return claim
+
+    def done(self, id: str, consumer: str) -> None:
+        self._q.done(id, consumer)
+
+    def release(self, id: str, consumer: str) -> None:
+        self._q.release(id, consumer)
+
+    def dead(self, channel: str, after: int = 0, limit: int = 100) -> list[DeadLetter]:
+        letters: list[DeadLetter] = self._q.dead(channel, after, limit)
+        return letters

@@ -22,6 +22,7 @@ from knell.buses.mutants.sqlite import _Mutant
 __all__ = [
     "ReadByAnyRunBus",
     "ReceiveMarksReadBus",
+    "ReceiveUncheckedUpdateBus",
     "RedeliverToNewHolderBus",
     "StrandedMissesDeadRunsBus",
     "StrandedNewestFirstBus",
@@ -173,3 +174,72 @@ class ReceiveMarksReadBus(_Mutant):
             [(now, d.role, d.seq) for d in got],
         )
         return got
+
+
+@mutant(
+    "receive-unchecked-update",
+    failure_mode="receive selects the oldest undelivered messages, then marks them delivered "
+    "without checking that its mark won: two receivers at once get the same message",
+    killed_by=("at-most-once",),
+    scenarios=("atmostonce-concurrent-receivers",),
+    rule="The choice and the mark are one write transaction (or the mark is conditional on "
+    "the message being undelivered and its row count checked)",
+)
+class ReceiveUncheckedUpdateBus(_Mutant):
+    """Failure mode: consume-on-read without checking the update.
+
+    ``receive`` reads the oldest undelivered messages in one statement and
+    writes their delivery rows in a later transaction with ``INSERT OR
+    REPLACE``, so the write never fails and nobody looks at what it
+    replaced. One receiver at a time never notices; two receivers of one
+    inbox (competing workers of one session) both select the same message
+    between a post and the first mark, and both are handed it. Measured on
+    the seed design's first version: 4 processes, 400 messages, dozens
+    delivered twice. Proven by ``at-most-once`` when receivers overlap
+    (``together = true`` holders).
+    """
+
+    def receive(self, run: str, limit: int = 50) -> list[Delivery]:
+        if limit <= 0:
+            return super().receive(run, limit)
+        now = time.time()
+        with self._lock:
+            chosen = self._choose(run, limit, now)
+            if chosen is None:
+                return super().receive(run, limit)  # refused as the reference refuses
+            return self._mark(chosen, run, now)
+
+    def _choose(self, run: str, limit: int, now: float) -> list[Delivery] | None:
+        """The bug, part one: the oldest undelivered messages of the roles
+        ``run`` holds, chosen outside any write (None: it holds none)."""
+        roles = [
+            str(r)
+            for (r,) in self._db.execute(
+                "SELECT role FROM role_holds WHERE run = ? AND expires_at > ? ORDER BY role",
+                (run, now),
+            ).fetchall()
+        ]
+        if not roles:
+            return None
+        chosen: list[Delivery] = []
+        for role in roles:
+            chosen += [
+                Delivery(message_id(role, int(s)), role, int(s), str(b), str(snd), run)
+                for s, b, snd in self._db.execute(
+                    "SELECT m.seq, m.body, m.sender FROM messages m WHERE m.channel = ?1"
+                    " AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.channel = ?1"
+                    " AND d.seq = m.seq) ORDER BY m.seq LIMIT ?2",
+                    (role, limit - len(chosen)),
+                ).fetchall()
+            ]
+        return chosen
+
+    def _mark(self, chosen: list[Delivery], run: str, now: float) -> list[Delivery]:
+        """Part two: the mark always "succeeds", replacing a rival's."""
+        with self._write() as db:
+            db.executemany(
+                "INSERT OR REPLACE INTO deliveries (channel, seq, run, delivered_at)"
+                " VALUES (?, ?, ?, ?)",
+                [(d.role, d.seq, run, now) for d in chosen],
+            )
+        return chosen

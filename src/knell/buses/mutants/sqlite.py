@@ -195,8 +195,15 @@ class NoIdempotencyBus(_Mutant):
     ``idempotency`` (and ``no-duplicate-seq`` sees the id at two seqs).
     """
 
-    def _append(self, channel: str, body: str, sender: str, key: str | None) -> int | None:
-        return super()._append(channel, body, sender, None)  # the bug: the key is dropped
+    def _append(
+        self,
+        channel: str,
+        body: str,
+        sender: str,
+        key: str | None,
+        expires_at: float | None = None,
+    ) -> int | None:
+        return super()._append(channel, body, sender, None, expires_at)  # the bug: no key
 
 
 _LOOSE_SCHEMA = """
@@ -237,15 +244,22 @@ class SeqOutsideLockBus(_Mutant):
     def from_url(cls, url: str) -> SqliteBus:
         return _open(cls, url, path=_loose_store(url))
 
-    def _append(self, channel: str, body: str, sender: str, key: str | None) -> int | None:
+    def _append(
+        self,
+        channel: str,
+        body: str,
+        sender: str,
+        key: str | None,
+        expires_at: float | None = None,
+    ) -> int | None:
         seq = self._head(channel) + 1  # the bug: read outside the write transaction
         with self._write() as db:
             if key is not None and db.execute(_ORIGINAL, (channel, key)).fetchone():
                 return None
             db.execute(
-                "INSERT INTO messages (channel, seq, body, sender, idem_key, posted_at)"
-                " VALUES (?, ?, ?, ?, ?, ?)",
-                (channel, seq, body, sender, key, time.time()),
+                "INSERT INTO messages (channel, seq, body, sender, idem_key, posted_at,"
+                " expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (channel, seq, body, sender, key, time.time(), expires_at),
             )
         return seq
 
@@ -482,9 +496,14 @@ class ErrorAfterCommitBus(_Mutant):
     _posts = 0
 
     def post(
-        self, channel: str, body: str, sender: str, idempotency_key: str | None = None
+        self,
+        channel: str,
+        body: str,
+        sender: str,
+        idempotency_key: str | None = None,
+        expires_at: float | None = None,
     ) -> Message:
-        message = super().post(channel, body, sender, idempotency_key)
+        message = super().post(channel, body, sender, idempotency_key, expires_at)
         self._posts += 1
         if self._posts % 10 == 0:
             raise DefiniteError("sqlite write lock: database is locked (post bookkeeping)")

@@ -137,9 +137,18 @@ class FsyncRetryAcksBus(_Mutant):
     ``sqlite-fsync-error``.
     """
 
-    def _append(self, channel: str, body: str, sender: str, key: str | None) -> int | None:
+    def _append(
+        self,
+        channel: str,
+        body: str,
+        sender: str,
+        key: str | None,
+        expires_at: float | None = None,
+    ) -> int | None:
         try:
-            return super()._append(channel, body, sender, key)
+            if expires_at is None:  # the hook's older form, which a subclass may keep
+                return super()._append(channel, body, sender, key)
+            return super()._append(channel, body, sender, key, expires_at)
         except IndeterminateError as exc:
             if not _fsync_failed(exc.__cause__) or not self._fsync_again():
                 raise

@@ -12,8 +12,11 @@ as simple as a read-eval-print loop.
 Its ``contracts`` are those the adapter declared in its ``hello`` reply
 (the ones knell knows), so ``knell run`` refuses a scenario for a contract
 the adapter lacks before any worker starts, naming the adapter and the
-contract. ``hello`` itself fails only when the adapter declares no contract
-knell can drive, or lacks one the caller asked for with ``require``.
+contract. ``hello`` itself fails only when the adapter declares no
+contract knell can drive, or lacks one the caller asked for with
+``require``. Its ``features`` likewise are those the reply's optional
+``features`` array declares (``expiry``): a feature's arguments go only to
+an adapter that declared it, and are otherwise refused with nothing sent.
 
 Replies are trusted only as far as the protocol goes. The bus's own error
 replies map through the contract's tree; everything else that can go
@@ -43,8 +46,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
-from knell.buses.calls import OperationCalls
-from knell.buses.contract import CONTRACT_METHODS, CONTRACTS, BusError, DefiniteError
+from knell.buses.calls import OperationCalls, refuse_undeclared
+from knell.buses.contract import CONTRACT_METHODS, CONTRACTS, FEATURES, BusError, DefiniteError
 from knell.buses.operations import OPERATIONS
 from knell.buses.stdio.child import EOF, TIMEOUT, AdapterProcess, StderrSink, adapter_env
 from knell.buses.stdio.errors import AdapterError, AdapterStartError, ProblemKind
@@ -123,6 +126,9 @@ class StdioBus(OperationCalls):
         self.require = tuple(require)
         self.contracts: frozenset[str] = frozenset()
         """The contracts the adapter declared in its ``hello`` reply (known ones)."""
+        self.features: frozenset[str] = frozenset()
+        """The optional features the adapter declared in its ``hello`` reply
+        (known ones; none when the reply has no ``features``)."""
         self.hello: dict[str, Any] = {}
         self._env = adapter_env({**os.environ, **(env or {})}, store, PROTOCOL_VERSION)
         self._sink = StderrSink(stderr, stderr_cap)
@@ -178,6 +184,7 @@ class StdioBus(OperationCalls):
         try:
             result = self._exchange(child, 0, "hello", args, _identity, self.start_timeout)
             declared = self._check_hello(result)
+            features = self._check_features(result)
         except AdapterError as exc:
             self._discard()
             raise AdapterStartError(exc.kind, exc.detail, adapter=self.label) from None
@@ -188,6 +195,7 @@ class StdioBus(OperationCalls):
             ) from None
         self.hello = result
         self.contracts = declared
+        self.features = features
 
     def _check_hello(self, result: dict[str, Any]) -> frozenset[str]:
         """The known contracts the hello reply declares; a handshake error
@@ -220,6 +228,23 @@ class StdioBus(OperationCalls):
             )
         return known
 
+    def _check_features(self, result: dict[str, Any]) -> frozenset[str]:
+        """The known features the hello reply declares (an adapter written
+        before features existed declares none); a handshake error when a
+        restarted adapter declares fewer than the first one did."""
+        declared = result.get("features", [])
+        if not isinstance(declared, list) or not all(isinstance(f, str) for f in declared):
+            raise AdapterError("handshake", "hello: result.features must be an array of names")
+        known = frozenset(f for f in declared if f in FEATURES)
+        lost = sorted(self.features - known)
+        if lost:
+            raise AdapterError(
+                "handshake",
+                f"hello: the restarted adapter no longer declares the {', '.join(lost)}"
+                f" feature (it declares: {', '.join(declared) or 'none'})",
+            )
+        return known
+
     def contract_hint(self, contract: str) -> str:
         """How an adapter implements ``contract``, for the runner's refusal
         of a scenario this one cannot serve."""
@@ -227,6 +252,14 @@ class StdioBus(OperationCalls):
         return (
             f"an adapter that implements it lists {contract!r} in its hello reply's "
             f"contracts and serves {ops} (docs/stdio-protocol.md)"
+        )
+
+    def feature_hint(self, feature: str) -> str:
+        """How an adapter serves ``feature``, for the runner's refusal of a
+        scenario that needs it."""
+        return (
+            f"an adapter that serves it lists {feature!r} in its hello reply's features"
+            " (docs/stdio-protocol.md, section 4a)"
         )
 
     def _restart(self) -> AdapterProcess:
@@ -377,6 +410,9 @@ class StdioBus(OperationCalls):
         request's ``args``, the reply's result is read by the row's wire
         type (the methods themselves are :class:`OperationCalls`)."""
         op = OPERATIONS[name]
+        refuse_undeclared(
+            name, values, lambda: self.features, lambda: f"the adapter ({self.label})"
+        )
         timeout = self.timeout + op.blocking_seconds(values)
         return self._call(name, op.encode_args(values), functools.partial(decode, name), timeout)
 

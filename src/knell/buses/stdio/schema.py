@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from knell.buses.contract import CONTRACTS
+from knell.buses.contract import CONTRACTS, FEATURES
 from knell.buses.operations import ERROR_KINDS, OPERATIONS, RECORDS, SHARED_TYPES, Operation
 from knell.buses.stdio.wire import PROTOCOL_VERSION
 
@@ -53,10 +53,21 @@ def _args(op: Operation) -> dict[str, Any]:
     properties: dict[str, Any] = {}
     for arg in op.args:
         use = arg.type.schema_use()
-        properties[arg.name] = {"description": arg.doc, **use} if arg.doc else use
+        doc = arg.doc
+        if arg.feature is not None:
+            doc = (
+                (
+                    f"{doc} Sent only to an adapter whose hello reply declares the {arg.feature}"
+                    f" feature, and then only when not {arg.default!r}: left out means"
+                    f" {arg.default!r}."
+                )
+                .replace("None", "null")
+                .replace("False", "false")
+            )
+        properties[arg.name] = {"description": doc, **use} if doc else use
     return {
         "type": "object",
-        "required": [arg.name for arg in op.args],
+        "required": [arg.name for arg in op.args if arg.feature is None],
         "additionalProperties": False,
         "properties": properties,
     }
@@ -128,6 +139,13 @@ _HELLO_RESULT = {
             "type": "array",
             "items": {"$ref": "#/$defs/contract"},
             "minItems": 1,
+        },
+        "features": {
+            "description": f"The optional features the adapter serves ({', '.join(FEATURES)}):"
+            " knell sends a feature's arguments only to an adapter that lists it, and refuses a"
+            " scenario that needs one it does not. Left out: none. Unknown names are ignored.",
+            "type": "array",
+            "items": _KIND,
         },
         "bus": {"description": "A name for the bus, for reports.", "type": "string"},
         "version": {"type": "string"},

@@ -19,6 +19,15 @@ known), the final listing and the drain. When the final list is full (the
 cap is 50) a message that may lie beyond the cap cannot be judged: the
 result is then "unknown", with the reason, as it is without a completed
 final phase.
+
+What it keeps, and for how long: per message its post invoke and the proof
+that it landed (packed, :mod:`knell.checker.keep`), and the messages read,
+for the whole run: a message vanished only if the last listing after the
+final phase lacks it, so none can be forgotten before the end.
+
+A message posted with ``expires_at`` (counted as ``expiring``) is not
+judged here: an expired message is rightly never delivered, which
+:mod:`knell.checker.expiry` judges by the store's clock.
 """
 
 from __future__ import annotations
@@ -29,6 +38,7 @@ from knell.buses.contract import STRANDED_CAP
 from knell.checker.atmostonce.book import Delivered, Key, RoleCheck
 from knell.checker.base import CheckResult, witness
 from knell.checker.consumer import on, on_op
+from knell.checker.keep import Held, keep
 from knell.history import Event
 
 __all__ = ["NothingVanishesCheck"]
@@ -44,7 +54,7 @@ class NothingVanishesCheck(RoleCheck):
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
         # per channel: id -> [post invoke, post ok or the receive that showed it]
-        self._posts: dict[Any, dict[Any, list[Event | None]]] = {}
+        self._posts: dict[Any, dict[Any, list[Held | None]]] = {}
         self._was_read: set[Key] = set()
         self._listing: dict[Any, Event] = {}  # process -> its last stranded listing
         self._final: dict[Any, tuple[Event, Event | None]] = {}  # role -> (drain ok, listing)
@@ -59,9 +69,9 @@ class NothingVanishesCheck(RoleCheck):
         if rec is None:
             rec = by_id[mid] = [None, None]
         if event["type"] == "invoke":
-            rec[0] = rec[0] or event
+            rec[0] = rec[0] or keep(event)
         elif rec[1] is None or rec[1]["f"] != "post":
-            rec[1] = event
+            rec[1] = keep(event)
 
     def delivery(
         self, key: Key, first: Delivered | None, invoke: Event | None, done: Event
@@ -97,7 +107,7 @@ class NothingVanishesCheck(RoleCheck):
             self._failed[role] = event
 
     def result(self) -> CheckResult:
-        counts = {"messages": 0, "read": 0, "listed": 0, "unresolved": 0}
+        counts = {"messages": 0, "read": 0, "listed": 0, "unresolved": 0, "expiring": 0}
         reasons: list[str] = []
         for role in sorted(self.roles, key=str):
             final = self._final.get(role)
@@ -113,6 +123,9 @@ class NothingVanishesCheck(RoleCheck):
                 if proof is None:
                     continue  # never known to have landed
                 if post is not None and began is not None and post["time"] >= began:
+                    continue
+                if post is not None and "expires_at" in post["value"]:
+                    counts["expiring"] += 1  # may rightly never be delivered: see the expiry check
                     continue
                 counts["messages"] += 1
                 if (role, mid) in self._was_read:

@@ -26,6 +26,10 @@ the claim that should have returned it.
 
 The queue's final phase makes this decisive: its claims come after every
 lease has had time to lapse, and run alone.
+
+A message posted with ``expires_at`` is not judged here: once expired it
+is rightly never claimable again, which :mod:`knell.checker.expiry`
+judges by the store's clock.
 """
 
 from __future__ import annotations
@@ -78,6 +82,7 @@ class LeaseExpiryCheck(QueueCheck):
         super().__init__(*args)
         self._channels: dict[Any, _Channel] = {}
         self._pending_posts: dict[tuple[Any, Any], int] = {}
+        self._expiring: set[Any] = set()  # ids posted with expires_at: not judged here
         self._judged = 0
 
     def _channel(self, channel: Any) -> _Channel:
@@ -90,6 +95,11 @@ class LeaseExpiryCheck(QueueCheck):
 
     @on("post", "invoke", "ok")
     def _post(self, event: Event) -> None:
+        if "expires_at" in event["value"]:
+            # whether it had to come back depends on when it expired: the
+            # expiry check judges it (knell.checker.expiry)
+            self._expiring.add(event["value"]["id"])
+            return
         ch = self._channels.get(event["channel"])
         if ch is None:
             return  # not (yet) known as a queue: see _adopt
@@ -151,6 +161,8 @@ class LeaseExpiryCheck(QueueCheck):
         if lease is not None:
             mid = done["value"]["id"]
             msg = ch.msgs.get(mid)
+            if msg is None and mid in self._expiring:
+                return
             if msg is None:
                 # posted before its channel was known as a queue: adopt it, its
                 # claim as the proof that it landed (every unknown claim counts)

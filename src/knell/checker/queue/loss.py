@@ -18,6 +18,17 @@ the last dead-letter listing, and the final drain.
 
 Without a completed final drain for a channel, messages not yet done are
 undecided: the result is "unknown", with the reason.
+
+What it keeps, and for how long: per message its post invoke and the proof
+that it landed (packed, :mod:`knell.checker.keep`), its last claim and its
+state, for the whole run, on every channel. Which channels are queues is
+known only once one is declared or claimed, which may come after its first
+posts, and a message is lost only when the final phase finds the queue
+empty, so none can be forgotten before the end.
+
+A message posted with ``expires_at`` (counted as ``expiring``) is not
+judged here: an expired message is rightly neither done nor dead, which
+:mod:`knell.checker.expiry` judges by the store's clock.
 """
 
 from __future__ import annotations
@@ -26,6 +37,7 @@ from typing import Any, ClassVar
 
 from knell.checker.base import CheckResult, witness
 from knell.checker.consumer import on, on_op
+from knell.checker.keep import keep
 from knell.checker.queue.book import Lease, QueueCheck
 from knell.history import Event
 
@@ -61,9 +73,9 @@ class QueueLossCheck(QueueCheck):
         msg = self._msg(event["channel"], event["value"]["id"])
         if event["type"] == "invoke":
             if msg[0] is None:
-                msg[0] = event
+                msg[0] = keep(event)
         elif msg[1] is None or msg[1]["f"] != "post":
-            msg[1] = event
+            msg[1] = keep(event)
 
     def claimed(self, invoke: Event | None, done: Event, lease: Lease | None) -> None:
         self._queues.add(done["channel"])
@@ -115,7 +127,14 @@ class QueueLossCheck(QueueCheck):
             self._drain_failed[channel] = event
 
     def result(self) -> CheckResult:
-        counts = {"messages": 0, "done": 0, "maybe-done": 0, "dead": 0, "unresolved": 0}
+        counts = {
+            "messages": 0,
+            "done": 0,
+            "maybe-done": 0,
+            "dead": 0,
+            "unresolved": 0,
+            "expiring": 0,
+        }
         reasons: list[str] = []
         for channel in sorted(self._queues, key=str):
             drained = self._drained.get(channel)
@@ -126,6 +145,9 @@ class QueueLossCheck(QueueCheck):
                     continue  # never known to have landed
                 if post is not None and began is not None and post["time"] >= began:
                     continue  # posted after the final phase began
+                if post is not None and "expires_at" in post["value"]:
+                    counts["expiring"] += 1  # may rightly be gone: the expiry check's to judge
+                    continue
                 counts["messages"] += 1
                 if state is not None:
                     counts[state] += 1

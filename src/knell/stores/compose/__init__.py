@@ -12,6 +12,10 @@ Where to look:
 
 * :mod:`.stack` -- :class:`ComposeStack`, one run's stack: up, URLs, down;
 * :mod:`.store` -- :class:`ComposeStore`, one store behind the Store verbs;
+* a store kind's replicated form in containers (``replicas``, with
+  docker-compose.replicated.yml) is the kind's own, reached through
+  :meth:`~knell.stores.kind.StoreKind.compose_replicated` (Postgres:
+  :mod:`knell.stores.postgres.composed`);
 * :mod:`.faults` -- container faults (kill, pause, restart, disconnect);
 * :mod:`.command` -- the one wrapper around ``docker compose`` / ``docker-compose``;
 * :mod:`.images` -- official vs air-gapped images, building them;

@@ -105,8 +105,9 @@ class ComposedStore(Store):
 
 def compose_store(
     table: ComposeTable, run_dir: Path, owner: Owner | None, *, poll: float, timeout: float
-) -> ComposedStore:
-    """The compose store a scenario's ``[store]`` table asks for."""
+) -> Store:
+    """The compose store a scenario's ``[store]`` table asks for (with
+    ``replicas``: the kind's replicated form, which can fail over)."""
     from knell.stores import registry
     from knell.stores.compose.options import ComposeOptions
     from knell.stores.compose.store import ComposeStore
@@ -116,6 +117,21 @@ def compose_store(
         able = " or ".join(k.name for k in registry.kinds().values() if "compose" in k.provisions)
         raise StoreError(f"provider = compose runs {able}, not {table.kind}")
     options = ComposeOptions.model_validate(table.compose_options())
+    own = getattr(table, "model_extra", None) or {}
+    replicas = int(own.get("replicas") or 0)
+    if replicas:
+
+        def make(count: int, env: dict[str, str]) -> ComposeStore:
+            return ComposeStore(
+                table.kind,
+                options=options,
+                owner=owner,
+                log_dir=run_dir / "store",
+                replicas=count,
+                env=env,
+            )
+
+        return kind.compose_replicated(own, make, run_dir, poll=poll, timeout=timeout)
     inner = ComposeStore(
         table.kind,
         options=options,

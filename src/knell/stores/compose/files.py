@@ -15,10 +15,12 @@ from pathlib import Path
 
 from knell.stores.compose.errors import ComposeError
 
-__all__ = ["AIRGAP_FILE", "BASE_FILE", "compose_dir"]
+__all__ = ["AIRGAP_FILE", "BASE_FILE", "REPLICATED_FILE", "compose_dir"]
 
 BASE_FILE = "docker-compose.yml"
 AIRGAP_FILE = "docker-compose.airgap.yml"
+REPLICATED_FILE = "docker-compose.replicated.yml"
+"""A primary's streaming replicas (``[store] replicas``)."""
 _CHECKOUT = Path(__file__).resolve().parents[4] / "compose"
 
 

@@ -25,7 +25,18 @@ from dataclasses import dataclass
 
 from knell.stores.compose.errors import StackFailed
 
-__all__ = ["API_PORT", "LINKS", "STORE_PORTS", "Link", "create_link"]
+__all__ = [
+    "API_PORT",
+    "LINKS",
+    "STORE_PORTS",
+    "Link",
+    "add_toxic",
+    "companion_links",
+    "create_link",
+    "remove_toxic",
+    "replica_links",
+    "set_enabled",
+]
 
 API_PORT = 8474
 
@@ -64,6 +75,63 @@ STORE_PORTS, LINKS = _from_kinds()
 """Each store service's port, and its link, as its kind declares them
 (:class:`~knell.stores.kind.ComposeService`). The listen ports must match
 the toxiproxy ports of docker-compose.yml."""
+
+
+def replica_links(service: str, replicas: int) -> dict[str, Link]:
+    """The links in front of ``service``'s replicas (``<service>-1`` ..):
+    one per node, listening on the ports after the primary's link
+    (15433, 15434 for Postgres), as docker-compose.replicated.yml
+    publishes them, so a client of any node still goes through the proxy."""
+    first = LINKS[service]
+    port = STORE_PORTS[service]
+    return {
+        f"{service}-{i}": Link(f"{service}-{i}", first.listen_port + i, f"{service}-{i}:{port}")
+        for i in range(1, replicas + 1)
+    }
+
+
+def companion_links(service: str) -> dict[str, Link]:
+    """The links in front of the services that run beside ``service``'s
+    replicas (:attr:`~knell.stores.kind.ComposeService.companions`), so a
+    client's way to them goes through the proxy too."""
+    from knell.stores import registry
+
+    declared = registry.get(service).compose
+    companions = declared.companions if declared is not None else ()
+    return {name: Link(name, link_port, f"{name}:{port}") for name, port, link_port in companions}
+
+
+def set_enabled(api: str, name: str, enabled: bool, *, timeout: float = 10) -> None:
+    """Enable or disable the proxy ``name`` (a disabled proxy closes every
+    connection through it and refuses new ones)."""
+    try:
+        status, _ = _call("POST", f"{api}/proxies/{name}", {"enabled": enabled}, timeout)
+    except (OSError, ValueError) as exc:
+        raise StackFailed(f"toxiproxy at {api}: setting link {name!r} failed: {exc}") from None
+    if status not in (200, 201):
+        raise StackFailed(f"toxiproxy at {api}: setting link {name!r} answered {status}")
+
+
+def add_toxic(api: str, name: str, toxic: dict[str, object], *, timeout: float = 10) -> None:
+    """Add ``toxic`` (Toxiproxy's JSON: ``name``, ``type``, ``stream``,
+    ``attributes``) to the proxy ``name``: a store's own use of a link
+    (holding its replication back), not a run's network fault."""
+    try:
+        status, _ = _call("POST", f"{api}/proxies/{name}/toxics", toxic, timeout)
+    except (OSError, ValueError) as exc:
+        raise StackFailed(f"toxiproxy at {api}: a toxic on link {name!r} failed: {exc}") from None
+    if status not in (200, 201):
+        raise StackFailed(f"toxiproxy at {api}: a toxic on link {name!r} answered {status}")
+
+
+def remove_toxic(api: str, name: str, toxic: str, *, timeout: float = 10) -> None:
+    """Remove the toxic ``toxic`` from the proxy ``name`` (gone already: fine)."""
+    try:
+        status, _ = _call("DELETE", f"{api}/proxies/{name}/toxics/{toxic}", None, timeout)
+    except (OSError, ValueError) as exc:
+        raise StackFailed(f"toxiproxy at {api}: removing {toxic!r} failed: {exc}") from None
+    if status not in (200, 204, 404):
+        raise StackFailed(f"toxiproxy at {api}: removing {toxic!r} answered {status}")
 
 
 def _call(method: str, url: str, body: object | None, timeout: float) -> tuple[int, object]:

@@ -13,6 +13,10 @@ without colliding. Its life:
    record each container, network and volume, wait for every healthcheck,
    create the links through Toxiproxy (:mod:`.links`) and probe each store
    through its link (:mod:`.probes`).
+   With ``replicas`` (one store service only), docker-compose.replicated.yml
+   is added and the replica services (``postgres-1`` ..) come up too, each
+   with a link of its own (:func:`.links.replica_links`), and so do the
+   services the kind runs beside them (:func:`.links.companion_links`).
 2. **use**: :meth:`ComposeStack.url` gives the URL a bus driver opens (the
    store through its link), :attr:`ComposeStack.toxiproxy_url` the API for
    network faults, :attr:`ComposeStack.faults` the container faults.
@@ -43,9 +47,16 @@ from knell.stores.compose.command import ComposeCommand
 from knell.stores.compose.engine import client
 from knell.stores.compose.errors import ComposeError, StackFailed
 from knell.stores.compose.faults import ContainerFaults
-from knell.stores.compose.files import AIRGAP_FILE, BASE_FILE, compose_dir
+from knell.stores.compose.files import AIRGAP_FILE, BASE_FILE, REPLICATED_FILE, compose_dir
 from knell.stores.compose.labels import PROJECT, SERVICE, OwnerTag
-from knell.stores.compose.links import API_PORT, LINKS, STORE_PORTS, create_link
+from knell.stores.compose.links import (
+    API_PORT,
+    LINKS,
+    Link,
+    companion_links,
+    create_link,
+    replica_links,
+)
 from knell.stores.compose.options import ComposeOptions
 from knell.stores.compose.probes import probe_of
 
@@ -79,6 +90,8 @@ class ComposeStack:
         log_dir: Path | None = None,
         images: Mapping[str, img.ImageSpec] | None = None,
         say: Say = lambda _: None,
+        replicas: int = 0,
+        env: Mapping[str, str] | None = None,
     ) -> None:
         unknown = [s for s in services if s not in LINKS]
         if unknown or not services:
@@ -86,6 +99,22 @@ class ComposeStack:
                 f"store services {list(services)!r}: choose one or more of {', '.join(STORES)}"
             )
         self.services = tuple(dict.fromkeys(services))
+        self.replicas = replicas
+        self.env = dict(env or {})
+        """Variables for the compose files beyond the options' own (a
+        replicated Postgres's synchronous settings)."""
+        """Streaming replicas of the (one) store service, from
+        docker-compose.replicated.yml (``postgres-1`` ..)."""
+        self.links: dict[str, Link] = {s: LINKS[s] for s in self.services}
+        """Every store node's link: each store service's, then its replicas'."""
+        if replicas:
+            if len(self.services) != 1:
+                raise ComposeError(
+                    f"replicas = {replicas}: a replicated stack runs one store, "
+                    f"not {list(self.services)!r}"
+                )
+            self.links.update(replica_links(self.services[0], replicas))
+            self.links.update(companion_links(self.services[0]))
         self.options = options or ComposeOptions()
         self.owner = owner
         self.tag = OwnerTag.of(owner)
@@ -101,6 +130,11 @@ class ComposeStack:
         """Seconds spent: ``base``, ``wheels``, ``build``, ``up``, ``healthy``, ``down``."""
         self.faults = ContainerFaults(self)
         self._image_overrides = dict(images or {})
+        if replicas:
+            # Only the knell-built image makes a replica of its primary
+            # (its entrypoint's replica mode), whatever the other images.
+            for service in self.services:
+                self._image_overrides.setdefault(service, img.airgap_images(self.dir)[service])
         self._started = False
         self._ids: dict[str, str] = {}
 
@@ -123,6 +157,8 @@ class ComposeStack:
         files = [self.dir / BASE_FILE]
         if self.airgap:
             files.append(self.dir / AIRGAP_FILE)
+        if self.replicas:
+            files.append(self.dir / REPLICATED_FILE)
         return files + [Path(f).resolve() for f in self.options.files]
 
     def up(self) -> None:
@@ -140,11 +176,11 @@ class ComposeStack:
             self.airgap = self._decide_airgap()
             self._prepare_images()
             begun = time.monotonic()
-            self._compose(["up", "-d", "--no-build", *self.services, PROXY], timeout=UP_TIMEOUT)
+            self._compose(["up", "-d", "--no-build", *self.links, PROXY], timeout=UP_TIMEOUT)
             self._record_resources()
             self.wait_healthy()
-            for service in self.services:
-                create_link(self.toxiproxy_url, LINKS[service])
+            for link in self.links.values():
+                create_link(self.toxiproxy_url, link)
             self.wait_ready()
             self.timings["up"] = time.monotonic() - begun
         except BaseException:
@@ -179,7 +215,7 @@ class ComposeStack:
 
     def _compose(self, args: list[str], *, timeout: float) -> str:
         assert self.compose is not None
-        env = {**os.environ, **self.tag.env(), **self.options.store_env()}
+        env = {**os.environ, **self.tag.env(), **self.options.store_env(), **self.env}
         for service, image in self.images.items():
             env[img.ENV_VARS[service]] = image
         return self.compose.run(
@@ -269,6 +305,16 @@ class ComposeStack:
             raise StackFailed(f"{self.project}: no network (is the stack up?)")
         return found[0]
 
+    def ip(self, service: str) -> str:
+        """``service``'s address on the project's network (what its peers
+        inside the stack, and a Sentinel, know it by)."""
+        container = self.container(service)
+        networks: dict[str, Any] = container.attrs["NetworkSettings"]["Networks"] or {}
+        for settings in networks.values():
+            if settings.get("IPAddress"):
+                return str(settings["IPAddress"])
+        raise StackFailed(f"{self.project}: {service} has no address on the stack's network")
+
     def published(self, service: str, port: int) -> int:
         """The 127.0.0.1 host port where ``service``'s ``port`` is published."""
         container = self.container(service)
@@ -283,18 +329,27 @@ class ComposeStack:
         """Where to reach a store: through its Toxiproxy link (the default,
         what workers use), or ``direct`` at the store's own published port
         (which moves when the container restarts)."""
-        if service not in self.services:
-            raise ComposeError(f"{service!r} is not a store of this stack ({self.services})")
+        if service not in self.links:
+            raise ComposeError(f"{service!r} is not a store of this stack ({tuple(self.links)})")
         if direct:
-            return "127.0.0.1", self.published(service, STORE_PORTS[service])
-        return "127.0.0.1", self.published(PROXY, LINKS[service].listen_port)
+            return "127.0.0.1", self.published(service, self.port_of(service))
+        return "127.0.0.1", self.published(PROXY, self.links[service].listen_port)
+
+    def port_of(self, service: str) -> int:
+        """The port ``service`` listens on in its container (its link's
+        upstream's: a companion's differs from its kind's)."""
+        return int(self.links[service].upstream.rpartition(":")[2])
+
+    def kind_of(self, service: str) -> str:
+        """The store kind a node service runs (``postgres-1``: ``postgres``)."""
+        return service if service in LINKS else self.services[0]
 
     def url(self, service: str, *, direct: bool = False) -> str:
         """The URL a bus driver opens for ``service``."""
         from knell.stores import registry
 
         host, port = self.address(service, direct=direct)
-        declared = registry.get(service).compose
+        declared = registry.get(self.kind_of(service)).compose
         assert declared is not None  # a service of the stack is a compose kind
         return declared.url.format(host=host, port=port)
 
@@ -305,7 +360,7 @@ class ComposeStack:
 
     def link_name(self, service: str) -> str:
         """The Toxiproxy proxy in front of ``service``."""
-        return LINKS[service].name
+        return self.links[service].name
 
     # -- waiting ------------------------------------------------------------
 
@@ -314,7 +369,7 @@ class ComposeStack:
     ) -> None:
         """Wait until every container's healthcheck passes; a container
         that exits fails at once, with its last log lines."""
-        names = list(services or (*self.services, PROXY))
+        names = list(services or (*self.links, PROXY))
         limit = timeout or self.options.health_timeout
         start = time.monotonic()
         deadline = start + limit
@@ -345,10 +400,10 @@ class ComposeStack:
 
     def wait_ready(self, services: Sequence[str] | None = None, timeout: float = 60) -> None:
         """Wait until each store answers its protocol probe through its link."""
-        names = list(services or self.services)
+        names = list(services or self.links)
         deadline = time.monotonic() + timeout
         for service in names:
-            probe = probe_of(service)
+            probe = probe_of(self.kind_of(service))
             while not probe(*self.address(service), 1.0):
                 if time.monotonic() > deadline:
                     raise StackFailed(
@@ -363,7 +418,7 @@ class ComposeStack:
             host, port = self.address(service, direct=direct)
         except StackFailed:
             return False
-        return probe_of(service)(host, port, timeout)
+        return probe_of(self.kind_of(service))(host, port, timeout)
 
     # -- records ------------------------------------------------------------
 

@@ -33,10 +33,18 @@ class ComposeStore:
         owner: Owner | None = None,
         log_dir: Path | None = None,
         images: Mapping[str, ImageSpec] | None = None,
+        replicas: int = 0,
+        env: Mapping[str, str] | None = None,
     ) -> None:
         self.kind = kind
         self.stack = ComposeStack(
-            (kind,), options=options, owner=owner, log_dir=log_dir, images=images
+            (kind,),
+            options=options,
+            owner=owner,
+            log_dir=log_dir,
+            images=images,
+            replicas=replicas,
+            env=env,
         )
 
     def start(self) -> None:

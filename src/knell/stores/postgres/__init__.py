@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import re
 import struct
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import field_validator, model_validator
 
@@ -105,9 +106,11 @@ class PostgresKind(StoreKind):
     greeting = Greeting(struct.pack("!ii", 8, 80877103), (b"N", b"S"))
     faults = {
         "private": frozenset({"crash", "pause"}),
-        "replicated": frozenset({"crash", "pause", "failover"}),
+        "replicated": frozenset({"crash", "pause", "failover", "split-brain", "replica-lag"}),
         "existing": frozenset({"crash"}),
         "compose": _ALL_FAULTS,
+        # A primary and replicas in containers (knell.stores.postgres.composed).
+        "compose-replicated": frozenset({"failover"}),
     }
     frozen_client_stalls = True
     bench = "knell.stores.postgres.bench:PostgresBench"
@@ -120,6 +123,7 @@ class PostgresKind(StoreKind):
         official_image="postgres:15-bookworm",
         image_variable="KNELL_POSTGRES_IMAGE",
         url="postgresql://knell:knell@{host}:{port}/knell",
+        replicas=2,
     )
     capability = "run on a private Postgres server"
 
@@ -227,6 +231,21 @@ class PostgresKind(StoreKind):
         authentication request (``R``), one still starting or recovering
         with an error (``E``)."""
         return ready(host, port, timeout)
+
+    def compose_replicated(
+        self,
+        options: dict[str, Any],
+        make: Callable[[int, dict[str, str]], Any],
+        run_dir: Path,
+        *,
+        poll: float,
+        timeout: float,
+    ) -> Store:
+        """A primary and streaming replicas in containers
+        (:mod:`knell.stores.postgres.composed`)."""
+        from knell.stores.postgres.composed import composed
+
+        return composed(options, make, run_dir, poll=poll, timeout=timeout)
 
     def namespace_pattern(self) -> re.Pattern[str]:
         from knell.stores.postgres.bus import SCHEMA_NAME

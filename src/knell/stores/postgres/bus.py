@@ -1,10 +1,15 @@
 """The Postgres bus: the reference contracts on a Postgres server.
 
-Broadcast channels are this module; queue channels and role inboxes are
-its two mixins (:mod:`.queue`, :mod:`.roles`), on the
-same log. A channel's kind (:mod:`.kinds`) is fixed by
+Broadcast channels are this module; queue channels, role inboxes and
+stream rings are its three mixins (:mod:`.queue`, :mod:`.roles`,
+:mod:`.stream`), on the same log. A channel's kind (:mod:`.kinds`) is fixed by
 ``subscribe`` and checked by fetch, ack and cursor (a cached lookup);
-``post`` never looks, so the append below stays one statement.
+``post`` never refuses a kind, and the append below stays one statement:
+on a channel this bus knows is not a stream it is the plain append; on
+one it knows is a stream it is the ring's append (:mod:`.stream`), which
+trims the ring in the same statement; on one whose kind it has not seen
+it is the plain append guarded by "not a stream" (nothing appended on a
+stream: the post looks the kind up and takes the ring's append).
 
 Many OS processes, each with its own connection, write at once. No
 read-modify-write is ever decided on the client: each is one autocommit
@@ -80,6 +85,7 @@ missing), so several runs can share one server.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import os
 import re
@@ -96,8 +102,10 @@ from psycopg import conninfo as pg_conninfo
 from knell.buses._netopts import redact, split_url
 from knell.buses.contract import (
     BROADCAST,
+    EXPIRY,
     QUEUE,
     ROLES,
+    STREAM,
     AckBeyondHead,
     BusError,
     DefiniteError,
@@ -108,8 +116,9 @@ from knell.buses.contract import (
 )
 from knell.buses.leases import DEFAULT_MAX_DELIVERIES
 from knell.stores.postgres.kinds import KINDS_DDL, PgKinds
-from knell.stores.postgres.queue import QUEUE_DDL, PostgresQueue
+from knell.stores.postgres.queue import NOW, QUEUE_DDL, PostgresQueue
 from knell.stores.postgres.roles import ROLES_DDL, PostgresRoles
+from knell.stores.postgres.stream import PostgresStream
 
 __all__ = ["SCHEMA_NAME", "PostgresBus", "open_postgres", "rolled_back", "schema_sql"]
 
@@ -129,6 +138,7 @@ CREATE TABLE IF NOT EXISTS {s}.messages (
     sender text NOT NULL,
     idem_key text,
     posted_at double precision NOT NULL,
+    expires_at double precision,
     PRIMARY KEY (channel, seq)
 );
 CREATE UNIQUE INDEX IF NOT EXISTS messages_idem
@@ -146,8 +156,8 @@ CREATE TABLE IF NOT EXISTS {s}.cursors (
 
 _APPEND = (
     "WITH appended AS ("
-    "INSERT INTO {s}.messages (channel, seq, body, sender, idem_key, posted_at)"
-    " SELECT %s, COALESCE(MAX(seq), 0) + 1, %s, %s, %s, %s"
+    "INSERT INTO {s}.messages (channel, seq, body, sender, idem_key, posted_at, expires_at)"
+    " SELECT %s, COALESCE(MAX(seq), 0) + 1, %s, %s, %s, %s, %s"
     " FROM {s}.messages WHERE channel = %s"
     " ON CONFLICT DO NOTHING RETURNING seq)"
     " SELECT seq, CASE WHEN %s::text IS NOT NULL THEN pg_notify(%s, %s) END"
@@ -158,6 +168,15 @@ docstring); a notification only when a row was appended, delivered at
 commit. No row back: a seq or the key was taken, nothing was written.
 Positional parameters: named ones cost the client a fifth more time per
 post in psycopg."""
+_GUARDED_APPEND = _APPEND.replace(
+    " FROM {s}.messages WHERE channel = %s",
+    " FROM {s}.messages WHERE channel = %s HAVING NOT EXISTS"
+    " (SELECT 1 FROM {s}.channels WHERE channel = %s AND kind = 'stream')",
+)
+"""The append on a channel whose kind this bus has not seen: it appends
+nothing on a stream (whose posts must trim the ring, :mod:`.stream`), and
+the post then looks the kind up. One primary-key probe more than the
+plain append; a known broadcast, queue or role channel skips it."""
 _ORIGINAL = "SELECT seq, body, sender FROM {s}.messages WHERE channel = %s AND idem_key = %s"
 _SUBSCRIBE = (
     "INSERT INTO {s}.cursors (handle, channel, acked)"
@@ -180,15 +199,21 @@ APPEND_RETRIES = 100
 """A post that lost this many races in a row gives up (definitely not
 appended): each lost race means another post of the channel committed."""
 
+UNEXPIRED = f"(expires_at IS NULL OR expires_at > {NOW})"
+"""SQL: a message row is not expired by the server's clock (the clock the
+leases use, read when evaluated); a message without ``expires_at`` never
+expires. Every liveness read filters with it *in the query*, so a page is
+still full of live messages."""
+
 _FETCH_FROM_CURSOR = (
     "SELECT c.acked, m.seq, m.body, m.sender, m.idem_key FROM {s}.cursors c"
     " LEFT JOIN LATERAL (SELECT seq, body, sender, idem_key FROM {s}.messages"
-    " WHERE channel = c.channel AND seq > c.acked ORDER BY seq LIMIT %s) m ON true"
+    " WHERE channel = c.channel AND seq > c.acked AND @LIVE ORDER BY seq LIMIT %s) m ON true"
     " WHERE c.handle = %s AND c.channel = %s ORDER BY m.seq"
 )
 _FETCH_AFTER = (
     "SELECT seq, body, sender, idem_key FROM {s}.messages"
-    " WHERE channel = %s AND seq > %s ORDER BY seq LIMIT %s"
+    " WHERE channel = %s AND seq > %s AND @LIVE ORDER BY seq LIMIT %s"
 )
 _HEAD = "SELECT COALESCE(MAX(seq), 0) FROM {s}.messages WHERE channel = %s"
 _CURSOR = "SELECT acked FROM {s}.cursors WHERE handle = %s AND channel = %s"
@@ -197,7 +222,7 @@ _ARM = (
     " CROSS JOIN LATERAL (SELECT COALESCE(MAX(seq), 0) AS head FROM {s}.messages"
     " WHERE channel = c.channel) h"
     " LEFT JOIN LATERAL (SELECT seq, sender FROM {s}.messages m"
-    " WHERE m.channel = c.channel AND m.seq > c.acked AND m.sender <> %(h)s"
+    " WHERE m.channel = c.channel AND m.seq > c.acked AND m.sender <> %(h)s AND @LIVE"
     " ORDER BY m.seq LIMIT 1) b ON true"
     " WHERE c.handle = %(h)s ORDER BY c.channel"
 )
@@ -208,7 +233,7 @@ _POLL = (
     "SELECT a.channel, m.seq, m.sender"
     " FROM unnest(%s::text[], %s::bigint[]) WITH ORDINALITY AS a(channel, head, ord)"
     " CROSS JOIN LATERAL (SELECT seq, sender FROM {s}.messages m"
-    " WHERE m.channel = a.channel AND m.seq > a.head AND m.sender <> %s"
+    " WHERE m.channel = a.channel AND m.seq > a.head AND m.sender <> %s AND @LIVE"
     " ORDER BY m.seq LIMIT 1) m ORDER BY a.ord LIMIT 1"
 )
 
@@ -345,12 +370,13 @@ def _peer_closed(conn: psycopg.Connection[Any], listening: bool) -> bool:
     return bool(conn.pgconn.status != psycopg.pq.ConnStatus.OK)
 
 
-class PostgresBus(PostgresQueue, PostgresRoles):
+class PostgresBus(PostgresQueue, PostgresRoles, PostgresStream):
     """A :class:`knell.buses.contract.Bus` on a Postgres server, which also
-    serves queue channels and role inboxes (see :mod:`.queue` and
-    :mod:`.roles`)."""
+    serves queue channels, role inboxes and stream rings (see :mod:`.queue`,
+    :mod:`.roles` and :mod:`.stream`)."""
 
-    contracts = frozenset({BROADCAST, QUEUE, ROLES})
+    contracts = frozenset({BROADCAST, QUEUE, ROLES, STREAM})
+    features = frozenset({EXPIRY})
 
     def __init__(
         self,
@@ -368,6 +394,7 @@ class PostgresBus(PostgresQueue, PostgresRoles):
         self.max_deliveries = max_deliveries
         self._kinds = PgKinds(schema)
         self._swept = {}
+        self._rings = {}
         if not SCHEMA_NAME.fullmatch(schema):
             raise ValueError(f"schema {schema!r} is not a valid name ({SCHEMA_NAME.pattern})")
         if poll_interval <= 0 or op_timeout <= 0:
@@ -386,19 +413,24 @@ class PostgresBus(PostgresQueue, PostgresRoles):
         self.notify_channel = f"knell_{schema}" if notify else None
         self._filled: dict[str, str] = {}
         self._q = {
-            name: sql.format(s=f'"{schema}"')
+            name: sql.format(s=f'"{schema}"').replace("@LIVE", UNEXPIRED)
             for name, sql in {
                 "fetch_cursor": _FETCH_FROM_CURSOR,
                 "fetch_after": _FETCH_AFTER,
+                "forensic_cursor": _FETCH_FROM_CURSOR.replace("@LIVE", "true"),
+                "forensic_after": _FETCH_AFTER.replace("@LIVE", "true"),
                 "head": _HEAD,
                 "cursor": _CURSOR,
                 "arm": _ARM,
                 "poll": _POLL,
                 "append": _APPEND,
+                "guarded": _GUARDED_APPEND,
                 "original": _ORIGINAL,
                 "subscribe": _SUBSCRIBE,
                 "ack": _ACK,
                 "ready": "SELECT to_regclass('{s}.deliveries')",
+                "has_expiry": "SELECT 1 FROM information_schema.columns WHERE table_schema = %s"
+                " AND table_name = 'messages' AND column_name = 'expires_at'",
             }.items()
         }
         self._lock = threading.RLock()
@@ -448,7 +480,26 @@ class PostgresBus(PostgresQueue, PostgresRoles):
             with conn.transaction():
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (_lockspace(self.schema),))
                 conn.execute(self._ddl())
+        self._add_expiry_column(conn)
         self._schema_ready = True
+
+    def _add_expiry_column(self, conn: psycopg.Connection[Any]) -> None:
+        """Give a schema created before expiry existed its ``expires_at``
+        column (NULL: never expires). A fresh schema has it from ``CREATE
+        TABLE``, so this only reads the catalog. The ``ALTER`` runs in a
+        transaction of its own that takes nothing before it but the
+        schema's advisory lock (posts never take that lock), so it waits
+        for running posts to finish and they wait for it: no lock is ever
+        upgraded, no deadlock with concurrent posts; ``IF NOT EXISTS``
+        makes a second process's migration a no-op."""
+        if conn.execute(self._q["has_expiry"], (self.schema,)).fetchone() is not None:
+            return
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_lockspace(self.schema),))
+            conn.execute(
+                f'ALTER TABLE "{self.schema}".messages'
+                " ADD COLUMN IF NOT EXISTS expires_at double precision"
+            )
 
     def _ddl(self) -> str:
         """The schema this bus creates (a mutant may loosen it)."""
@@ -500,7 +551,12 @@ class PostgresBus(PostgresQueue, PostgresRoles):
     # -- the contract -------------------------------------------------------
 
     def post(
-        self, channel: str, body: str, sender: str, idempotency_key: str | None = None
+        self,
+        channel: str,
+        body: str,
+        sender: str,
+        idempotency_key: str | None = None,
+        expires_at: float | None = None,
     ) -> Message:
         notify = self.notify_channel
         args = (
@@ -509,16 +565,32 @@ class PostgresBus(PostgresQueue, PostgresRoles):
             sender,
             idempotency_key,
             time.time(),
+            expires_at,
             channel,
             notify,
             notify,
             channel,
         )
+        known = self._kinds.known(channel)
+        mode = "append" if known not in (None, "stream") else (known or "guarded")
         for _ in range(APPEND_RETRIES):
-            row = self._run("post", True, lambda c: c.execute(self._q["append"], args).fetchone())
-            if row is not None:
-                return Message(channel, int(row[0]), body, sender, idempotency_key)
-            # Nothing was written: the key is taken, or another post took the seq.
+            if mode == "stream":
+                seq = self._run(
+                    "post",
+                    True,
+                    lambda c: self._ring_append(
+                        c, channel, body, sender, idempotency_key, args[4], expires_at
+                    ),
+                )
+            else:
+                sql = self._q[mode]
+                values = args if mode == "append" else (*args[:7], channel, *args[7:])
+                row = self._run("post", True, functools.partial(_one_row, sql, values))
+                seq = None if row is None else int(row[0])
+            if seq is not None:
+                return Message(channel, seq, body, sender, idempotency_key)
+            # Nothing was written: the key is taken, another post took the
+            # seq, or (guarded) the channel is a stream.
             if idempotency_key is not None:
                 found = self._run(
                     "post",
@@ -527,6 +599,10 @@ class PostgresBus(PostgresQueue, PostgresRoles):
                 )
                 if found is not None:
                     return Message(channel, int(found[0]), found[1], found[2], idempotency_key)
+            if mode == "guarded":
+                kind = self._run("post", False, lambda c: self._kinds.lookup(c, channel))
+                if kind is not None:
+                    mode = "stream" if kind[0] == "stream" else "append"
         raise DefiniteError(f"postgres post: lost {APPEND_RETRIES} races for a seq of {channel!r}")
 
     def subscribe(self, handle: str, channel: str, at: JoinAt = "head") -> int:
@@ -546,17 +622,26 @@ class PostgresBus(PostgresQueue, PostgresRoles):
         return self.cursor(handle, channel)
 
     def fetch(
-        self, handle: str, channel: str, after: int | None = None, limit: int = 100
+        self,
+        handle: str,
+        channel: str,
+        after: int | None = None,
+        limit: int = 100,
+        include_expired: bool = False,
     ) -> list[Message]:
+        """A page of live messages (expired ones are skipped in the query,
+        by the server's clock); the forensic read (``include_expired``)
+        returns them too: expiry hides a message, it never deletes it."""
         if limit <= 0:
             raise DefiniteError(f"fetch limit must be > 0, got {limit}")
+        read = "forensic" if include_expired else "fetch"
         if after is not None:
             rows = self._run(
                 "fetch",
                 False,
                 lambda c: (
                     self._broadcast(c, channel, "fetch")
-                    .execute(self._q["fetch_after"], (channel, after, limit))
+                    .execute(self._q[f"{read}_after"], (channel, after, limit))
                     .fetchall()
                 ),
             )
@@ -566,7 +651,7 @@ class PostgresBus(PostgresQueue, PostgresRoles):
             False,
             lambda c: (
                 self._broadcast(c, channel, "fetch")
-                .execute(self._q["fetch_cursor"], (limit, handle, channel))
+                .execute(self._q[f"{read}_cursor"], (limit, handle, channel))
                 .fetchall()
             ),
         )
@@ -686,6 +771,10 @@ class PostgresBus(PostgresQueue, PostgresRoles):
     def from_url(cls: type[_P], url: str) -> _P:
         """Open from a ``postgresql://`` driver URL (see the module docstring)."""
         return _from_url(cls, url)
+
+
+def _one_row(sql: str, values: tuple[Any, ...], conn: psycopg.Connection[Any]) -> Any:
+    return conn.execute(sql, values).fetchone()
 
 
 def _one_line(exc: BaseException) -> str:

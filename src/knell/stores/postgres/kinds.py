@@ -1,11 +1,14 @@
 """Channel kinds on the Postgres bus: which read-state serves a channel.
 
 The same rule as the SQLite reference (:mod:`knell.buses.sqlite_kinds`):
-a channel's kind (broadcast, queue, role) is one row of ``channels``,
-written by the first kind-specific operation and never changed, and an
-operation of another kind is refused with
-:class:`~knell.buses.contract.WrongChannelKind`. ``post`` is kind-neutral
-and never looks, so the broadcast append stays one statement.
+a channel's kind (broadcast, queue, role, stream) is one row of
+``channels``, written by the first kind-specific operation and never
+changed, and an operation of another kind is refused with
+:class:`~knell.buses.contract.WrongChannelKind`. A stream's row also
+holds its ring bound (:mod:`.stream`). ``post`` never refuses a kind; it
+only looks (in the append statement itself) whether the channel is a
+stream whose ring it must trim, and once this bus has seen a channel's
+kind it takes the plain broadcast append for every other kind.
 
 Fixing a kind is ``INSERT ... ON CONFLICT DO NOTHING RETURNING``, and when
 that returns nothing (the row exists, or another process is inserting it
@@ -34,9 +37,14 @@ KINDS_DDL = """
 CREATE TABLE IF NOT EXISTS {s}.channels (
     channel text PRIMARY KEY,
     kind text NOT NULL,
-    max_deliveries integer
+    max_deliveries integer,
+    max_len bigint,
+    max_age_s double precision,
+    head bigint
 );
 """
+"""One row per channel with a kind: a queue's ``max_deliveries``; a
+stream's ring bound and the seq of its last post (:mod:`.stream`)."""
 
 Row = tuple[str, int | None]
 
@@ -62,6 +70,18 @@ class PgKinds:
             " ON CONFLICT (channel) DO NOTHING RETURNING kind, max_deliveries"
         )
         self._read = f"SELECT kind, max_deliveries FROM {s}.channels WHERE channel = %s"
+
+    def known(self, channel: str) -> str | None:
+        """The channel's kind if this bus has seen it (no query)."""
+        row = self._known.get(channel)
+        return None if row is None else row[0]
+
+    def remember(self, channel: str, found: Any) -> None:
+        """Cache a ``kind, max_deliveries`` row another statement read (a
+        post's or a stream's); nothing when it found no row."""
+        row = _row(found)
+        if row is not None:
+            self._known.setdefault(channel, row)
 
     def lookup(self, conn: psycopg.Connection[Any], channel: str) -> Row | None:
         row = self._known.get(channel)

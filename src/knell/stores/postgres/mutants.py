@@ -24,6 +24,7 @@ from knell.buses.contract import (
     DefiniteError,
     Delivery,
     IndeterminateError,
+    JoinAt,
     Message,
     RoleHeld,
     RoleHold,
@@ -42,6 +43,7 @@ from knell.stores.postgres.queue import (
 from knell.stores.postgres.roles import CLAIM_ROLE_SQL, RECEIVE_SQL
 
 __all__ = [
+    "AckCursorOnReplicaBus",
     "AckReadThenWriteBus",
     "CachedPrimaryBus",
     "ClaimReadThenUpsertBus",
@@ -52,6 +54,7 @@ __all__ = [
     "RoleHoldFromClientClockBus",
     "SeqFromSequenceBus",
     "SeqOutsideLockBus",
+    "StaleHeadFromReplicaBus",
     "UnloggedTablesBus",
 ]
 
@@ -62,8 +65,20 @@ STORE_CRASH = "postgres-store-crash"
 LATENCY_STORM = "postgres-latency-storm"
 
 
+def no_expiry(expires_at: float | None) -> None:
+    """Refuse ``expires_at`` on a mutant that writes messages its own way
+    (it declares no features, so knell never passes one)."""
+    if expires_at is not None:
+        raise DefiniteError("this mutant does not store expires_at (it declares no features)")
+
+
 class _PgMutant(PostgresBus):
     """A Postgres mutant opens from the same URL as the reference bus."""
+
+    features: frozenset[str] = frozenset()
+    """None: the expiry mutants are the SQLite bus's (:mod:`knell.buses.mutants.expiry`),
+    and a mutant that writes messages its own way does not store ``expires_at``,
+    so knell refuses a ttl scenario on these before anything starts."""
 
     suffix: ClassVar[str] = ""
     """Non-empty: the mutant's own schema, ``<schema>_<suffix>``."""
@@ -141,8 +156,14 @@ class SeqOutsideLockBus(_PgMutant):
         )
 
     def post(
-        self, channel: str, body: str, sender: str, idempotency_key: str | None = None
+        self,
+        channel: str,
+        body: str,
+        sender: str,
+        idempotency_key: str | None = None,
+        expires_at: float | None = None,
     ) -> Message:
+        no_expiry(expires_at)
         table = f'"{self.schema}".messages'
 
         def call(conn: psycopg.Connection[Any]) -> Message:
@@ -199,8 +220,14 @@ class SeqFromSequenceBus(_PgMutant):
         )
 
     def post(
-        self, channel: str, body: str, sender: str, idempotency_key: str | None = None
+        self,
+        channel: str,
+        body: str,
+        sender: str,
+        idempotency_key: str | None = None,
+        expires_at: float | None = None,
     ) -> Message:
+        no_expiry(expires_at)
         table = f'"{self.schema}".messages'
 
         def call(conn: psycopg.Connection[Any]) -> Message:
@@ -308,7 +335,8 @@ class UnloggedTablesBus(_PgMutant):
 
 # -- a replicated store (only a failover shows this) ----------------------------------
 
-FAILOVER_SYNC = "postgres-failover-sync"
+FAILOVER_FOLLOW = "postgres-failover-follow"
+"""A failover early in the run: a short run still has time after its window."""
 
 
 @mutant(
@@ -316,7 +344,7 @@ FAILOVER_SYNC = "postgres-failover-sync"
     failure_mode="The primary's address is resolved once and cached: writes keep going to the "
     "deposed primary after a failover",
     killed_by=("availability",),
-    scenarios=(FAILOVER_SYNC,),
+    scenarios=(FAILOVER_FOLLOW,),
     rule="Every reconnect asks the multi-host URL for a read-write node "
     "(target_session_attrs=read-write), so it lands on the current primary",
     store="postgres",
@@ -350,6 +378,144 @@ class CachedPrimaryBus(_PgMutant):
         return conn
 
 
+REPLICA_LAG = "postgres-replica-lag"
+
+
+class _ReadsFromReplica(_PgMutant):
+    """A bus with a second connection for reads it believes a replica can
+    serve: the same multi-host URL with ``target_session_attrs=
+    prefer-standby``, so libpq picks a standby when there is one and the
+    primary otherwise. On a lone server (every developer's laptop, every
+    single-server test) both connections reach the same server and nothing
+    differs; only a replicated store shows what the split costs."""
+
+    _reader: PostgresBus | None = None
+
+    def _replica(self) -> PostgresBus:
+        if self._reader is None:
+            with self._lock:
+                self._connection()  # the writer creates the schema first
+            reader = PostgresBus(
+                make_conninfo(
+                    self._conninfo,
+                    target_session_attrs="prefer-standby",
+                    application_name="knell-reads",
+                ),
+                schema=self.schema,
+                poll_interval=self.poll_interval,
+                op_timeout=self.op_timeout,
+                notify=False,
+                display=self.display,
+                max_deliveries=self.max_deliveries,
+            )
+            reader._schema_ready = True  # a standby cannot create it; the writer does
+            self._reader = reader
+        return self._reader
+
+    def close(self) -> None:
+        if self._reader is not None:
+            self._reader.close()
+        super().close()
+
+
+_JOIN_AT = (
+    "INSERT INTO {s}.cursors (handle, channel, acked) VALUES (%s, %s, %s)"
+    " ON CONFLICT (handle, channel) DO NOTHING RETURNING acked"
+)
+
+
+@mutant(
+    "postgres-stale-head-from-replica",
+    failure_mode="The head (where a new subscriber joins, what head() answers) is read from a "
+    "replica, which lags the primary",
+    killed_by=("no-flood-on-join", "head"),
+    scenarios=(REPLICA_LAG,),
+    rule="A join reads the head in the statement that writes the cursor, on the primary; "
+    "head() reads the primary",
+    store="postgres",
+)
+class StaleHeadFromReplicaBus(_ReadsFromReplica):
+    """Failure mode: the head is read from a replica.
+
+    "Where does the log end" looks like the most read-only question a bus
+    answers, and the first one a read/write split sends to a replica: here
+    ``head()`` and a join's ``subscribe(at="head")`` ask the read connection
+    (``prefer-standby``) for ``MAX(seq)``, and only the cursor is written on
+    the primary. Asynchronous streaming keeps a replica milliseconds behind,
+    so tests pass; a replica that falls behind (a long query, a slow disk,
+    a WAL sender stalled: the ``replica-lag`` fault) answers from the past.
+    A handle that joins then starts below the true head and is handed the
+    history in between (``no-flood-on-join``: ``join-below-head``,
+    ``flood``), and a consumer's head read is behind posts already
+    acknowledged (``head``: ``stale-head``).
+    """
+
+    def head(self, channel: str) -> int:
+        return self._replica().head(channel)
+
+    def subscribe(self, handle: str, channel: str, at: JoinAt = "head") -> int:
+        if at != "head":
+            return super().subscribe(handle, channel, at)
+        head = self._replica().head(channel)  # the bug: a replica's idea of the head
+
+        def call(conn: psycopg.Connection[Any]) -> Any:
+            self._kinds.fix(conn, channel, "broadcast", "subscribe")
+            return conn.execute(self._sql(_JOIN_AT), (handle, channel, head)).fetchone()
+
+        row = self._run("subscribe", True, call)
+        if row is not None:
+            return int(row[0])
+        return self.cursor(handle, channel)
+
+
+@mutant(
+    "postgres-ack-cursor-on-replica",
+    failure_mode="Acks are sorted with the reads and sent to a replica: every ack is refused "
+    "as a write in a read-only transaction",
+    killed_by=("availability",),
+    scenarios=(REPLICA_LAG,),
+    rule="An ack is a write and goes to the primary (the read-write URL), like every write",
+    store="postgres",
+)
+class AckCursorOnReplicaBus(_ReadsFromReplica):
+    """Failure mode: the ack is filed with the reads a replica serves.
+
+    Read scaling: a bus sends what it takes for reads to a second
+    connection (``prefer-standby``), and a naive rule sorted the ack there
+    because it reads like one (``WITH h AS (SELECT ...``: the head it
+    checks) and touches only the consumer's own cursor row, but it is an
+    ``UPDATE``. (Only the ack is moved here, so that the one seeded bug is
+    what a run sees; fetch and cursor stay on the primary.) On a lone
+    server nothing differs.
+    On a replicated store libpq hands the read connection a standby, and
+    every ack is refused there with ``cannot execute SELECT in a read-only
+    transaction`` (SQLSTATE 25006: Postgres names the statement, a SELECT
+    whose ``WITH`` holds the UPDATE; an ERROR reply, so definitely not
+    applied), which this bus reports as the reference classifies any ERROR
+    reply, rather than swallow it and redeliver in silence. No
+    cursor ever moves while a standby answers, so consumers are handed the
+    same page again each round. Proven by ``availability``: ack errors
+    outside every fault window.
+    """
+
+    def ack(self, handle: str, channel: str, up_to: int) -> int:
+        args = {"h": handle, "c": channel, "u": up_to}
+        reader = self._replica()  # the bug: the read connection, a standby when there is one
+        row = reader._run(
+            "ack",
+            True,
+            lambda c: (
+                reader._broadcast(c, channel, "ack").execute(reader._q["ack"], args).fetchone()
+            ),
+        )
+        head = int(row[0]) if row is not None else 0
+        if row is None or row[1] is None:
+            if up_to > head:
+                raise AckBeyondHead(f"ack {up_to} is beyond head {head} of {channel!r}")
+            raise DefiniteError(f"{handle!r} is not subscribed to {channel!r}")
+        return int(row[1])
+
+
 # -- lost replies (only a network fault shows these) ---------------------------------
 
 
@@ -379,15 +545,20 @@ class RetryWithoutKeyBus(_PgMutant):
     retries: ClassVar[int] = 8
 
     def post(
-        self, channel: str, body: str, sender: str, idempotency_key: str | None = None
+        self,
+        channel: str,
+        body: str,
+        sender: str,
+        idempotency_key: str | None = None,
+        expires_at: float | None = None,
     ) -> Message:
         try:
-            return super().post(channel, body, sender, idempotency_key)
+            return super().post(channel, body, sender, idempotency_key, expires_at)
         except IndeterminateError:
             failure: Exception | None = None
             for _ in range(self.retries):
                 try:
-                    return super().post(channel, body, sender, None)
+                    return super().post(channel, body, sender, None, expires_at)
                 except (IndeterminateError, DefiniteError) as exc:
                     failure = exc
                     time.sleep(0.2)

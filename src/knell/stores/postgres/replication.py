@@ -28,9 +28,34 @@ side (:class:`knell.stores.replicated.Replicated`): fence the primary
 it lives and holds its clients' connections but answers nobody, which a
 client cannot tell from a network isolation of the node), promote the
 replica that has replayed the most (``pg_promote()``, the SQL spelling of
-``pg_ctl promote``), wait until it takes a write, re-point the other
-replicas at it. The old primary stays fenced for the rest of the run
+``pg_ctl promote``), or the one it is told to (``to``: a failover manager
+that trusts a stale choice), wait until it takes a write, re-point the
+other replicas at it. The old primary stays fenced for the rest of the run
 (it is not rewound into a replica).
+
+:meth:`ReplicatedPostgres.split` is the ``split-brain`` fault's store side
+(:class:`knell.stores.replicated.Splittable`): the old primary is cut off
+from its replicas, not from its clients. Each replica's
+``primary_conninfo`` is emptied (so its WAL receiver stops and does not
+dial again) and the primary's WAL senders are terminated, so nothing
+streams from it any more; after ``promote_after`` the most advanced
+replica is promoted as :meth:`~ReplicatedPostgres.fail_over` does. With
+``fence`` the old primary is SIGKILLed just before the promotion (STONITH);
+without, it keeps running and its clients keep writing to it: two
+primaries, each handing out the same next seqs, until
+:meth:`~ReplicatedPostgres.unsplit` kills the old one (its timeline
+diverged, and rewinding it is out of scope), as a failover manager that
+finds two primaries must. What a commit on the cut-off primary waits for
+decides what it can lose: with ``synchronous = "on"`` or ``remote_apply``
+it waits for a replica that no longer listens, so nothing it acknowledges
+is ever lost; with ``"off"`` it is acknowledged at once and thrown away
+with the old primary.
+
+:meth:`ReplicatedPostgres.hold_replica` is the ``replica-lag`` fault's
+store side: the WAL sender of one replica frozen, so that replica alone
+falls behind, with both positions (:meth:`~ReplicatedPostgres.lag_positions`)
+to prove it did and :meth:`~ReplicatedPostgres.wait_caught_up` to prove it
+came back.
 """
 
 from __future__ import annotations
@@ -43,16 +68,18 @@ import psycopg
 
 from knell.owners import Owner
 from knell.stores.base import Store, StoreError, tail
+from knell.stores.postgres import promotion
+from knell.stores.postgres.promotion import PROMOTE_TIMEOUT
 from knell.stores.postgres.server import SUPERUSER, PostgresServer
 from knell.stores.process import KeptProcess
 from knell.stores.replicated import FailoverHow
 
-__all__ = ["SYNCHRONOUS", "PostgresReplica", "ReplicatedPostgres"]
+CUT_TIMEOUT = 10.0
+"""Seconds the replicas' WAL receivers have to stop once told to."""
+
+__all__ = ["PROMOTE_TIMEOUT", "SYNCHRONOUS", "PostgresReplica", "ReplicatedPostgres"]
 
 SYNCHRONOUS = ("off", "on", "remote_apply")
-
-PROMOTE_TIMEOUT = 30.0
-"""Seconds a promoted replica has to take its first write."""
 
 
 class PostgresReplica(PostgresServer):
@@ -105,19 +132,14 @@ class PostgresReplica(PostgresServer):
 
     def replay_position(self) -> int:
         """Bytes of WAL this node has replayed (its LSN as a number)."""
-        with psycopg.connect(self.admin_url, connect_timeout=2, autocommit=True) as conn:
-            row = conn.execute(
-                "SELECT coalesce(pg_last_wal_replay_lsn(), pg_current_wal_lsn()) - '0/0'::pg_lsn"
-            ).fetchone()
-        assert row is not None
-        return int(row[0])
+        return promotion.replay_position(self.admin_url)
 
 
 class ReplicatedPostgres(Store):
     """A primary and its streaming replicas (see the module docstring)."""
 
     kind = "postgres"
-    faults = frozenset({"crash", "pause", "failover"})
+    faults = frozenset({"crash", "pause", "failover", "split-brain", "replica-lag"})
 
     def __init__(
         self,
@@ -176,8 +198,12 @@ class ReplicatedPostgres(Store):
             )
         self._primary = 0
         self.fenced: dict[str, str] = {}
-        """Node -> how it was fenced (``killed``, ``frozen``), for the rest of the run."""
+        """Node -> how it was fenced (``killed``, ``frozen``; ``cut``: a
+        split-off old primary still running, cut from its replicas), for the
+        rest of the run."""
         self.lagging = False
+        self.split_off: str | None = None
+        """The old primary of the last split, until :meth:`unsplit`."""
         self.history: list[dict[str, Any]] = [{"node": names[0], "since": None}]
         """Which node was primary since when (wall clock), for the report."""
 
@@ -245,11 +271,7 @@ class ReplicatedPostgres(Store):
         deadline = time.monotonic() + timeout
         seen: set[str] = set()
         while time.monotonic() < deadline:
-            with psycopg.connect(self.admin_url, connect_timeout=2, autocommit=True) as conn:
-                rows = conn.execute(
-                    "SELECT application_name FROM pg_stat_replication WHERE state = 'streaming'"
-                ).fetchall()
-            seen = {str(r[0]) for r in rows}
+            seen = promotion.streaming(self.admin_url)
             if want <= seen:
                 return
             time.sleep(0.1)
@@ -350,9 +372,81 @@ class ReplicatedPostgres(Store):
                 continue
         self.lagging = False
 
+    def replica(self, name: str | None = None) -> PostgresReplica:
+        """The live replica called ``name`` (default: the first one),
+        neither the primary nor fenced."""
+        live = [
+            server
+            for index, server in enumerate(self.nodes)
+            if isinstance(server, PostgresReplica)
+            and index != self._primary
+            and self._node(index) not in self.fenced
+        ]
+        for server in live:
+            if name is None or server.node == name:
+                return server
+        names = ", ".join(str(s.node) for s in live) or "none"
+        raise StoreError(f"no live replica {name or ''} to hold back (live replicas: {names})")
+
+    def hold_replica(self, name: str | None = None) -> dict[str, Any]:
+        """Freeze the one WAL sender that streams to replica ``name`` (the
+        replica-lag fault): that replica falls behind, the others do not.
+        Its sender is found in the primary's ``pg_stat_replication`` by the
+        replica's ``application_name`` (its node name), and frozen for the
+        same reason as in :meth:`hold_replication`. Released by
+        :meth:`release_replication`. Returns the replica's name and both
+        positions at the moment of the freeze."""
+        import psutil
+
+        server = self.replica(name)
+        node = str(server.node)
+        pids = promotion.sender_pids(self.admin_url, node)
+        if not pids:
+            raise StoreError(f"{node} does not stream from {self.primary()}: nothing to hold back")
+        senders = {proc.pid: proc for proc in self._walsenders()}
+        sender = senders.get(pids[0])
+        if sender is None:
+            raise StoreError(f"the WAL sender of {node} (pid {pids[0]}) is not the primary's child")
+        try:
+            sender.suspend()
+        except psutil.Error as exc:
+            raise StoreError(f"cannot freeze the WAL sender of {node}: {exc}") from None
+        self.lagging = True
+        return {"replica": node, "sender_pid": sender.pid, **self.lag_positions(node)}
+
+    def lag_positions(self, name: str) -> dict[str, int]:
+        """The primary's WAL position and replica ``name``'s replay
+        position, in bytes (read in that order: a replica ahead of the
+        primary's reading is impossible, one behind it is lag)."""
+        with psycopg.connect(self.admin_url, connect_timeout=2, autocommit=True) as conn:
+            row = conn.execute("SELECT pg_current_wal_lsn() - '0/0'::pg_lsn").fetchone()
+        assert row is not None
+        return {"primary_lsn": int(row[0]), "replica_lsn": self.replica(name).replay_position()}
+
+    def wait_caught_up(self, name: str, position: int, timeout: float) -> float:
+        """Until replica ``name`` has replayed up to ``position``; the
+        seconds it took. Raises :class:`StoreError` after ``timeout``."""
+        started = time.monotonic()
+        server = self.replica(name)
+        replayed = -1
+        while time.monotonic() - started < timeout:
+            try:
+                replayed = server.replay_position()
+            except psycopg.Error:
+                replayed = -1
+            if replayed >= position:
+                return time.monotonic() - started
+            time.sleep(0.05)
+        raise StoreError(
+            f"{name} did not catch up with {self.primary()} within {timeout:g} s "
+            f"(replayed {replayed}, primary at {position})"
+        )
+
     # -- failover ------------------------------------------------------------------
 
-    def fail_over(self, how: FailoverHow, *, promote_after: float = 0.0) -> dict[str, Any]:
+    def fail_over(
+        self, how: FailoverHow, *, promote_after: float = 0.0, to: str | None = None
+    ) -> dict[str, Any]:
         started = time.monotonic()
         old_index = self._primary
         old = self.nodes[old_index]
@@ -368,76 +462,162 @@ class ReplicatedPostgres(Store):
         self.lagging = False  # the held-back senders died or froze with their primary
         if promote_after > 0:
             time.sleep(promote_after)
+        promoted = self._promote(started, to=to)
+        proof = old.process_state()
+        return {
+            "old": old_name,
+            "new": promoted.pop("new"),
+            "how": how,
+            "fenced_at": round(fenced_at, 3),
+            "fenced_s": round(fenced_s, 3),
+            **promoted,
+            "old_state": proof,
+        }
+
+    def _promote(self, started: float, *, to: str | None = None) -> dict[str, Any]:
+        """Promote the most advanced replica (or ``to``, named), wait for its
+        first write, make it the primary and re-point the other replicas at
+        it: its name (``new``), how it was chosen, every candidate's replay
+        position and the timings in seconds since ``started``."""
         new_index, positions = self._most_advanced()
+        if to is not None:
+            # A failover manager that trusts a stale choice (the replica-lag
+            # fault): the named replica, however far behind the others.
+            if to not in positions:
+                raise StoreError(
+                    f"cannot promote {to}: not a live replica "
+                    f"(candidates: {', '.join(sorted(positions))})"
+                )
+            new_index = [self._node(i) for i in range(len(self.nodes))].index(to)
         new = self.nodes[new_index]
         new_name = self._node(new_index)
-        with psycopg.connect(new.admin_url, connect_timeout=2, autocommit=True) as conn:
-            row = conn.execute("SELECT pg_promote(true, %s)", (int(PROMOTE_TIMEOUT),)).fetchone()
-        if row is None or not row[0]:
-            raise StoreError(f"{new_name} did not finish promotion within {PROMOTE_TIMEOUT:g} s")
+        promotion.promote(new.admin_url, new_name, PROMOTE_TIMEOUT)
         promoted_s = time.monotonic() - started
-        self._first_write(new)
+        promotion.first_write(new.admin_url, new_name, PROMOTE_TIMEOUT)
         written_s = time.monotonic() - started
         self._primary = new_index
         self.history.append({"node": new_name, "since": time.time()})
         self._repoint(new)
-        proof = old.process_state()
         return {
-            "old": old_name,
             "new": new_name,
-            "how": how,
+            "chosen": "named" if to is not None else "most-advanced",
             "replayed": positions,
-            "fenced_at": round(fenced_at, 3),
-            "fenced_s": round(fenced_s, 3),
             "promoted_s": round(promoted_s, 3),
             "first_write_s": round(written_s, 3),
-            "old_state": proof,
         }
 
-    def _most_advanced(self) -> tuple[int, dict[str, int]]:
-        """The live replica that has replayed the most WAL (the first on a
-        tie), and every candidate's position."""
-        positions: dict[str, int] = {}
-        best: int | None = None
+    # -- split brain ---------------------------------------------------------------
+
+    def split(self, *, promote_after: float, fence: bool) -> dict[str, Any]:
+        """Cut the primary off from its replicas, promote one after
+        ``promote_after`` (the old primary SIGKILLed first when ``fence``),
+        return once the new primary took a write (see the module docstring).
+        ``old_state`` is ``dead`` when fenced, ``running`` when the old
+        primary still serves its clients."""
+        started = time.monotonic()
+        old_index = self._primary
+        old = self.nodes[old_index]
+        old_name = self._node(old_index)
+        cut_at = time.time()
+        receivers = self._cut_replication(old)
+        self.fenced[old_name] = "cut"
+        self.split_off = old_name
+        cut_s = time.monotonic() - started
+        if promote_after > 0:
+            time.sleep(promote_after)
+        fenced_s = None
+        if fence:
+            old.crash()
+            self.fenced[old_name] = "killed"
+            fenced_s = round(time.monotonic() - started, 3)
+        promoted = self._promote(started)
+        return {
+            "old": old_name,
+            "new": promoted.pop("new"),
+            "fence": fence,
+            "cut_at": round(cut_at, 3),
+            "cut_s": round(cut_s, 3),
+            "receivers_stopped": receivers,
+            "fenced_s": fenced_s,
+            **promoted,
+            "old_state": _state(old.process_state()),
+        }
+
+    def unsplit(self) -> dict[str, Any]:
+        """Fence a split-off old primary that still runs (SIGKILL): its
+        timeline diverged from the new primary's, so it can never stream
+        from it again, and what it acknowledged during the split is lost."""
+        started = time.monotonic()
+        name = self.split_off
+        if name is None:
+            raise StoreError("no split to heal: the primary was never split off")
+        server = self.nodes[self._index(name)]
+        if self.fenced.get(name) == "cut":
+            server.crash()
+            self.fenced[name] = "killed"
+        self.split_off = None
+        return {
+            "old": name,
+            "old_state": _state(server.process_state()),
+            "seconds": round(time.monotonic() - started, 3),
+        }
+
+    def _index(self, name: str) -> int:
+        return [self._node(i) for i in range(len(self.nodes))].index(name)
+
+    def _cut_replication(self, old: PostgresServer) -> int:
+        """Nothing streams from ``old`` any more: each live replica's
+        ``primary_conninfo`` emptied (its WAL receiver stops and does not
+        dial again: a terminated sender alone would be re-dialled within
+        seconds), then any sender ``old`` still has terminated. The number
+        of replicas whose receiver stopped."""
+        stopped = 0
         for index, server in enumerate(self.nodes):
             name = self._node(index)
-            if index == self._primary or name in self.fenced:
+            if server is old or name in self.fenced or not isinstance(server, PostgresReplica):
                 continue
-            if not isinstance(server, PostgresReplica):
-                continue
-            try:
-                position = server.replay_position()
-            except psycopg.Error:
-                continue
-            positions[name] = position
-            if best is None or position > positions[self._node(best)]:
-                best = index
-        if best is None:
-            raise StoreError(
-                f"no replica can take over from {self.primary()}: "
-                + ("every other node is fenced" if self.fenced else "none answers")
-            )
-        return best, positions
-
-    def _first_write(self, server: PostgresServer) -> None:
-        """Until ``server`` commits a write (not in recovery any more)."""
-        deadline = time.monotonic() + PROMOTE_TIMEOUT
-        while True:
-            try:
-                with psycopg.connect(server.admin_url, connect_timeout=2, autocommit=True) as conn:
-                    conn.execute("CREATE TABLE IF NOT EXISTS public.knell_failover (at float8)")
-                    conn.execute(
-                        "INSERT INTO public.knell_failover "
-                        "VALUES (extract(epoch from clock_timestamp()))"
-                    )
-                return
-            except psycopg.Error as exc:
+            with psycopg.connect(server.admin_url, connect_timeout=2, autocommit=True) as conn:
+                conn.execute("ALTER SYSTEM SET primary_conninfo = ''")
+                conn.execute("SELECT pg_reload_conf()")
+                deadline = time.monotonic() + CUT_TIMEOUT
+                while conn.execute("SELECT 1 FROM pg_stat_wal_receiver").fetchone() is not None:
+                    if time.monotonic() >= deadline:
+                        raise StoreError(
+                            f"{name}'s WAL receiver still runs {CUT_TIMEOUT:g} s after its "
+                            "primary_conninfo was emptied"
+                        )
+                    time.sleep(0.02)
+            stopped += 1
+        if self.lagging:
+            self.release_replication()  # a frozen sender cannot take its SIGTERM
+        with psycopg.connect(old.admin_url, connect_timeout=2, autocommit=True) as conn:
+            conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_replication")
+            deadline = time.monotonic() + CUT_TIMEOUT
+            while conn.execute("SELECT 1 FROM pg_stat_replication").fetchone() is not None:
                 if time.monotonic() >= deadline:
                     raise StoreError(
-                        f"{server.node} took no write within {PROMOTE_TIMEOUT:g} s of its "
-                        f"promotion: {' '.join(str(exc).split())}"
-                    ) from None
-                time.sleep(0.05)
+                        f"{old.node} still has a WAL sender {CUT_TIMEOUT:g} s after "
+                        "they were terminated"
+                    )
+                time.sleep(0.02)
+        return stopped
+
+    def _most_advanced(self) -> tuple[int, dict[str, int]]:
+        """The live replica that has replayed the most WAL (its index), and
+        every candidate's position."""
+        replicas = {
+            self._node(index): index
+            for index, server in enumerate(self.nodes)
+            if index != self._primary
+            and self._node(index) not in self.fenced
+            and isinstance(server, PostgresReplica)
+        }
+        node, positions = promotion.most_advanced(
+            {node: self.nodes[index].admin_url for node, index in replicas.items()},
+            self.primary(),
+            bool(self.fenced),
+        )
+        return replicas[node], positions
 
     def _repoint(self, new: PostgresServer) -> None:
         """The other live replicas stream from the new primary (libpq
@@ -447,9 +627,10 @@ class ReplicatedPostgres(Store):
             if server is new or name in self.fenced or not isinstance(server, PostgresReplica):
                 continue
             conninfo = f"host=127.0.0.1 port={new.port} user={SUPERUSER} application_name={name}"
-            try:
-                with psycopg.connect(server.admin_url, connect_timeout=2, autocommit=True) as c:
-                    c.execute(f"ALTER SYSTEM SET primary_conninfo = '{conninfo}'")
-                    c.execute("SELECT pg_reload_conf()")
-            except psycopg.Error:
-                continue
+            promotion.repoint(server.admin_url, conninfo)
+
+
+def _state(status: str) -> str:
+    """A server's process state as a split reports it: ``dead``,
+    ``stopped`` (frozen), or ``running`` (it may still answer)."""
+    return status if status in ("dead", "stopped") else "running"

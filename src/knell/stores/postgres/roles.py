@@ -98,6 +98,7 @@ pending AS (
     SELECT m.channel, m.seq, m.body, m.sender FROM {{s}}.messages m
     WHERE m.channel = held.role AND m.seq > (
       SELECT COALESCE(MAX(d.seq), 0) FROM {{s}}.deliveries d WHERE d.channel = held.role)
+      AND (m.expires_at IS NULL OR m.expires_at > {NOW})
     ORDER BY m.seq LIMIT %(limit)s) p
   ORDER BY p.channel, p.seq LIMIT %(limit)s),
 given AS (

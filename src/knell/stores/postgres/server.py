@@ -44,7 +44,6 @@ from knell.platform import give_to, is_root
 from knell.redact import is_secret_key
 from knell.stores import tempdirs
 from knell.stores.base import StoreError, tail
-from knell.stores.disk import FaultyDisk
 from knell.stores.postgres.discovery import PostgresBinaries, find_postgres
 from knell.stores.process import KeptProcess
 from knell.stores.server import ServerStore, ensure_writable
@@ -112,11 +111,7 @@ class PostgresServer(ServerStore):
         self._clock_temp: Path | None = None
         self._secrets: Path | None = None
         """The private folder of the secret settings' config file, once written."""
-        if disk == "faulty":
-            # Postgres never fsyncs the folder of a new relation file: it
-            # relies on a journaling file system, so the disk journals entries.
-            self.disk = FaultyDisk(self.run_dir, owner, "journaled")
-            self.faults = self.faults | {"power-loss", "disk-fault"}
+        self._data_on(disk, owner)
 
     # -- the URL --------------------------------------------------------------
 

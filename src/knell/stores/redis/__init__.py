@@ -32,6 +32,8 @@ from knell.stores.kind import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from knell.owners import Owner
     from knell.stores.base import Store
     from knell.stores.integrity import Integrity
@@ -101,9 +103,11 @@ class RedisKind(StoreKind):
     faults = {
         "private": frozenset({"crash", "pause"}),
         # failover-rejoin: an old primary comes back (ReplicatedRedis.rejoin).
-        "replicated": frozenset({"crash", "pause", "failover", "failover-rejoin"}),
+        "replicated": frozenset({"crash", "pause", "failover", "failover-rejoin", "split-brain"}),
         "existing": frozenset({"crash"}),
         "compose": frozenset({"crash", "pause", "restart", "disconnect"}),
+        # A primary, replicas and Sentinels in containers (knell.stores.redis.composed).
+        "compose-replicated": frozenset({"failover"}),
     }
     # The server runs each command whole: a frozen client holds nothing.
     frozen_client_stalls = False
@@ -118,6 +122,14 @@ class RedisKind(StoreKind):
         image_variable="KNELL_REDIS_IMAGE",
         url="redis://{host}:{port}/0",
         options=RedisComposeOptions,
+        replicas=2,
+        # The Sentinels, each on 26379 in its container, behind links
+        # 26379 .. 26381 (compose/docker-compose.replicated.yml).
+        companions=(
+            ("redis-sentinel-0", 26379, 26379),
+            ("redis-sentinel-1", 26379, 26380),
+            ("redis-sentinel-2", 26379, 26381),
+        ),
     )
     capability = "run on a private Redis server"
 
@@ -141,6 +153,21 @@ class RedisKind(StoreKind):
             poll_interval=spec.poll_interval,
             op_timeout=spec.op_timeout,
         )
+
+    def compose_replicated(
+        self,
+        options: dict[str, Any],
+        make: Callable[[int, dict[str, str]], Any],
+        run_dir: Path,
+        *,
+        poll: float,
+        timeout: float,
+    ) -> Store:
+        """A primary, replicas and three Sentinels in containers
+        (:mod:`knell.stores.redis.composed`)."""
+        from knell.stores.redis.composed import composed
+
+        return composed(options, make, run_dir, poll=poll, timeout=timeout)
 
     def _replicated(
         self, spec: StoreSpec, run_dir: Path, owner: Owner | None, replicas: int

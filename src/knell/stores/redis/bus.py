@@ -31,17 +31,20 @@ highest claimed seq, per-seq deliveries and consumer), ``leases:<channel>``
 (zset seq by expiry), ``ready:<channel>`` and ``dead:<channel>`` (zsets of
 seqs); for role inboxes ``hold:<role>`` (hash: run, until),
 ``runroles:<run>`` (set of roles), ``deliv:<role>`` (hash seq -> run, and
-the highest delivered seq) and ``unread:<role>`` (zset by delivery time).
+the highest delivered seq) and ``unread:<role>`` (zset by delivery time);
+for stream channels ``ring:<channel>`` (hash: the ring's bound) and
+``stamps:<channel>`` (zset: each held seq by its post time).
 
-**The other two contracts** live on the same streams: queue channels with
-leases (:mod:`knell.stores.redis.queue`) and at-most-once role inboxes with
-stranded listing (:mod:`knell.stores.redis.roles`), each a mixin of Lua
-scripts in this module's style, judging leases and holds on the server's
-clock. A channel's kind (:mod:`knell.stores.redis.kinds`) is fixed by its
-first kind-specific use inside that use's script, so ``subscribe``,
-``fetch``, ``ack`` and ``cursor`` here refuse queue and role channels
-(the check is one ``HGET`` inside the script each already runs); ``post``
-is kind-neutral and unchanged.
+**The other three contracts** live on the same streams: queue channels with
+leases (:mod:`knell.stores.redis.queue`), at-most-once role inboxes with
+stranded listing (:mod:`knell.stores.redis.roles`) and stream rings
+(:mod:`knell.stores.redis.stream`), each a mixin of Lua scripts in this
+module's style, judging leases, holds and ages on the server's clock.
+A channel's kind (:mod:`knell.stores.redis.kinds`) is fixed by its first
+kind-specific use inside that use's script, so ``subscribe``, ``fetch``,
+``ack`` and ``cursor`` here refuse queue, role and stream channels (the
+check is one ``HGET`` inside the script each already runs); ``post``
+refuses no kind, and on a stream trims the ring in its own script.
 
 **Errors.** A call that could not connect, or whose command was not
 wholly written to the socket (Redis runs a command only once it has all of
@@ -105,8 +108,10 @@ from redis.retry import Retry
 from knell.buses._netopts import redact, split_url
 from knell.buses.contract import (
     BROADCAST,
+    EXPIRY,
     QUEUE,
     ROLES,
+    STREAM,
     AckBeyondHead,
     DefiniteError,
     IndeterminateError,
@@ -116,9 +121,11 @@ from knell.buses.contract import (
 )
 from knell.buses.leases import DEFAULT_MAX_DELIVERIES
 from knell.stores.redis import sentinel_url
+from knell.stores.redis.expiry import EXPIRY_LUA, expires_field, expires_us
 from knell.stores.redis.kinds import Script, kind_script, raise_wrong_kind
 from knell.stores.redis.queue import RedisQueue
 from knell.stores.redis.roles import RedisRoles
+from knell.stores.redis.stream import RING_LUA, RedisStream
 
 __all__ = ["PREFIX", "RedisBus", "Script", "open_redis"]
 
@@ -131,27 +138,41 @@ can be listed and dropped with one ``SCAN MATCH <prefix>*``)."""
 
 POST = Script(
     """#!lua
+"""
+    + RING_LUA
+    + """
 local heads, log, idem = KEYS[1], KEYS[2], KEYS[3]
 local channel, body, sender, has_key, key = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 if has_key == '1' then
   local seq = redis.call('HGET', idem, key)
   if seq then
     local entry = redis.call('XRANGE', log, seq .. '-0', seq .. '-0')[1]
-    local f, fields = entry[2], {}
-    for i = 1, #f, 2 do fields[f[i]] = f[i + 1] end
-    return {0, tonumber(seq), fields['b'], fields['s']}
+    if entry then
+      local f, fields = entry[2], {}
+      for i = 1, #f, 2 do fields[f[i]] = f[i + 1] end
+      return {0, tonumber(seq), fields['b'], fields['s']}
+    end
   end
 end
+-- ARGV[7]: expires_at in microseconds, or '' (ARGV[6] is left to a mutant)
+local extra = {}
+if ARGV[7] and ARGV[7] ~= '' then extra = {'x', ARGV[7]} end
 local seq = redis.call('HINCRBY', heads, channel, 1)
 if has_key == '1' then
-  redis.call('XADD', log, seq .. '-0', 'b', body, 's', sender, 'k', key)
+  redis.call('XADD', log, seq .. '-0', 'b', body, 's', sender, 'k', key, unpack(extra))
   redis.call('HSET', idem, key, seq)
 else
-  redis.call('XADD', log, seq .. '-0', 'b', body, 's', sender)
+  redis.call('XADD', log, seq .. '-0', 'b', body, 's', sender, unpack(extra))
+end
+-- KEYS 4-6 (kinds, ring, stamps): a stream's ring is trimmed in this script.
+if KEYS[4] and redis.call('HGET', KEYS[4], channel) == 'stream' then
+  trim_ring(KEYS[5], KEYS[6], log, idem, seq)
 end
 return {1, seq}
 """
 )
+"""The append on every kind: a repeated key returns the original (while the
+log still holds it), else the next seq; on a stream, the ring's trim."""
 
 SUBSCRIBE = kind_script(
     """
@@ -186,23 +207,49 @@ return {0, cur}
 """
 )
 
+PAGE_LUA = (
+    EXPIRY_LUA
+    + """
+-- A page of at most `limit` entries of `log` from seq `start` on: the live
+-- ones (by TIME), or every one when `forensic` is '1'. Expired entries are
+-- skipped while reading, so a page is still full of live messages.
+local function page(log, start, limit, forensic)
+  if forensic == '1' then
+    return redis.call('XRANGE', log, start .. '-0', '+', 'COUNT', limit)
+  end
+  local now, out = server_us(), {}
+  while #out < limit do
+    local es = redis.call('XRANGE', log, start .. '-0', '+', 'COUNT', limit - #out)
+    if #es == 0 then break end
+    for _, e in ipairs(es) do
+      if not expired_at(e[2], now) then table.insert(out, e) end
+    end
+    start = tonumber(string.match(es[#es][1], '^(%d+)')) + 1
+  end
+  return out
+end
+"""
+)
+"""The fetch scripts' page, expiry judged inside the script."""
+
 FETCH_FROM_CURSOR = kind_script(
-    """
+    PAGE_LUA
+    + """
 local other = other_kind(KEYS[3], ARGV[1], 'broadcast')
 if other then return {'wrong-kind', other} end
 local cur = redis.call('HGET', KEYS[1], ARGV[1])
 if not cur then return {-1} end
-local first = (tonumber(cur) + 1) .. '-0'
-return {tonumber(cur), redis.call('XRANGE', KEYS[2], first, '+', 'COUNT', ARGV[2])}
+return {tonumber(cur), page(KEYS[2], tonumber(cur) + 1, tonumber(ARGV[2]), ARGV[3])}
 """,
     writes=False,
 )
 
 FETCH_AFTER = kind_script(
-    """
+    PAGE_LUA
+    + """
 local other = other_kind(KEYS[2], ARGV[1], 'broadcast')
 if other then return {'wrong-kind', other} end
-return {0, redis.call('XRANGE', KEYS[1], ARGV[2], '+', 'COUNT', ARGV[3])}
+return {0, page(KEYS[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4])}
 """,
     writes=False,
 )
@@ -219,6 +266,10 @@ return {0, redis.call('HGET', KEYS[1], ARGV[1])}
 
 ARM = Script(
     """#!lua flags=no-writes
+"""
+    + EXPIRY_LUA
+    + """
+local now = server_us()
 local cur = redis.call('HGETALL', KEYS[1])
 local channels, acked = {}, {}
 for i = 1, #cur, 2 do
@@ -236,7 +287,7 @@ for _, ch in ipairs(channels) do
     for _, e in ipairs(es) do
       local f, snd = e[2], nil
       for i = 1, #f, 2 do if f[i] == 's' then snd = f[i + 1] end end
-      if snd ~= ARGV[1] then
+      if snd ~= ARGV[1] and not expired_at(f, now) then
         return {1, ch, tonumber(string.match(e[1], '^(%d+)')), snd}
       end
     end
@@ -260,12 +311,14 @@ def _fields(flat: list[str]) -> dict[str, str]:
     return dict(zip(flat[::2], flat[1::2], strict=True))
 
 
-class RedisBus(RedisQueue, RedisRoles):
+class RedisBus(RedisQueue, RedisRoles, RedisStream):
     """A :class:`knell.buses.contract.Bus` on a Redis server (and a
-    :class:`~knell.buses.contract.QueueBus` and
-    :class:`~knell.buses.contract.RoleBus` on the same streams)."""
+    :class:`~knell.buses.contract.QueueBus`,
+    :class:`~knell.buses.contract.RoleBus` and
+    :class:`~knell.buses.contract.StreamBus` on the same streams)."""
 
-    contracts = frozenset({BROADCAST, QUEUE, ROLES})
+    contracts = frozenset({BROADCAST, QUEUE, ROLES, STREAM})
+    features = frozenset({EXPIRY})
 
     def __init__(
         self,
@@ -415,15 +468,26 @@ class RedisBus(RedisQueue, RedisRoles):
     # -- the contract -------------------------------------------------------
 
     def post(
-        self, channel: str, body: str, sender: str, idempotency_key: str | None = None
+        self,
+        channel: str,
+        body: str,
+        sender: str,
+        idempotency_key: str | None = None,
+        expires_at: float | None = None,
     ) -> Message:
         has_key = "0" if idempotency_key is None else "1"
         reply = self.script(
             "post",
             True,
             POST,
-            [self.heads_key, self.log_key(channel), self.idem_key(channel)],
-            [channel, body, sender, has_key, idempotency_key or ""],
+            [
+                self.heads_key,
+                self.log_key(channel),
+                self.idem_key(channel),
+                self.kinds_key,
+                *self.ring_keys(channel),
+            ],
+            [channel, body, sender, has_key, idempotency_key or "", "", expires_us(expires_at)],
         )
         if int(reply[0]) == 0:
             return Message(channel, int(reply[1]), reply[2], reply[3], idempotency_key)
@@ -443,8 +507,17 @@ class RedisBus(RedisQueue, RedisRoles):
         return int(reply[1])
 
     def fetch(
-        self, handle: str, channel: str, after: int | None = None, limit: int = 100
+        self,
+        handle: str,
+        channel: str,
+        after: int | None = None,
+        limit: int = 100,
+        include_expired: bool = False,
     ) -> list[Message]:
+        """A page of live messages (expired ones skipped inside the script,
+        by ``TIME``); the forensic read (``include_expired``) returns them
+        too: expiry hides a message, it never deletes it."""
+        forensic = "1" if include_expired else "0"
         if limit <= 0:
             raise DefiniteError(f"fetch limit must be > 0, got {limit}")
         if after is None:
@@ -453,7 +526,7 @@ class RedisBus(RedisQueue, RedisRoles):
                 False,
                 FETCH_FROM_CURSOR,
                 [self.cursors_key(handle), self.log_key(channel), self.kinds_key],
-                [channel, limit],
+                [channel, limit, forensic],
             )
             raise_wrong_kind(reply, channel, "broadcast", "fetch")
             if int(reply[0]) < 0:
@@ -464,7 +537,7 @@ class RedisBus(RedisQueue, RedisRoles):
                 False,
                 FETCH_AFTER,
                 [self.log_key(channel), self.kinds_key],
-                [channel, f"{max(after, 0) + 1}-0", limit],
+                [channel, max(after, 0) + 1, limit, forensic],
             )
             raise_wrong_kind(reply, channel, "broadcast", "fetch")
         entries = reply[1]
@@ -539,18 +612,29 @@ class RedisBus(RedisQueue, RedisRoles):
                 *armed.values(),
             )
             found: dict[str, tuple[int, str]] = {}
+            now: float | None = None
             for key, entries in streams or []:
                 channel = key[len(self.prefix) + len("log:") :]
                 for entry in entries:
-                    sender = _fields(entry[1]).get("s", "")
-                    if sender != handle:
+                    fields = _fields(entry[1])
+                    sender = fields.get("s", "")
+                    expires = expires_field(fields)
+                    if expires is not None and now is None:
+                        now = self._server_time()
+                    if sender != handle and (expires is None or now is None or expires > now):
                         found.setdefault(channel, (_seq(entry[0]), sender))
                         break
-                    armed[channel] = entry[0]  # own post: never rings; look past it
+                    armed[channel] = entry[0]  # own or expired post: never rings; look past it
             for channel in armed:
                 if channel in found:
                     seq, sender = found[channel]
                     return Wake(channel, seq, sender, "post")
+
+    def _server_time(self) -> float:
+        """The Redis server's clock (``TIME``) in Unix seconds: the clock a
+        post's expiry is judged by, read after the post woke the reader."""
+        secs, micros = self.call("wait", False, "TIME")
+        return int(secs) + int(micros) / 1_000_000
 
     def close(self) -> None:
         with self._lock:

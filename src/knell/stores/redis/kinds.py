@@ -1,9 +1,10 @@
 """Channel kinds on the Redis bus, and the Lua every kind-specific script shares.
 
 Every contract appends to the same stream (``log:<channel>``); what a
-channel is *for* (broadcast cursors, queue leases, role deliveries) is one
-field of the ``kinds`` hash, written by the first kind-specific operation
-(``subscribe``, ``declare_queue`` or ``claim``, ``claim_role``) and never
+channel is *for* (broadcast cursors, queue leases, role deliveries, a
+stream's ring) is one field of the ``kinds`` hash, written by the first
+kind-specific operation (``subscribe``, ``declare_queue`` or ``claim``,
+``claim_role``, ``declare_stream``) and never
 changed. Where the promises live:
 
 * **Fixed once, atomically with the operation.** Each kind-specific
@@ -19,7 +20,8 @@ changed. Where the promises live:
   the server, inside the script the operation runs anyway, so it costs no
   round trip and can never act on a stale view; the broadcast paths that
   used a plain command (``fetch`` after a seq, ``cursor``) run a read-only
-  script instead. ``post`` is kind-neutral and never looks.
+  script instead. ``post`` refuses no kind; it looks (one ``HGET`` in
+  its script) only to trim a stream's ring (:mod:`.stream`).
 * **One clock.** :data:`KIND_LUA` also defines ``now_us()``: the server's
   ``TIME`` in integer microseconds. Every lease and hold is judged against
   it inside the script that acts on the judgement (Redis 7 replicates a

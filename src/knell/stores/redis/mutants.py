@@ -51,8 +51,20 @@ STORE_CRASH = "redis-store-crash-aof-always"
 PARTITION = "redis-partition"
 
 
+def no_expiry(expires_at: float | None) -> None:
+    """Refuse ``expires_at`` on a mutant that writes messages its own way
+    (it declares no features, so knell never passes one)."""
+    if expires_at is not None:
+        raise DefiniteError("this mutant does not store expires_at (it declares no features)")
+
+
 class _RedisMutant(RedisBus):
     """A Redis mutant opens from the same URL as the reference bus."""
+
+    features: frozenset[str] = frozenset()
+    """None: the expiry mutants are the SQLite bus's (:mod:`knell.buses.mutants.expiry`),
+    and a mutant that writes messages its own way does not store ``expires_at``,
+    so knell refuses a ttl scenario on these before anything starts."""
 
     suffix: ClassVar[str] = ""
     """Non-empty: the mutant's keys live under ``<prefix><suffix>:``."""
@@ -100,8 +112,14 @@ class SeqGetThenSetBus(_RedisMutant):
     suffix = "loose"
 
     def post(
-        self, channel: str, body: str, sender: str, idempotency_key: str | None = None
+        self,
+        channel: str,
+        body: str,
+        sender: str,
+        idempotency_key: str | None = None,
+        expires_at: float | None = None,
     ) -> Message:
+        no_expiry(expires_at)
         log, idem = self.log_key(channel), self.idem_key(channel)
         if idempotency_key is not None:
             seq = self.call("post", True, "HGET", idem, idempotency_key)
@@ -194,10 +212,15 @@ class ConsumerGroupFetchBus(_RedisMutant):
     """
 
     def fetch(
-        self, handle: str, channel: str, after: int | None = None, limit: int = 100
+        self,
+        handle: str,
+        channel: str,
+        after: int | None = None,
+        limit: int = 100,
+        include_expired: bool = False,
     ) -> list[Message]:
-        if after is not None or limit <= 0:
-            return super().fetch(handle, channel, after, limit)
+        if after is not None or limit <= 0 or include_expired:
+            return super().fetch(handle, channel, after, limit, include_expired)
         reply = self.script(
             "fetch",
             True,
@@ -241,8 +264,14 @@ class CappedStreamBus(_RedisMutant):
     maxlen = 100
 
     def post(
-        self, channel: str, body: str, sender: str, idempotency_key: str | None = None
+        self,
+        channel: str,
+        body: str,
+        sender: str,
+        idempotency_key: str | None = None,
+        expires_at: float | None = None,
     ) -> Message:
+        no_expiry(expires_at)
         has_key = "0" if idempotency_key is None else "1"
         reply = self.script(
             "post",

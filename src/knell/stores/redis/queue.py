@@ -61,6 +61,7 @@ from knell.buses.leases import (
     message_id,
     split_id,
 )
+from knell.stores.redis.expiry import EXPIRY_LUA
 from knell.stores.redis.kinds import RedisHost, from_us, kind_script, raise_wrong_kind, to_us
 
 __all__ = [
@@ -88,7 +89,8 @@ return {'ok', tonumber(redis.call('HGET', KEYS[2], 'max'))}
 """Fix the kind and max_deliveries of a queue, unless it has them: the first wins."""
 
 CLAIM = kind_script(
-    """
+    EXPIRY_LUA
+    + """
 -- KEYS: kinds, queue, leases, ready, dead, heads, log
 -- ARGV: channel, consumer, lease_us, default max_deliveries
 local other, known = other_kind(KEYS[1], ARGV[1], 'queue')
@@ -96,29 +98,69 @@ if other then return {'wrong-kind', other} end
 local now = now_us()
 local most = tonumber(redis.call('HGET', KEYS[2], 'max') or ARGV[4])
 -- Reads only: the lapsed leases (by expiry), then the oldest claimable seq.
+-- Expiry (by the same TIME): a lapsed lease whose message expired is
+-- retired (`gone`: neither requeued nor dead; used up, it is dead only if
+-- its message outlived the lease), and so is an expired ready or
+-- never-claimed message the claim passes on its way to the oldest live one.
 local lapsed = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'WITHSCORES')
-local requeue, kill, best, fresh = {}, {}, nil, false
+local requeue, kill, gone, best, fresh = {}, {}, {}, nil, false
+local function fields_of(seq)
+  local e = redis.call('XRANGE', KEYS[7], seq .. '-0', seq .. '-0')[1]
+  if not e then return redis.error_reply('ERR message ' .. seq .. ' is missing from the log') end
+  return e
+end
 for i = 1, #lapsed, 2 do
   local seq = lapsed[i]
+  local e = fields_of(seq)
+  if e.err then return e end
+  local x = expiry_of(e[2])
   if tonumber(redis.call('HGET', KEYS[2], 'n:' .. seq)) >= most then
-    table.insert(kill, {seq, lapsed[i + 1]})
+    if x ~= nil and x <= tonumber(lapsed[i + 1]) then
+      table.insert(gone, seq)
+    else
+      table.insert(kill, {seq, lapsed[i + 1]})
+    end
+  elseif x ~= nil and x <= now then
+    table.insert(gone, seq)
   else
     table.insert(requeue, seq)
     if best == nil or tonumber(seq) < best then best = tonumber(seq) end
   end
 end
-local ready = redis.call('ZRANGE', KEYS[4], 0, 0)[1]
-if ready and (best == nil or tonumber(ready) < best) then best = tonumber(ready) end
-local top = tonumber(redis.call('HGET', KEYS[2], 'top') or '0')
-if best == nil and top < tonumber(redis.call('HGET', KEYS[6], ARGV[1]) or '0') then
-  best, fresh = top + 1, true
-end
-local entry
-if best ~= nil then
-  entry = redis.call('XRANGE', KEYS[7], best .. '-0', best .. '-0')[1]
-  if not entry then
-    return redis.error_reply('ERR message ' .. best .. ' is missing from the log')
+local stale, entry, off, chosen = {}, nil, 0, false
+while not chosen do
+  local readies = redis.call('ZRANGE', KEYS[4], off, off + 31)
+  if #readies == 0 then break end
+  for _, r in ipairs(readies) do
+    if best ~= nil and tonumber(r) >= best then chosen = true break end
+    local e = fields_of(r)
+    if e.err then return e end
+    if expired_at(e[2], now) then
+      table.insert(stale, r)
+    else
+      best, entry, chosen = tonumber(r), e, true
+      break
+    end
   end
+  off = off + 32
+end
+local top = tonumber(redis.call('HGET', KEYS[2], 'top') or '0')
+local passed = top
+if best == nil then
+  local head = tonumber(redis.call('HGET', KEYS[6], ARGV[1]) or '0')
+  while passed < head do
+    local e = fields_of(passed + 1)
+    if e.err then return e end
+    if not expired_at(e[2], now) then
+      best, fresh, entry = passed + 1, true, e
+      break
+    end
+    passed = passed + 1
+  end
+end
+if best ~= nil and entry == nil then
+  entry = fields_of(best)
+  if entry.err then return entry end
 end
 -- Writes: fix the kind, sweep the lapsed, lease the oldest.
 if not known then
@@ -131,6 +173,9 @@ for _, dead in ipairs(kill) do
   redis.call('HDEL', KEYS[2], 'c:' .. dead[1])
 end
 for _, seq in ipairs(requeue) do redis.call('ZADD', KEYS[4], seq, seq) end
+for _, seq in ipairs(gone) do redis.call('HDEL', KEYS[2], 'c:' .. seq) end
+if #stale > 0 then redis.call('ZREM', KEYS[4], unpack(stale)) end
+if passed > top then redis.call('HSET', KEYS[2], 'top', passed) end
 if #lapsed > 0 then redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now) end
 if best == nil then return {'none'} end
 local n = 1
@@ -153,7 +198,8 @@ return {'ok', best, body, sender, n, expires}
 """Sweep the lapsed leases and lease the oldest claimable message, atomically."""
 
 HOLDER = kind_script(
-    """
+    EXPIRY_LUA
+    + """
 -- KEYS: kinds, queue, leases, ready, dead, log
 -- ARGV: channel, seq, consumer, op (renew | done | release), lease_us
 local other, known = other_kind(KEYS[1], ARGV[1], 'queue')
@@ -183,8 +229,12 @@ if op == 'done' then
   redis.call('HDEL', KEYS[2], 'n:' .. seq, 'c:' .. seq)
   return {'ok'}
 end
+local entry = redis.call('XRANGE', KEYS[6], seq .. '-0', seq .. '-0')[1]
 redis.call('HDEL', KEYS[2], 'c:' .. seq)
 local n = tonumber(redis.call('HGET', KEYS[2], 'n:' .. seq))
+if entry and expired_at(entry[2], now) then
+  return {'ok'}  -- released after its message expired: retired, never dead
+end
 if n >= tonumber(redis.call('HGET', KEYS[2], 'max')) then
   redis.call('ZADD', KEYS[5], seq, seq)
   redis.call('HSET', KEYS[2], 'x:' .. seq, now)
@@ -197,7 +247,8 @@ return {'ok'}
 """renew, done or release: only on a live lease of the caller."""
 
 DEAD = kind_script(
-    """
+    EXPIRY_LUA
+    + """
 -- KEYS: kinds, queue, leases, dead, log
 -- ARGV: channel, after, limit
 local other, known = other_kind(KEYS[1], ARGV[1], 'queue')
@@ -216,7 +267,11 @@ local lapsed = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now_us(), 'WITHSCORE
 for i = 1, #lapsed, 2 do
   local seq = tonumber(lapsed[i])
   if seq > after and tonumber(redis.call('HGET', KEYS[2], 'n:' .. lapsed[i])) >= most then
-    table.insert(found, {seq, lapsed[i + 1]})
+    local e = redis.call('XRANGE', KEYS[5], seq .. '-0', seq .. '-0')[1]
+    local x = e and expiry_of(e[2])
+    if x == nil or x > tonumber(lapsed[i + 1]) then  -- expired first: retired, not dead
+      table.insert(found, {seq, lapsed[i + 1]})
+    end
   end
 end
 table.sort(found, function(a, b) return a[1] < b[1] end)

@@ -17,9 +17,9 @@ narrows the window, it does not close it: a replica that is connected may
 still lag behind the ack. That loss is what the ``redis-sentinel-failover``
 scenario shows, and the store gives it the means:
 
-* :attr:`url` is ``redis+sentinel://host:p1,host:p2,host:p3/knell/0?...``:
+* :attr:`url` is ``redis+sentinel://host:p1,host:p2,host:p3/knell/0?nodes=...``:
   the bus asks the Sentinels where the primary is, and asks again after a
-  failover (:mod:`.sentinel_url`);
+  failover (:mod:`.sentinel_url`; ``nodes``: see Links below);
 * :meth:`fail_over` kills or isolates the primary and returns once the
   Sentinels promoted a replica and it answered a write;
 * :meth:`primary` names the current primary, as the Sentinels say.
@@ -27,10 +27,25 @@ scenario shows, and the store gives it the means:
 **Isolate** is SIGSTOP of the primary's process: it keeps its memory, its
 sockets and its role, answers nobody (neither Sentinels nor clients) and
 comes back, when :meth:`rejoin` continues it, still believing it is the
-primary until a Sentinel demotes it. The links to a replicated store do not
-go through the fault proxy: a client learns the primary's real address
-from a Sentinel, so a proxy in front of the Sentinels would not sit on the
-data path (see :attr:`proxied`).
+primary until a Sentinel demotes it.
+
+**Links.** Two sets, for two kinds of fault:
+
+* the run's links, between each client and every address it dials
+  (:meth:`node_addresses`: the Sentinels and each node's real port), made
+  by the run (:mod:`knell.provision`); the URL (:meth:`url_for`) names the
+  Sentinels' links and translates each node's address, as the Sentinels
+  name it, to the client's link for that node (:mod:`.sentinel_url`), so
+  a partition of a client cuts its way to all of them;
+* the store's own cluster links (:mod:`.cluster_links`): the Sentinels and
+  the replicas reach each node through a proxy of the store's, and that
+  proxy's address is the one the node announces and the Sentinels name.
+
+**Split brain** (:meth:`split`, :meth:`unsplit`) cuts the primary's cluster
+link: the Sentinels and the replicas lose it (real TCP refused), the
+Sentinels elect a replica, and the old primary runs on, taking the writes
+of the clients whose links to it are up, until the link heals and a
+Sentinel demotes it (what it took meanwhile is thrown away).
 """
 
 from __future__ import annotations
@@ -44,7 +59,9 @@ from redis.exceptions import RedisError
 
 from knell.owners import Owner
 from knell.stores.base import Store, StoreError
+from knell.stores.redis.cluster_links import ClusterLinks
 from knell.stores.redis.sentinel import SERVICE, RedisSentinel
+from knell.stores.redis.sentinel_url import NODES
 from knell.stores.redis.server import RedisServer
 from knell.stores.replicated import FailoverHow
 
@@ -65,11 +82,8 @@ class ReplicatedRedis(Store):
     """A primary, its replicas and three Sentinels (see the module docstring)."""
 
     kind = "redis"
-    faults = frozenset({"crash", "pause", "failover"})
+    faults = frozenset({"crash", "pause", "failover", "split-brain"})
     frozen_client_stalls = False
-    proxied = False
-    """Whether the run's links to this store may go through the fault proxy
-    (no: clients follow the Sentinels to the primary's own address)."""
 
     def __init__(
         self,
@@ -130,32 +144,43 @@ class ReplicatedRedis(Store):
             for i in range(replicas + 1)
         ]
         self.sentinels: list[RedisSentinel] = []
+        self.cluster = ClusterLinks(self.store_dir, owner)
+        """The Sentinels' and replicas' way to each node (module docstring)."""
         self._started = False
         self._down: dict[str, str] = {}
         """Nodes a failover took out (name -> ``kill`` or ``isolate``)."""
+        self._split: str | None = None
+        """The old primary while a split brain lasts."""
 
     # -- life ----------------------------------------------------------------
 
     def start(self) -> None:
-        """The primary, its replicas (until each is in sync), then the
-        Sentinels (until each knows every replica and the other two)."""
+        """The cluster proxy, the primary, its replicas (until each is in
+        sync), then the Sentinels (until each knows every replica and the
+        other two). Each node announces its cluster link, the replicas
+        follow the primary's and the Sentinels monitor it."""
         if self._started:
             return
         self._started = True
         try:
+            self.cluster.start()
+            for node in self.nodes:
+                node.settings["replica-announce-ip"] = "127.0.0.1"
+                node.settings["replica-announce-port"] = str(self.cluster.add(node.node))
             primary = self.nodes[0]
-            primary.start()
-            for node in self.nodes[1:]:
-                node.settings["replicaof"] = f"127.0.0.1 {primary.port}"
+            for node in self.nodes:
+                if node is not primary:
+                    node.settings["replicaof"] = f"127.0.0.1 {self.announced(primary)}"
                 node.start()
+                assert node.port is not None
+                self.cluster.lead_to(node.node, node.port)
             self._wait_replicas(primary, SETTLE_TIMEOUT)
-            assert primary.port is not None
             for i in range(SENTINELS):
                 sentinel = RedisSentinel(
                     self.run_dir,
                     name=f"sentinel-{i}",
                     owner=self.owner,
-                    primary_port=primary.port,
+                    primary_port=self.announced(primary),
                     quorum=SENTINELS // 2 + 1,
                     password=self.password,
                     binary=self.binary,
@@ -226,6 +251,7 @@ class ReplicatedRedis(Store):
             sentinel.stop()
         for node in self.nodes:
             node.stop()
+        self.cluster.stop()
 
     # -- where the primary is ------------------------------------------------
 
@@ -238,6 +264,51 @@ class ReplicatedRedis(Store):
     def _names(self) -> list[str]:
         return [node.node for node in self.nodes]
 
+    def announced(self, node: RedisServer) -> int:
+        """The port ``node`` is known under in the cluster (its cluster
+        link's, what the Sentinels name and the replicas follow)."""
+        return int(node.settings["replica-announce-port"])
+
+    def cluster_address(self, name: str) -> str:
+        """``127.0.0.1:port`` of node ``name``'s cluster link (the proxy
+        its Sentinels and replicas dial; :meth:`split` cuts it)."""
+        self.node(name)
+        if name not in self.cluster.listens:
+            raise StoreError("the replicated Redis store has not been started")
+        return self.cluster.listens[name]
+
+    def node_addresses(self) -> dict[str, str]:
+        """Name -> ``127.0.0.1:port`` of every address a client dials: the
+        Sentinels (``sentinel-0``..``sentinel-2``), then each node's real
+        port (``redis-0``..): the run puts a link in front of each."""
+        out = {s.name: f"127.0.0.1:{s.port}" for s in self.sentinels if s.port is not None}
+        out.update({n.node: f"127.0.0.1:{n.port}" for n in self.nodes if n.port is not None})
+        if len(out) != SENTINELS + len(self.nodes):
+            raise StoreError("the replicated Redis store has not been started")
+        return out
+
+    def url_for(self, addresses: list[str]) -> str:
+        """The bus URL that dials ``addresses`` (one per
+        :meth:`node_addresses` entry, same order): the Sentinels' and, in
+        ``nodes``, each node's cluster address translated to its own
+        (``redis+sentinel://s0,s1,s2/knell/0?nodes=<cluster>><address>,...``)."""
+        names = list(self.node_addresses())
+        if len(addresses) != len(names):
+            raise StoreError(
+                f"redis url_for needs {len(names)} addresses ({', '.join(names)}), "
+                f"got {len(addresses)}"
+            )
+        auth = f":{self.password}@" if self.password else ""
+        hosts = ",".join(addresses[:SENTINELS])
+        nodes = ",".join(
+            f"{self.cluster_address(n.node)}>{a}"
+            for n, a in zip(self.nodes, addresses[SENTINELS:], strict=True)
+        )
+        return (
+            f"redis+sentinel://{auth}{hosts}/{SERVICE}/0?{NODES}={nodes}&prefix={self.prefix}"
+            f"&poll_interval={self.poll_interval:g}&op_timeout={self.op_timeout:g}"
+        )
+
     def primary(self) -> str:
         """The node most Sentinels that answer name as the primary
         (``StoreError`` if none answers)."""
@@ -249,7 +320,7 @@ class ReplicatedRedis(Store):
 
     def _at(self, port: int) -> RedisServer:
         for node in self.nodes:
-            if node.port == port:
+            if port in (node.port, self.announced(node)):
                 return node
         raise StoreError(f"redis sentinels name 127.0.0.1:{port} as primary, not one of ours")
 
@@ -277,12 +348,7 @@ class ReplicatedRedis(Store):
         ``down-after-milliseconds`` (the result says ``promoted_by``)."""
         if how not in ("kill", "isolate"):
             raise StoreError(f"fail_over how must be 'kill' or 'isolate', got {how!r}")
-        if self.min_replicas_to_write > self.replicas - 1:
-            raise StoreError(
-                f"redis: with replicas = {self.replicas} and min_replicas_to_write = "
-                f"{self.min_replicas_to_write}, a promoted replica is left with "
-                f"{self.replicas - 1} replicas and refuses every write: no failover can succeed"
-            )
+        self._can_fail_over()
         old = self.primary()
         node = self.node(old)
         started = time.monotonic()
@@ -295,13 +361,7 @@ class ReplicatedRedis(Store):
         gone = "killed" if how == "kill" else "isolated"
         new = self._promoted(node, deadline, f"after {old} was {gone}")
         promoted = time.monotonic() - started
-        while why := self._try_write(new):
-            if time.monotonic() >= deadline:
-                raise StoreError(
-                    f"redis: {new.node}, promoted after {old} was {gone}, accepted no write "
-                    f"within {FAILOVER_TIMEOUT:g} s ({why})"
-                )
-            time.sleep(0.02)
+        self._wait_writable(new, deadline, f"promoted after {old} was {gone}")
         return {
             "old": old,
             "new": new.node,
@@ -312,11 +372,103 @@ class ReplicatedRedis(Store):
             "old_state": node.process_state(),
         }
 
+    def _can_fail_over(self) -> None:
+        if self.min_replicas_to_write > self.replicas - 1:
+            raise StoreError(
+                f"redis: with replicas = {self.replicas} and min_replicas_to_write = "
+                f"{self.min_replicas_to_write}, a promoted replica is left with "
+                f"{self.replicas - 1} replicas and refuses every write: no failover can succeed"
+            )
+
+    def _wait_writable(self, new: RedisServer, deadline: float, when: str) -> None:
+        while why := self._try_write(new):
+            if time.monotonic() >= deadline:
+                raise StoreError(
+                    f"redis: {new.node}, {when}, accepted no write "
+                    f"within {FAILOVER_TIMEOUT:g} s ({why})"
+                )
+            time.sleep(0.02)
+
+    def split(self, *, promote_after: float, fence: bool) -> dict[str, Any]:
+        """Cut the primary's cluster link (its Sentinels and replicas get
+        real TCP refused; its clients' links are the run's, untouched),
+        wait until the Sentinels promoted a replica and it accepted a
+        write. ``fence``: SIGKILL the old primary first (STONITH), else it
+        runs on and takes the writes of the clients that still reach it.
+        ``promote_after`` is not ours to choose (the Sentinels elect after
+        ``down-after-milliseconds``; the result says ``promoted_by``).
+        Returns ``old``, ``new``, the cut's evidence, the seconds to
+        promotion and to the first write, and ``old_state`` (``dead`` when
+        fenced, ``running`` when not)."""
+        if self._split is not None:
+            raise StoreError(f"redis: a split brain is on already ({self._split} is cut off)")
+        self._can_fail_over()
+        old = self.primary()
+        node = self.node(old)
+        started = time.monotonic()
+        if fence:
+            node.crash()
+            self._down[old] = "kill"
+        cut = self.cluster.cut(old)
+        self._split = old
+        deadline = started + FAILOVER_TIMEOUT
+        new = self._promoted(node, deadline, f"after {old} was cut off from its peers")
+        promoted = time.monotonic() - started
+        self._wait_writable(new, deadline, f"promoted after {old} was cut off")
+        state = node.process_state()
+        return {
+            "old": old,
+            "new": new.node,
+            "fence": fence,
+            "cut": cut,
+            "promoted": round(promoted, 3),
+            "writable": round(time.monotonic() - started, 3),
+            "promoted_by": "sentinel",
+            "old_state": "running" if state in ("running", "sleeping", "disk-sleep") else state,
+        }
+
+    def unsplit(self) -> dict[str, Any]:
+        """Heal the old primary's cluster link; a fenced one starts again
+        as a replica of the new primary, one that ran on is demoted by a
+        Sentinel (after it has seen it lead for a while: about ten seconds
+        of Sentinel's own timers), throwing away what it took during the
+        split. Returns once it is a replica in sync: ``old``, ``role``,
+        ``primary`` and the seconds taken."""
+        old = self._split
+        if old is None:
+            raise StoreError("redis: no split brain to heal")
+        node = self.node(old)
+        started = time.monotonic()
+        self.cluster.heal(old)
+        self._split = None
+        if self._down.pop(old, None) == "kill":
+            primary = self.node(self.primary())
+            node.settings["replicaof"] = f"127.0.0.1 {self.announced(primary)}"
+            node.restart()
+            node.wait_ready(FAILOVER_TIMEOUT)
+        deadline = started + FAILOVER_TIMEOUT
+        while True:
+            info = self._info(node, "replication")
+            if info.get("role") == "slave" and info.get("master_link_status") == "up":
+                break
+            if time.monotonic() >= deadline:
+                raise StoreError(
+                    f"redis: {old} was not a replica in sync within {FAILOVER_TIMEOUT:g} s "
+                    f"of its cluster link healing (role {info.get('role', 'unknown')})"
+                )
+            time.sleep(0.1)
+        return {
+            "old": old,
+            "role": "replica",
+            "primary": self.primary(),
+            "seconds": round(time.monotonic() - started, 3),
+        }
+
     def _promoted(self, old: RedisServer, deadline: float, when: str) -> RedisServer:
         """The node a majority of the Sentinels names instead of ``old``,
         once they do."""
         while True:
-            moved = [port for port in self._sentinel_primaries() if port != old.port]
+            moved = [port for port in self._sentinel_primaries() if self._at(port) is not old]
             if len(moved) * 2 > len(self.sentinels):
                 return self._at(max(set(moved), key=moved.count))
             if time.monotonic() >= deadline:
@@ -339,7 +491,7 @@ class ReplicatedRedis(Store):
             node.resume()
         elif how == "kill":
             primary = self.node(self.primary())
-            node.settings["replicaof"] = f"127.0.0.1 {primary.port}"
+            node.settings["replicaof"] = f"127.0.0.1 {self.announced(primary)}"
             node.restart()
             node.wait_ready(FAILOVER_TIMEOUT)
         else:
@@ -393,15 +545,9 @@ class ReplicatedRedis(Store):
 
     @property
     def url(self) -> str:
-        ports = [s.port for s in self.sentinels]
-        if len(ports) < SENTINELS or None in ports:
-            raise StoreError("the replicated Redis store has not been started")
-        auth = f":{self.password}@" if self.password else ""
-        hosts = ",".join(f"127.0.0.1:{p}" for p in ports)
-        return (
-            f"redis+sentinel://{auth}{hosts}/{SERVICE}/0?prefix={self.prefix}"
-            f"&poll_interval={self.poll_interval:g}&op_timeout={self.op_timeout:g}"
-        )
+        """The URL with no link in between: the Sentinels, and each node at
+        its own port."""
+        return self.url_for(list(self.node_addresses().values()))
 
     @property
     def admin_url(self) -> str:
@@ -410,7 +556,8 @@ class ReplicatedRedis(Store):
 
     @property
     def logs(self) -> list[Path]:
-        return [s.log for s in [*self.nodes, *self.sentinels] if s.log.exists()]
+        found = [s.log for s in [*self.nodes, *self.sentinels] if s.log.exists()]
+        return found + ([self.cluster.log] if self.cluster.log.exists() else [])
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -420,6 +567,7 @@ class ReplicatedRedis(Store):
             "min_replicas_to_write": self.min_replicas_to_write,
             "nodes": {n.node: n.port for n in self.nodes},
             "sentinels": {s.name: s.port for s in self.sentinels},
+            "cluster_links": dict(self.cluster.listens),
             "persistence": self.nodes[0].persistence,
         }
 

@@ -56,6 +56,7 @@ from knell.buses.contract import (
     Stranded,
 )
 from knell.buses.leases import check_lease, message_id, split_id
+from knell.stores.redis.expiry import EXPIRY_LUA
 from knell.stores.redis.kinds import (
     RedisHost,
     Script,
@@ -157,8 +158,9 @@ end
 
 
 def receive_script(body: str) -> Script:
-    """A receive script: :data:`RECEIVE_LUA`'s helpers in front."""
-    return kind_script(RECEIVE_LUA + body)
+    """A receive script: :data:`RECEIVE_LUA`'s helpers in front (and
+    :data:`~knell.stores.redis.expiry.EXPIRY_LUA`'s)."""
+    return kind_script(EXPIRY_LUA + RECEIVE_LUA + body)
 
 
 RECEIVE = receive_script(
@@ -175,19 +177,24 @@ for _, role in ipairs(held) do
   local deliv, log = prefix .. 'deliv:' .. role, prefix .. 'log:' .. role
   local top = tonumber(redis.call('HGET', deliv, 'top') or '0')
   local head = tonumber(redis.call('HGET', KEYS[2], role) or '0')
-  if top < head then
+  local moved = false
+  while top < head and left > 0 do
+    -- Expired messages (by TIME) are passed over, never delivered; the
+    -- loop reads on so a receive is not short while live ones remain.
     local entries = redis.call('XRANGE', log, (top + 1) .. '-0', '+', 'COUNT', left)
+    if #entries == 0 then break end
     for _, e in ipairs(entries) do
       local seq = string.match(e[1], '^(%d+)')
-      if redis.call('HSETNX', deliv, seq, run) == 1 then
+      if not expired_at(e[2], now) and redis.call('HSETNX', deliv, seq, run) == 1 then
         redis.call('ZADD', prefix .. 'unread:' .. role, now, string.format('%020d', tonumber(seq)))
         give(out, role, seq, e[2])
         left = left - 1
       end
       top = tonumber(seq)
     end
-    redis.call('HSET', deliv, 'top', top)
+    moved = true
   end
+  if moved then redis.call('HSET', deliv, 'top', top) end
 end
 return out
 """

@@ -13,6 +13,18 @@ client options and knell's own (``prefix``, ``poll_interval``,
 ``op_timeout``), which :func:`knell.buses._netopts.split_url` takes out
 first.
 
+**Links.** A run puts a fault proxy link in front of every address a
+client dials, the Sentinels' and each data node's, so a partition cuts a
+client's way to all of them. The Sentinels still name each node by the
+address they know it under, so the URL carries a translation, the
+``nodes`` option: ``nodes=<as named>><dial>,...`` (each a ``host:port``;
+``>`` reads "reach it through"), for example::
+
+    redis+sentinel://127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003/knell/0
+        ?nodes=127.0.0.1:6001>127.0.0.1:7101,127.0.0.1:6002>127.0.0.1:7102
+
+A node the Sentinels name that is not in ``nodes`` is dialled as named.
+
 :func:`primary_connection` is one connection to whichever node the
 Sentinels name as primary *when it connects*: after a failover the bus's
 next connect asks them again, so it follows the new primary. One thing
@@ -26,7 +38,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 from redis.connection import Connection
 from redis.exceptions import ReadOnlyError
@@ -34,21 +46,58 @@ from redis.sentinel import Sentinel, SentinelConnectionPool, SentinelManagedConn
 
 from knell.redact import redact_url
 
-__all__ = ["SCHEME", "SentinelTarget", "parse", "primary_connection"]
+__all__ = ["NODES", "SCHEME", "SentinelTarget", "parse", "primary_connection"]
 
 SCHEME = "redis+sentinel"
+
+NODES = "nodes"
+"""The query option that translates the nodes' addresses (module docstring)."""
+
+Address = tuple[str, int]
 
 
 @dataclass(frozen=True)
 class SentinelTarget:
     """What a ``redis+sentinel://`` URL names."""
 
-    sentinels: tuple[tuple[str, int], ...]
+    sentinels: tuple[Address, ...]
     service: str
     client_url: str
     """``redis://[:password@]localhost/db?options``: the data nodes'
     options in the form redis-py parses (its host is a placeholder: the
     Sentinels name the real one)."""
+    nodes: tuple[tuple[Address, Address], ...] = ()
+    """(as the Sentinels name a node, where to dial it instead)."""
+
+    def dial(self, named: Address) -> Address:
+        """Where to dial the node the Sentinels name ``named``."""
+        for known, through in self.nodes:
+            if known == named:
+                return through
+        return named
+
+
+def _address(item: str, what: str, url: str, form: str) -> Address:
+    host, sep, port = item.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"{what} {item!r} is not host:port in {redact_url(url)} ({form})")
+    return host.strip("[]"), int(port)
+
+
+def _nodes(value: str, url: str) -> tuple[tuple[Address, Address], ...]:
+    form = f"{NODES}=host:port>host:port[,...]"
+    out = []
+    for item in value.split(","):
+        named, sep, through = item.partition(">")
+        if not sep:
+            raise ValueError(f"{NODES} item {item!r} has no '>' in {redact_url(url)} ({form})")
+        out.append(
+            (
+                _address(named, f"{NODES} node", url, form),
+                _address(through, f"{NODES} link", url, form),
+            )
+        )
+    return tuple(out)
 
 
 def parse(url: str) -> SentinelTarget:
@@ -58,29 +107,34 @@ def parse(url: str) -> SentinelTarget:
     if parts.scheme != SCHEME:
         raise ValueError(f"expected a {SCHEME}:// URL, got {redact_url(url)}")
     userinfo, _, hosts = parts.netloc.rpartition("@")
-    sentinels = []
-    for item in hosts.split(","):
-        host, sep, port = item.rpartition(":")
-        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise ValueError(
-                f"sentinel {item!r} is not host:port in {redact_url(url)}"
-                " (redis+sentinel://host:port[,host:port...]/service[/db])"
-            )
-        sentinels.append((host.strip("[]"), int(port)))
+    form = "redis+sentinel://host:port[,host:port...]/service[/db]"
+    sentinels = [_address(item, "sentinel", url, form) for item in hosts.split(",")]
     path = [unquote(p) for p in parts.path.split("/") if p]
     if not path or len(path) > 2:
         raise ValueError(f"{redact_url(url)} names no /service[/db] after its sentinels")
     db = path[1] if len(path) == 2 else "0"
     if not db.isdigit():
         raise ValueError(f"db must be a number, got {db!r} in {redact_url(url)}")
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    found = [value for key, value in query if key == NODES]
+    if len(found) > 1:
+        raise ValueError(f"{NODES} is given {len(found)} times in {redact_url(url)}")
+    nodes = _nodes(found[0], url) if found else ()
+    rest = urlencode([(key, value) for key, value in query if key != NODES])
     netloc = f"{userinfo}@localhost" if userinfo else "localhost"
-    client = urlunsplit(("redis", netloc, f"/{db}", parts.query, ""))
-    return SentinelTarget(tuple(sentinels), path[0], client)
+    client = urlunsplit(("redis", netloc, f"/{db}", rest, ""))
+    return SentinelTarget(tuple(sentinels), path[0], client, nodes)
 
 
 class _PrimaryConnection(SentinelManagedConnection):
     """A connection to the current primary whose ``READONLY`` replies stay
-    refusals (see the module docstring)."""
+    refusals, dialled through the URL's ``nodes`` translation (see the
+    module docstring)."""
+
+    target: SentinelTarget | None = None
+
+    def connect_to(self, address: Address) -> None:
+        super().connect_to(address if self.target is None else self.target.dial(address))
 
     def read_response(self, *args: Any, **kwargs: Any) -> Any:
         try:
@@ -105,5 +159,6 @@ def primary_connection(target: SentinelTarget, **kwargs: Any) -> Connection:
         target.service, manager, connection_class=_PrimaryConnection, **kwargs
     )
     connection = pool.make_connection()
-    assert isinstance(connection, Connection)
+    assert isinstance(connection, _PrimaryConnection)
+    connection.target = target
     return connection

@@ -38,7 +38,6 @@ from knell.owners import Owner
 from knell.redact import is_secret_key
 from knell.stores import tempdirs
 from knell.stores.base import StoreError
-from knell.stores.disk import FaultyDisk
 from knell.stores.redis.discovery import find_redis_server
 from knell.stores.server import ServerStore, ensure_writable
 
@@ -92,10 +91,7 @@ class RedisServer(ServerStore):
         self.settings = dict(settings or {})
         self._secrets: Path | None = None
         """The private folder of the secret settings' config file, once written."""
-        if disk == "faulty":
-            # Redis never fsyncs the folder of its new AOF files: journaled entries.
-            self.disk = FaultyDisk(self.run_dir, owner, "journaled")
-            self.faults = self.faults | {"power-loss", "disk-fault"}
+        self._data_on(disk, owner)
 
     @property
     def admin_url(self) -> str:
@@ -226,10 +222,6 @@ class RedisServer(ServerStore):
             self._secrets = None
         if self.disk is not None:
             self.disk.stop()  # after the server: nothing holds it open
-
-    @property
-    def logs(self) -> list[Path]:
-        return [self.log] if self.log.exists() else []
 
     def describe(self) -> dict[str, Any]:
         return {

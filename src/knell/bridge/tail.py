@@ -1,0 +1,122 @@
+"""SSE tails: a channel served as Server-Sent Events, resumable by seq.
+
+A dashboard, a log shipper or an agent that only watches a channel wants
+to be *told* of each new message, not to page through it: ``GET
+/channels/{channel}/tail`` answers ``text/event-stream`` and holds the
+connection, writing one frame per message as it is committed::
+
+    event: message
+    id: 42
+    data: {"channel": "events", "seq": 42, "body": "...", "sender": "..."}
+
+``data`` is the envelope a fetch returns per message, and ``id`` its seq,
+so a client that loses the connection (a killed bridge, a paused one, a
+partition) reconnects with the standard ``Last-Event-ID`` header and the
+tail resumes *strictly after* that seq: nothing is repeated and nothing
+skipped, which is exactly what the ``tail-continuity`` check holds the
+bridge to. ``?after=N`` asks the same of a first connection; with
+neither, the tail starts at the channel's head (a new watcher is not
+flooded with the backlog). While idle the bridge writes a ``: ping``
+comment every ``ping`` seconds, so a client can tell a quiet channel from
+a dead (or paused) server by its own read timeout. A bus error mid-stream
+ends the stream with one ``event: error`` frame carrying the usual error
+envelope; the client reconnects.
+
+The tail is built on the broadcast contract's ``head`` and ``fetch(after=)``
+alone (a peek that moves no cursor), polled every ``poll`` seconds, so
+every bus behind a bridge can be tailed with no new operation. A kind of
+channel with its own read position (a stream channel) would plug in here
+by giving the bus a ``tail_resume`` and ``tail_page``; see
+:func:`resume_after`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import anyio
+import orjson
+
+from knell.buses.contract import Bus, Message
+from knell.buses.operations import OPERATIONS
+
+__all__ = ["TAIL_HANDLE", "TAIL_PAGE", "frame", "ping_frame", "resume_after", "sse_frames"]
+
+TAIL_HANDLE = ".tail"
+"""The handle a tail's pages are fetched under: ``fetch`` with an
+``after`` reads no cursor, so no subscription is made or needed."""
+
+TAIL_PAGE = 200
+"""Messages read per poll of the bus."""
+
+
+def resume_after(bus: Bus, channel: str, last_event_id: int | None) -> int:
+    """The seq a tail starts *after*: the client's ``Last-Event-ID`` (or
+    ``?after=``), else the channel's head. A bus may decide it itself with
+    a ``tail_resume(channel, last_event_id)`` method (a channel kind with
+    its own positions would; the mutant bridges do, to get it wrong)."""
+    own = getattr(bus, "tail_resume", None)
+    if callable(own):
+        return int(own(channel, last_event_id))
+    head = bus.head(channel)
+    return head if last_event_id is None else last_event_id
+
+
+_ENCODE = OPERATIONS["fetch"].encode_result
+
+
+def frame(message: Message) -> bytes:
+    """One ``message`` event: its seq as ``id``, the fetch envelope as ``data``."""
+    data = orjson.dumps(_ENCODE([message])["messages"][0])
+    return b"event: message\nid: %d\ndata: %s\n\n" % (message.seq, data)
+
+
+def ping_frame() -> bytes:
+    return b": ping\n\n"
+
+
+def _error_frame(error: dict[str, Any]) -> bytes:
+    return b"event: error\ndata: %s\n\n" % orjson.dumps(error)
+
+
+async def sse_frames(
+    fetch: Callable[[int], Awaitable[list[Message]]],
+    start: int,
+    *,
+    poll: float,
+    ping: float,
+    stopping: Callable[[], bool],
+    problem: Callable[[Exception], dict[str, Any] | None],
+) -> AsyncIterator[bytes]:
+    """The frames of one tail: every message above ``start`` as it appears,
+    a ping after ``ping`` idle seconds, until the bridge stops or the bus
+    fails (one error frame, then the end). ``fetch(after)`` reads a page;
+    ``problem`` turns its exception into an error envelope (``None``: not
+    a bus error, re-raised)."""
+    position = start
+    quiet_since = time.monotonic()
+    yield ping_frame()  # the headers and a first byte: the client knows it is connected
+    while not stopping():
+        try:
+            page = await fetch(position)
+        except Exception as exc:
+            envelope = problem(exc)
+            if envelope is None:
+                raise
+            yield _error_frame(envelope)
+            return
+        for message in page:
+            # Sent as the bus returned it: a page out of order is the
+            # bus's to answer for, and the tail's check sees it.
+            position = max(position, message.seq)
+            yield frame(message)
+        if page:
+            quiet_since = time.monotonic()
+            if len(page) >= TAIL_PAGE:
+                continue
+        elif time.monotonic() - quiet_since >= ping:
+            quiet_since = time.monotonic()
+            yield ping_frame()
+        await anyio.sleep(poll)

@@ -1,0 +1,74 @@
+"""Fault windows: the indexed lookup answers exactly as a walk over every
+window would, whatever order the faults opened and healed in."""
+
+from __future__ import annotations
+
+import random
+
+from knell.checker.windows import FaultWindows, Window
+from knell.history import Event
+
+PROCESSES = ("consumer-1", "consumer-2", "waiter-1", "producer-1")
+
+
+def _walk(windows: FaultWindows, process: str, t0: int, t1: int, **kw: bool) -> Window | None:
+    """The lookup as it was before the index: the first window, in the
+    order they opened, that touches ``process`` during ``[t0, t1]``."""
+    indirect, grace, clocks = kw["indirect"], kw["grace"], kw["clocks"]
+    for window in windows._by_process.get(process, ()):
+        if not clocks and window.clock:
+            continue
+        if window.touches(process, indirect=indirect) and window.overlaps(t0, t1, grace=grace):
+            return window
+    return None
+
+
+def _nemesis(type_: str, f: str, time: int, value: dict[str, object]) -> Event:
+    return {"time": time, "process": "nemesis", "type": type_, "f": f, "value": value}
+
+
+def _random_faults(rng: random.Random, windows: FaultWindows) -> None:
+    """Kills and restarts (some never healed, some not applied), and
+    pauses with indirect victims, at random, mostly but not always in
+    time order (a unit test may feed any order)."""
+    open_faults: list[int] = []
+    for fault in range(rng.randint(0, 40)):
+        if open_faults and rng.random() < 0.5:
+            healed = open_faults.pop(rng.randrange(len(open_faults)))
+            windows._healed(_nemesis("info", "restart", rng.randint(0, 1000), {"fault": healed}))
+        target = rng.choice(PROCESSES)
+        value: dict[str, object] = {
+            "fault": fault,
+            "target": target,
+            "grace_s": rng.choice((0, 1e-7, 2e-7)),
+            "radius": {
+                "processes": [target],
+                "indirect": rng.sample(PROCESSES, rng.randint(0, 2)),
+            },
+        }
+        windows._applied(_nemesis("invoke", "kill", rng.randint(0, 1000), value))
+        if rng.random() < 0.1:
+            windows._applied(_nemesis("fail", "kill", rng.randint(0, 1000), value))
+        else:
+            open_faults.append(fault)
+
+
+def test_indexed_lookup_matches_the_walk_over_every_window() -> None:
+    rng = random.Random(29)
+    for _ in range(300):
+        windows = FaultWindows()
+        _random_faults(rng, windows)
+        for _ in range(60):
+            process = rng.choice(PROCESSES)
+            t0 = rng.randint(0, 1100)
+            t1 = t0 + rng.randint(0, 200)
+            kw = {k: rng.random() < 0.5 for k in ("indirect", "grace", "clocks")}
+            assert windows.touching(process, t0, t1, **kw) is _walk(windows, process, t0, t1, **kw)
+        # more faults after lookups: the index must follow every change
+        _random_faults(rng, windows)
+        for process in PROCESSES:
+            t0 = rng.randint(0, 1100)
+            kw = {"indirect": True, "grace": True, "clocks": True}
+            assert windows.touching(process, t0, t0 + 50, **kw) is _walk(
+                windows, process, t0, t0 + 50, **kw
+            )

@@ -1,0 +1,272 @@
+"""History files on disk: zstd parts torn anywhere, the tail of a compressed
+part, the verified merge, old plain run directories, ``--keep-history``."""
+
+from __future__ import annotations
+
+import json
+import lzma
+import shutil
+import threading
+from pathlib import Path
+
+import orjson
+import pytest
+import zstandard
+
+from knell.history import HistoryError, HistoryReader, HistoryWriter, merge_histories
+from knell.history_files import (
+    MERGED,
+    MERGED_PLAIN,
+    HistoryFileError,
+    ZstdBlocks,
+    count_events,
+    file_lines,
+    history_lines,
+    merged_path,
+    open_merged_writer,
+    part_path,
+    part_paths,
+    verify_merge,
+)
+from knell.runner import RunError, _keep_once, check_run
+from knell.tail import HistoryTail
+
+CORPUS = Path(__file__).resolve().parents[1] / "corpus"
+
+
+def _part(folder: Path, name: str, events: int, *, close: bool = True) -> Path:
+    path = part_path(folder, name, 1)
+    writer = HistoryWriter(path, name, 1)
+    for i in range(events):
+        writer.write("invoke", "post", {"id": f"{name}:{i}"}, channel="events")
+    if close:
+        writer.close()
+    return path
+
+
+def test_a_part_is_a_zstd_stream_of_the_events_it_was_given(tmp_path: Path) -> None:
+    path = _part(tmp_path, "producer-1", 200)
+    assert path.name == "producer-1.1.jsonl.zst"
+    assert path.read_bytes()[:4] == b"\x28\xb5\x2f\xfd"
+    events = list(HistoryReader(path))
+    assert [e["value"]["id"] for e in events] == [f"producer-1:{i}" for i in range(200)]
+    plain = sum(len(orjson.dumps(e)) + 1 for e in events)
+    assert path.stat().st_size < plain / 4  # each event against the ones before it
+
+
+def test_a_part_cut_at_any_byte_yields_its_whole_events_and_reports_the_torn_rest(
+    tmp_path: Path,
+) -> None:
+    # A writer killed mid-write leaves any prefix of what it meant to write:
+    # every such prefix must give exactly the events whose block is whole.
+    # Each event's block is one write(), so the prefixes ending on a write
+    # are the untorn ones.
+    whole = _part(tmp_path, "p", 30, close=False).read_bytes()
+    ends = []
+    writer_blocks = ZstdBlocks("probe")
+    for cut in range(1, len(whole) + 1):
+        if writer_blocks.feed(whole[cut - 1 : cut]).endswith(b"\n"):
+            ends.append(cut)  # a block ends here
+    assert len(ends) == 30
+    cut_path = tmp_path / "cut.1.jsonl.zst"
+    for cut in range(len(whole) + 1):
+        cut_path.write_bytes(whole[:cut])
+        reader = HistoryReader(cut_path)
+        events = list(reader)
+        expected = sum(1 for end in ends if end <= cut)
+        assert [e["value"]["id"] for e in events] == [f"p:{i}" for i in range(expected)]
+        torn = cut not in ends and cut > 0
+        assert bool(reader.torn) == torn, cut
+        if torn:
+            assert "torn last line skipped" in reader.torn[0]
+            assert f"cut.1.jsonl.zst:{expected + 1}:" in reader.torn[0]
+        assert count_events(cut_path) == expected
+
+
+def test_a_closed_part_ends_its_frame_and_reads_the_same(tmp_path: Path) -> None:
+    open_part = _part(tmp_path / "a", "p", 10, close=False)
+    closed = _part(tmp_path / "b", "p", 10)
+    for path, ended in ((open_part, False), (closed, True)):
+        dobj = zstandard.ZstdDecompressor().decompressobj()
+        dobj.decompress(path.read_bytes())
+        assert dobj.eof == ended  # zstd's own reader sees the frame's end
+    assert [e["value"] for e in HistoryReader(closed)] == [
+        e["value"] for e in HistoryReader(open_part)
+    ]
+
+
+def test_a_damaged_zstd_part_is_named_not_taken_for_a_torn_one(tmp_path: Path) -> None:
+    path = _part(tmp_path, "p", 5)
+    path.write_bytes(b"not zstd at all\n" + path.read_bytes())
+    with pytest.raises(HistoryFileError, match=r"p\.1\.jsonl\.zst: byte 0: not a zstd frame"):
+        list(HistoryReader(path))
+
+
+def test_the_tail_follows_a_compressed_part_block_by_block(tmp_path: Path) -> None:
+    folder = tmp_path / "history"
+    path = part_path(folder, "producer-1", 1)
+    writer = HistoryWriter(path, "producer-1", 1)
+    tail = HistoryTail(folder)
+    assert tail.poll() == []
+    writer.write("invoke", "post", {"id": "a"})
+    writer.write("ok", "post", {"id": "a", "seq": 1})
+    assert [e["type"] for e in tail.poll()] == ["invoke", "ok"]
+    # Half a block on disk (a write in progress): nothing yet, then the rest.
+    before = path.stat().st_size
+    writer.write("invoke", "post", {"id": "b"})
+    data = path.read_bytes()
+    path.write_bytes(data[: before + 4])
+    assert tail.poll() == []
+    with open(path, "ab") as fh:
+        fh.write(data[before + 4 :])
+    assert [e["value"]["id"] for e in tail.poll()] == ["b"]
+    writer.close()
+    assert tail.poll() == []
+
+
+def test_the_merge_is_compressed_whole_and_the_parts_can_go(tmp_path: Path) -> None:
+    folder = tmp_path / "history"
+    parts = [_part(folder, "a", 40), _part(folder, "b", 60)]
+    merged = tmp_path / MERGED
+    count, torn = merge_histories(parts, merged)
+    assert (count, torn) == (100, [])
+    assert verify_merge(parts, merged, count) is None
+    assert [orjson.loads(line)["index"] for line in history_lines(tmp_path)] == list(range(100))
+
+
+def test_a_part_that_grew_after_the_merge_keeps_every_part(tmp_path: Path) -> None:
+    folder = tmp_path / "history"
+    still_going = HistoryWriter(part_path(folder, "b", 1), "b", 1)
+    for i in range(60):
+        still_going.write("invoke", "post", {"id": f"b:{i}"})
+    parts = [_part(folder, "a", 40), still_going.path]
+    merged = tmp_path / MERGED
+    count, _ = merge_histories(parts, merged)
+    still_going.write("invoke", "post", {"id": "late"})  # after the merge read its part
+    refused = verify_merge(parts, merged, count)
+    assert refused is not None
+    assert "101 event(s) in the 2 part(s)" in refused and "100 merged" in refused
+    with pytest.raises(RunError, match=r"merge not verified.*the parts are kept"):
+        _keep_once(tmp_path, parts, merged, count)
+    assert all(p.exists() for p in parts)
+    assert not merged.exists()  # never read as if it were whole
+
+
+def test_a_verified_merge_removes_the_parts_and_an_older_plain_copy(tmp_path: Path) -> None:
+    folder = tmp_path / "history"
+    parts = [_part(folder, "a", 10)]
+    (tmp_path / MERGED_PLAIN).write_text("{}\n")
+    merged = tmp_path / MERGED
+    count, _ = merge_histories(parts, merged)
+    _keep_once(tmp_path, parts, merged, count)
+    assert part_paths(folder) == []
+    assert not (tmp_path / MERGED_PLAIN).exists()
+    assert merged_path(tmp_path) == merged
+
+
+def _old_run(tmp_path: Path, name: str = "reference--quickstart") -> Path:
+    """A run directory as an older knell wrote it: plain ``history.jsonl``."""
+    run = tmp_path / name
+    run.mkdir()
+    shutil.copy(CORPUS / name / "scenario.json", run / "scenario.json")
+    data = lzma.decompress((CORPUS / name / "history.jsonl.xz").read_bytes())
+    (run / MERGED_PLAIN).write_bytes(data)
+    return run
+
+
+def test_an_old_plain_run_directory_is_still_checked_in_place(tmp_path: Path) -> None:
+    run = _old_run(tmp_path)
+    before = (run / MERGED_PLAIN).read_bytes()
+    outcome = check_run(run)
+    assert outcome.verdict.valid is True
+    assert outcome.verdict.events == before.count(b"\n")
+    assert (run / MERGED_PLAIN).read_bytes() == before  # read, never rewritten
+    assert not (run / MERGED).exists()
+    assert list(file_lines(run / MERGED_PLAIN)) == before.splitlines(True)
+
+
+def test_old_plain_parts_are_merged_into_the_compressed_file(tmp_path: Path) -> None:
+    run = _old_run(tmp_path)
+    lines = (run / MERGED_PLAIN).read_bytes().splitlines(True)
+    (run / "history").mkdir()
+    by_process: dict[str, list[bytes]] = {}
+    for line in lines:
+        event = orjson.loads(line)
+        del event["index"]
+        by_process.setdefault(f"{event['process']}.{event.get('incarnation', 1)}", []).append(
+            orjson.dumps(event) + b"\n"
+        )
+    for name, part in by_process.items():
+        (run / "history" / f"{name}.jsonl").write_bytes(b"".join(part))
+    outcome = check_run(run)
+    assert outcome.verdict.valid is True
+    assert outcome.verdict.events == len(lines)
+    assert not (run / MERGED_PLAIN).exists() and (run / MERGED).exists()
+    assert part_paths(run / "history") == []
+
+
+@pytest.mark.parametrize(
+    ("run_name", "keep", "kept"),
+    [
+        ("reference--quickstart", "all", True),
+        ("reference--quickstart", "failing", False),
+        ("reference--quickstart", "none", False),
+        ("off-by-one-read--quickstart", "failing", True),
+        ("off-by-one-read--quickstart", "none", False),
+    ],
+)
+def test_keep_history_keeps_what_it_names_and_the_page_says_so(
+    tmp_path: Path, run_name: str, keep: str, kept: bool
+) -> None:
+    run = _old_run(tmp_path, run_name)
+    outcome = check_run(run, keep_history=keep)
+    assert (run / MERGED_PLAIN).exists() == kept
+    results = json.loads((run / "results.json").read_text())
+    page = (run / "index.html").read_text("utf-8")
+    assert (outcome.verdict.valid is True) == (run_name.startswith("reference"))
+    if kept:
+        assert "history_kept" not in results and "not kept" not in page
+        assert 'href="history.jsonl"' in page
+    else:
+        assert results["history_kept"] == f"--keep-history {keep}: removed once checked"
+        assert f"not kept (--keep-history {keep}" in page
+        assert 'href="history.jsonl' not in page  # no link to a file that is gone
+        with pytest.raises(RunError, match=rf"no history here.*not kept by the run.*{keep}"):
+            check_run(run)
+
+
+def test_a_bad_line_inside_a_compressed_file_is_an_error_not_a_torn_end(tmp_path: Path) -> None:
+    # Only the last line can be torn: a damaged line with events after it
+    # must stop the read with an error, in a zstd file as in a plain one.
+    lines = [
+        orjson.dumps({"time": i, "process": "p", "type": "invoke", "f": "post", "value": {}})
+        + b"\n"
+        for i in range(100)
+    ]
+    lines[50] = b'{"time": 50, "proc\n'
+    merged = tmp_path / MERGED
+    with open_merged_writer(tmp_path / "tmp", merged) as out:
+        out.write(b"".join(lines))
+    (tmp_path / "tmp").rename(merged)
+    with pytest.raises(HistoryError, match=r"history\.jsonl\.zst:51: .*not the last line"):
+        list(HistoryReader(merged))
+
+
+def test_threads_sharing_a_writer_never_interleave_inside_the_stream(tmp_path: Path) -> None:
+    # The runner's nemesis writer is shared with fault threads (a clock
+    # fault's ticker): one compressor's stream must take one event at a time.
+    path = part_path(tmp_path, "nemesis", 1)
+    writer = HistoryWriter(path, "nemesis", 1)
+
+    def burst(thread: int) -> None:
+        for i in range(1500):
+            writer.write("info", "tick", {"thread": thread, "i": i, "pad": "x" * (i % 300)})
+
+    threads = [threading.Thread(target=burst, args=(t,)) for t in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    writer.close()
+    seen = sorted((e["value"]["thread"], e["value"]["i"]) for e in HistoryReader(path))
+    assert seen == [(t, i) for t in range(6) for i in range(1500)]
