@@ -126,6 +126,11 @@ class _TailEvent(_Value):
     sender: str
 
 
+class _TailBehind(_Value):
+    after: int
+    first: int
+
+
 class _TailDrop(_Value):
     error: str
     last_event_id: int = 0  # absent when nothing was read yet
@@ -286,13 +291,14 @@ _SINGLE: dict[str, type[_Value]] = {
     "handle": _Handled,
     "wake": _WakeOk,
     "tail-event": _TailEvent,
+    "tail-behind": _TailBehind,
     "tail-drop": _TailDrop,
     "work": _Held,
     "start": _Start,
     "stop": _Empty,
 }
 """f -> value of the events a worker writes alone, as ``ok``: a message
-handled, a doorbell that rang, an SSE tail's event or drop, work finished,
+handled, a doorbell that rang, an SSE tail's event, gap notice or drop, work finished,
 the process started or stopped."""
 
 
@@ -330,7 +336,7 @@ PLACES: dict[str, tuple[str, ...]] = {
     "arm": ("handle",),
     "wake": _BROADCAST,
     "handle": _BROADCAST,
-    **dict.fromkeys(("tail", "tail-event", "tail-drop"), _CHANNEL),
+    **dict.fromkeys(("tail", "tail-event", "tail-behind", "tail-drop"), _CHANNEL),
     **dict.fromkeys(("declare", "claim", "renew", "done", "release", "dead", "work"), _CHANNEL),
     **dict.fromkeys(("claim_role", "release_role", "receive", "read", "stranded"), _CHANNEL),
     **dict.fromkeys(("declare_stream", "stream_tail"), _CHANNEL),

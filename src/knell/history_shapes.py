@@ -175,6 +175,10 @@ OK_SHAPES: dict[str, Shape | None] = {
         ("id", True, frozenset({str}), None),
         ("sender", True, frozenset({str}), None),
     ),
+    "tail-behind": (
+        ("after", True, frozenset({int}), None),
+        ("first", True, frozenset({int}), None),
+    ),
     "tail-drop": (
         ("error", True, frozenset({str}), None),
         ("last_event_id", False, frozenset({int}), None),

@@ -815,6 +815,8 @@ class Scenario(_Strict):
             kind = {"claimer": "queue", "holder": "role inbox", "streamer": "stream"}.get(
                 spec.role, "broadcast"
             )
+            if spec.role == "tailer" and spec.channel in self.streams:
+                kind = "stream"  # an SSE tail follows either kind of channel
             if (kind == "stream") != (spec.channel in self.streams):
                 raise ValueError(
                     f"process[{index}].channel: {spec.channel!r} is a stream (streams."
@@ -866,8 +868,10 @@ class Scenario(_Strict):
 
     @property
     def contracts(self) -> tuple[str, ...]:
-        """The delivery contracts this scenario tests (by its roles)."""
-        return contracts_of_roles(spec.role for spec in self.process if spec.role != "bridge")
+        """The delivery contracts this scenario tests (by its roles; a
+        declared stream channel is the stream contract's, whoever reads it)."""
+        roles = [spec.role for spec in self.process if spec.role != "bridge"]
+        return contracts_of_roles([*roles, *(["streamer"] if self.streams else [])])
 
     @property
     def features(self) -> tuple[str, ...]:

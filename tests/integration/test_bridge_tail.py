@@ -16,7 +16,7 @@ import pytest
 
 from knell.buses import Message, open_bus
 from knell.buses.http import HttpBus
-from knell.buses.http_tail import TailConnect, TailDrop, TailItem, TailOpen
+from knell.buses.http_tail import TailBehind, TailConnect, TailDrop, TailItem, TailOpen
 from tests.histories import events_of
 from tests.integration.bridges import Bridges, sqlite_url
 from tests.integration.conftest import knell
@@ -157,3 +157,62 @@ def test_tailers_through_bridges_that_are_killed_paused_and_partitioned(tmp_path
         if e["f"] == "tail" and e["type"] == "invoke" and "last_event_id" in e["value"]
     ]
     assert resumed, "no tailer reconnected with a Last-Event-ID"
+
+
+def _stream_tail_from(bridges: Bridges, tmp_path: Path, last: int, *args: str) -> list[TailItem]:
+    """A ring of 5 with 20 posts (it holds 16..20); a tail through a bridge
+    resuming after ``last``: what it sends up to seq 20."""
+    url = sqlite_url(tmp_path / "bus.db")
+    bridge = bridges.start("--bus", url, *args)
+    writer = open_bus(url)
+    writer.declare_stream("ticks", 5)  # type: ignore[attr-defined]
+    for i in range(1, 21):
+        writer.post("ticks", f"m{i}", "p")
+    client = open_bus(bridge.url)
+    assert isinstance(client, HttpBus)
+    tail = client.follow("ticks", last, ping=0.1)
+    got: list[TailItem] = []
+    try:
+        for item in tail:
+            if isinstance(item, (Message, TailBehind)):
+                got.append(item)
+            if isinstance(item, Message) and item.seq >= 20:
+                break
+    finally:
+        tail.close()
+        client.close()
+        writer.close()
+    return got
+
+
+def test_a_stream_tail_behind_the_ring_is_told_so_then_resumes_at_its_start(
+    bridges: Bridges, tmp_path: Path
+) -> None:
+    got = _stream_tail_from(bridges, tmp_path, 2)
+    assert got[0] == TailBehind("ticks", 2, 16)
+    assert [m.seq for m in got[1:] if isinstance(m, Message)] == [16, 17, 18, 19, 20]
+    (tmp_path / "again").mkdir()
+    within = _stream_tail_from(bridges, tmp_path / "again", 17)
+    assert [m.seq for m in within if isinstance(m, Message)] == [18, 19, 20]
+    assert not any(isinstance(i, TailBehind) for i in within)  # nothing dropped
+
+
+def test_a_bridge_with_its_own_buffer_blames_the_ring(bridges: Bridges, tmp_path: Path) -> None:
+    """The mutant serves the newest 10 from its own buffer: a ring of 100
+    holding all 30 posts is said to have dropped 3..20."""
+    url = sqlite_url(tmp_path / "bus.db")
+    bridge = bridges.start("--bus", url, "--mutant", "bridge-stream-own-buffer")
+    writer = open_bus(url)
+    writer.declare_stream("ticks", 100)  # type: ignore[attr-defined]
+    for i in range(1, 31):
+        writer.post("ticks", f"m{i}", "p")
+    client = open_bus(bridge.url)
+    assert isinstance(client, HttpBus)
+    tail = client.follow("ticks", 2, ping=0.1)
+    try:
+        first = next(i for i in tail if isinstance(i, (Message, TailBehind)))
+    finally:
+        tail.close()
+        client.close()
+        writer.close()
+    assert first == TailBehind("ticks", 2, 21)  # the ring holds 1..30

@@ -9,11 +9,12 @@ from typing import Any
 import httpx
 import pytest
 
-from knell.bridge.tail import TAIL_PAGE, resume_after, sse_frames
+from knell.bridge.tail import TAIL_PAGE, Page, resume_after, sse_frames
 from knell.buses import Message, open_bus
 from knell.buses.http_tail import (
     BACKOFF_MAX,
     BACKOFF_MIN,
+    TailBehind,
     TailConnect,
     TailDrop,
     TailPing,
@@ -24,22 +25,30 @@ from knell.buses.http_tail import (
 from knell.buses.operations import MESSAGE
 
 
-def _frames(pages: list[list[Message] | Exception], start: int, stop_after: int) -> list[Any]:
+def _frames(
+    pages: list[list[Message] | Exception],
+    start: int,
+    stop_after: int,
+    firsts: list[int] | None = None,
+) -> list[Any]:
     """Run the frame generator over scripted pages (the ``fetch`` here is
-    the bus call the bridge makes) and record every position asked for."""
+    the bus call the bridge makes) and record every position asked for;
+    ``firsts``: a stream's ring start with each page (else a log's None)."""
     asked: list[int] = []
 
-    async def fetch(position: int) -> list[Message]:
+    async def fetch(position: int) -> Page:
         asked.append(position)
         page = pages.pop(0) if pages else []
         if isinstance(page, Exception):
             raise page
-        return page
+        first = firsts.pop(0) if firsts else None
+        return page, first
 
     async def run() -> list[bytes]:
         out: list[bytes] = []
         frames = sse_frames(
             fetch,
+            "events",
             start,
             poll=0.001,
             ping=0.0,
@@ -124,3 +133,26 @@ def test_reconnects_back_off_doubling_to_a_bound() -> None:
     assert all(i == TailConnect(7) for i in items[::2])  # the resume point never moves
     assert slept[0] == BACKOFF_MIN and max(slept) == BACKOFF_MAX
     assert slept == sorted(slept) and slept[-2:] == [BACKOFF_MAX, BACKOFF_MAX]
+
+
+def test_a_stream_that_dropped_what_was_owed_says_so_before_the_next_message() -> None:
+    """A ring that no longer holds 6..9 when asked after 5: one ``behind``
+    frame whose id moves the resume point to 9, then 10 and 11; a page
+    whose first is the next seq owed says nothing."""
+    frames, asked = _frames([[_m(10), _m(11)], [_m(12)]], 5, 3, firsts=[10, 10])
+    assert asked == [5, 11, 12]
+    text = b"".join(frames).decode()
+    assert text.count("event: behind") == 1
+    notice = text[text.index("event: behind") :]
+    assert notice.startswith(
+        'event: behind\nid: 9\ndata: {"channel":"events","after":5,"first":10}'
+    )
+    assert notice.index("event: behind") < notice.index("id: 10\n")
+
+
+def test_the_parser_reads_a_behind_notice_and_refuses_a_bad_one() -> None:
+    lines = ["event: behind", "id: 9", 'data: {"channel":"ticks","after":5,"first":10}', ""]
+    assert list(_events(iter(lines), MESSAGE)) == [TailBehind("ticks", 5, 10)]
+    bad = ["event: behind", 'data: {"channel":"ticks","after":5,"first":6}', ""]
+    with pytest.raises(_StreamError, match="unreadable"):
+        list(_events(iter(bad), MESSAGE))  # first = after + 1 announces no gap

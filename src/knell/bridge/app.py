@@ -79,8 +79,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from knell.bridge.drain import Drain
 from knell.bridge.errors import JsonResponse, Problem, bus_problem, envelope
 from knell.bridge.models import request_model
-from knell.bridge.tail import TAIL_HANDLE, TAIL_PAGE, resume_after, sse_frames
-from knell.buses.contract import Bus, Wake, contracts_of, features_of
+from knell.bridge.tail import TAIL_HANDLE, TAIL_PAGE, Page, resume_after, sse_frames
+from knell.buses.contract import STREAM, Bus, Wake, WrongChannelKind, contracts_of, features_of
 from knell.buses.http_protocol import (
     MAX_INT,
     MAX_LIMIT,
@@ -250,12 +250,7 @@ class _Bridge:
         start = await self.call(resume_after, self.bus, channel, after)
         # One read before the stream starts: a channel of another kind (a
         # queue) is refused here, with its status, not mid-stream.
-        await self.call(self.bus.fetch, TAIL_HANDLE, channel, start, 1)
-
-        async def fetch(position: int) -> list[Any]:
-            return await anyio.to_thread.run_sync(
-                self.bus.fetch, TAIL_HANDLE, channel, position, TAIL_PAGE, limiter=self._ops
-            )
+        fetch = await self._tail_reader(channel, start)
 
         def problem(exc: Exception) -> dict[str, Any] | None:
             found = bus_problem(exc)
@@ -263,6 +258,7 @@ class _Bridge:
 
         frames = sse_frames(
             fetch,
+            channel,
             start,
             poll=self.config.tail_poll,
             ping=ping,
@@ -271,6 +267,40 @@ class _Bridge:
         )
         headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
         return StreamingResponse(frames, media_type="text/event-stream", headers=headers)
+
+    async def _tail_reader(self, channel: str, start: int) -> Callable[[int], Awaitable[Page]]:
+        """How a tail of ``channel`` reads its next page, found by reading
+        the first one: a broadcast channel's ``fetch(after=)``, or, when
+        the bus serves streams and the channel refuses a fetch as of
+        another kind, the stream's ``tail`` (whose ``first`` tells of what
+        the ring dropped). Any other refusal is the answer, with its status."""
+        bus: Any = self.bus
+        try:
+            await anyio.to_thread.run_sync(
+                bus.fetch, TAIL_HANDLE, channel, start, 1, limiter=self._ops
+            )
+        except WrongChannelKind as exc:
+            if STREAM not in contracts_of(bus):
+                raise bus_problem(exc) from exc
+            await self.call(bus.tail, channel, start, 1)
+
+            async def ring(position: int) -> Page:
+                page = await anyio.to_thread.run_sync(
+                    bus.tail, channel, position, TAIL_PAGE, limiter=self._ops
+                )
+                return page.messages, page.first
+
+            return ring
+        except Exception as exc:
+            raise bus_problem(exc) from exc
+
+        async def log(position: int) -> Page:
+            found = await anyio.to_thread.run_sync(
+                bus.fetch, TAIL_HANDLE, channel, position, TAIL_PAGE, limiter=self._ops
+            )
+            return found, None
+
+        return log
 
     async def health(self, request: Request) -> Response:
         _query(request, ())

@@ -69,7 +69,10 @@ _TAIL_DESCRIPTION = (
     " seq, `data:` the message as a fetch returns it; `: ping` comments while idle; one"
     " `event: error` with the error envelope if the bus fails, then the end of the stream."
     " A client that loses the connection reconnects with `Last-Event-ID` and the tail"
-    " resumes strictly after that seq."
+    " resumes strictly after that seq. On a stream channel, messages the ring dropped"
+    " before they could be sent are announced, before the next message, by one"
+    " `event: behind` whose `data` is `{channel, after, first}` (`after + 1 .. first - 1`"
+    " are gone) and whose `id` is `first - 1`."
 )
 
 _OWN: dict[str, dict[str, Any]] = {

@@ -22,18 +22,30 @@ a dead (or paused) server by its own read timeout. A bus error mid-stream
 ends the stream with one ``event: error`` frame carrying the usual error
 envelope; the client reconnects.
 
-The tail is built on the broadcast contract's ``head`` and ``fetch(after=)``
-alone (a peek that moves no cursor), polled every ``poll`` seconds, so
-every bus behind a bridge can be tailed with no new operation. A kind of
-channel with its own read position (a stream channel) would plug in here
-by giving the bus a ``tail_resume`` and ``tail_page``; see
-:func:`resume_after`.
+The tail of a broadcast channel is built on the broadcast contract's
+``head`` and ``fetch(after=)`` alone (a peek that moves no cursor), polled
+every ``poll`` seconds, so every bus behind a bridge can be tailed with no
+new operation. A **stream channel** (a ring that drops its oldest
+messages) is tailed with the stream contract's own ``tail`` pages, and a
+client that fell behind the ring is *told* so, never silently skipped:
+before the first message above the gap the bridge writes ::
+
+    event: behind
+    id: 57
+    data: {"channel": "ticks", "after": 41, "first": 58}
+
+meaning messages ``after + 1 .. first - 1`` were dropped by the ring
+before the tail could send them. Its ``id`` is ``first - 1``, so a client
+that reconnects after it resumes at the ring's start rather than asking
+for what is gone. That is the SSE form of a page's ``first``
+(:class:`~knell.buses.contract.StreamPage`), and ``tail-continuity``
+accepts a gap only where such an event announced it.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
 import anyio
@@ -42,7 +54,16 @@ import orjson
 from knell.buses.contract import Bus, Message
 from knell.buses.operations import OPERATIONS
 
-__all__ = ["TAIL_HANDLE", "TAIL_PAGE", "frame", "ping_frame", "resume_after", "sse_frames"]
+__all__ = [
+    "TAIL_HANDLE",
+    "TAIL_PAGE",
+    "Page",
+    "behind_frame",
+    "frame",
+    "ping_frame",
+    "resume_after",
+    "sse_frames",
+]
 
 TAIL_HANDLE = ".tail"
 """The handle a tail's pages are fetched under: ``fetch`` with an
@@ -73,6 +94,20 @@ def frame(message: Message) -> bytes:
     return b"event: message\nid: %d\ndata: %s\n\n" % (message.seq, data)
 
 
+def behind_frame(channel: str, after: int, first: int) -> bytes:
+    """One ``behind`` event: the ring dropped ``after + 1 .. first - 1``
+    before they could be sent; its ``id`` moves the client's resume point
+    past them."""
+    data = orjson.dumps({"channel": channel, "after": after, "first": first})
+    return b"event: behind\nid: %d\ndata: %s\n\n" % (first - 1, data)
+
+
+Page = tuple[Sequence[Message], int | None]
+"""One read for a tail: the messages after the position, and the oldest
+seq the channel still holds (a stream's ``first``; ``None`` for a channel
+that drops nothing)."""
+
+
 def ping_frame() -> bytes:
     return b": ping\n\n"
 
@@ -82,7 +117,8 @@ def _error_frame(error: dict[str, Any]) -> bytes:
 
 
 async def sse_frames(
-    fetch: Callable[[int], Awaitable[list[Message]]],
+    fetch: Callable[[int], Awaitable[Page]],
+    channel: str,
     start: int,
     *,
     poll: float,
@@ -92,21 +128,25 @@ async def sse_frames(
 ) -> AsyncIterator[bytes]:
     """The frames of one tail: every message above ``start`` as it appears,
     a ping after ``ping`` idle seconds, until the bridge stops or the bus
-    fails (one error frame, then the end). ``fetch(after)`` reads a page;
-    ``problem`` turns its exception into an error envelope (``None``: not
-    a bus error, re-raised)."""
+    fails (one error frame, then the end). ``fetch(after)`` reads a page
+    (:data:`Page`); when its ``first`` is above the next seq owed, a
+    ``behind`` frame says so first. ``problem`` turns its exception into
+    an error envelope (``None``: not a bus error, re-raised)."""
     position = start
     quiet_since = time.monotonic()
     yield ping_frame()  # the headers and a first byte: the client knows it is connected
     while not stopping():
         try:
-            page = await fetch(position)
+            page, first = await fetch(position)
         except Exception as exc:
             envelope = problem(exc)
             if envelope is None:
                 raise
             yield _error_frame(envelope)
             return
+        if first is not None and first > position + 1:
+            yield behind_frame(channel, position, first)
+            position = first - 1
         for message in page:
             # Sent as the bus returned it: a page out of order is the
             # bus's to answer for, and the tail's check sees it.

@@ -13,7 +13,9 @@ The iterator yields what a caller must record, not just the messages:
 each attempt (:class:`TailConnect`, with the ``Last-Event-ID`` it sends),
 its opening (:class:`TailOpen`), every :class:`~knell.buses.contract.Message`,
 every ping (:class:`TailPing`, so a caller can stop while the channel is
-quiet) and every drop (:class:`TailDrop`). The resume point is the
+quiet), every drop (:class:`TailDrop`) and, on a stream channel, every
+notice that the ring dropped messages before they could be sent
+(:class:`TailBehind`, whose ``first - 1`` becomes the resume point). The resume point is the
 client's own: the last ``id`` it *read*, never what the server says.
 """
 
@@ -32,6 +34,7 @@ from knell.buses.operations import DecodeError, Record
 __all__ = [
     "BACKOFF_MAX",
     "BACKOFF_MIN",
+    "TailBehind",
     "TailConnect",
     "TailDrop",
     "TailItem",
@@ -74,7 +77,17 @@ class TailDrop:
     definite: bool
 
 
-TailItem = TailConnect | TailOpen | TailPing | TailDrop | Message
+@dataclass(frozen=True)
+class TailBehind:
+    """The ring of a stream channel dropped ``after + 1 .. first - 1``
+    before the bridge could send them: a gap the tail is told of."""
+
+    channel: str
+    after: int
+    first: int
+
+
+TailItem = TailConnect | TailOpen | TailPing | TailDrop | TailBehind | Message
 
 
 def sse_tail(
@@ -115,6 +128,8 @@ def sse_tail(
                     for item in _events(response.iter_lines(), decode):
                         if isinstance(item, Message):
                             last_event_id = item.seq
+                        elif isinstance(item, TailBehind):
+                            last_event_id = item.first - 1
                         yield item
                     drop = TailDrop("the server ended the stream", True, False)
         except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
@@ -135,7 +150,7 @@ class _StreamError(Exception):
     event that is not a message."""
 
 
-def _events(lines: Iterator[str], decode: Record) -> Iterator[Message | TailPing]:
+def _events(lines: Iterator[str], decode: Record) -> Iterator[Message | TailPing | TailBehind]:
     """Parse the event stream (the subset a bridge writes: ``event``, ``id``,
     ``data``, comments; a blank line ends an event)."""
     kind = "message"
@@ -156,10 +171,23 @@ def _events(lines: Iterator[str], decode: Record) -> Iterator[Message | TailPing
             text = "\n".join(data)
             if kind == "error":
                 raise _StreamError(f"the server ended the stream with an error: {text[:200]}")
-            if kind != "message":
+            if kind not in ("message", "behind"):
                 raise _StreamError(f"unexpected event {kind!r} in a tail")
             try:
-                yield decode.decode(orjson.loads(text), "data")
-            except (orjson.JSONDecodeError, DecodeError) as exc:
+                yield (
+                    _behind(text) if kind == "behind" else decode.decode(orjson.loads(text), "data")
+                )
+            except (orjson.JSONDecodeError, DecodeError, KeyError, TypeError, ValueError) as exc:
                 raise _StreamError(f"unreadable event data ({exc}): {text[:200]!r}") from exc
         kind, data = "message", []
+
+
+def _behind(text: str) -> TailBehind:
+    """A ``behind`` event's data: the channel, where the tail stood and the
+    ring's first seq (both counts, the first above the position)."""
+    data = orjson.loads(text)
+    after, first = data["after"], data["first"]
+    ints = all(type(n) is int and n >= 0 for n in (after, first))
+    if not (isinstance(data["channel"], str) and ints and first > after + 1):
+        raise ValueError("a behind event needs channel, and after + 1 < first")
+    return TailBehind(data["channel"], after, first)

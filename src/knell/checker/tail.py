@@ -23,6 +23,19 @@ before it are not owed):
     whole history is read. Witness: the reconnect, the event after the
     gap, and the post of the first missing seq.
 
+``tail-behind-unfounded``
+    on a stream channel (a ring), the only gap a tail may have is one the
+    bridge announced with a ``behind`` event (``tail-behind``: the ring
+    dropped ``after + 1 .. first - 1`` before they could be sent), which
+    moves the tailer's position to ``first - 1``. The announcement is
+    itself judged where the ring's bound decides it: a ring bounded by
+    count alone (``max_len``, no age bound) holds the newest ``max_len``
+    seqs, and the head when the bridge read it is at most the number of
+    posts invoked on the channel before the notice arrived, so a ``first``
+    above that count minus ``max_len`` plus one claims dropped what the
+    ring still held (a bridge that skips and calls it the ring's doing).
+    Witness: the notice and the declaration.
+
 Until a tailer has read one event it has no position to resume from (a
 reconnect before its first event starts at the head again), so nothing
 is owed before it. The check also measures what the figures quote:
@@ -31,11 +44,12 @@ time from a dropped stream to the reopened one.
 
 What it keeps, and for how long: per channel the committed seqs, the post
 ok of each (packed, :mod:`knell.checker.keep`) and each post's invoke
-time, for the whole run, even before any tailer exists; per tailer the
-events it read. A tailer that reconnects with an old ``Last-Event-ID`` is
-owed every committed seq after it, however old, and a gap is judged only
-once the whole history is read (a post ok recorded later may prove it), so no
-post can be forgotten before the end.
+time (on a stream channel, every invoke's), for the whole run, even
+before any tailer exists; per tailer the events it read. A tailer that
+reconnects with an old ``Last-Event-ID`` is owed every committed seq
+after it, however old, and a gap is judged only once the whole history
+is read (a post ok recorded later may prove it), so no post can be
+forgotten before the end.
 """
 
 from __future__ import annotations
@@ -48,6 +62,7 @@ from knell.checker.base import Check, CheckResult, witness
 from knell.checker.consumer import on, on_op
 from knell.checker.keep import Held, keep
 from knell.history import Event
+from knell.stats import percentile
 
 __all__ = ["TailContinuityCheck"]
 
@@ -63,6 +78,9 @@ class _Tailer:
     """The ``tail`` invoke of the current connection, until its first event."""
     dropped_at: int | None = None
     """When the last open stream dropped (for the reconnect time)."""
+    behind: int | None = None
+    """The ``first`` of a ``behind`` notice since the last event: seqs
+    below it were announced dropped, not owed."""
 
 
 @dataclass(frozen=True)
@@ -74,19 +92,13 @@ class _Gap:
     after: Event
 
 
-def _pct(values: list[float], q: float) -> float | None:
-    if not values:
-        return None
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
 class TailContinuityCheck(Check):
     name: ClassVar[str] = "tail-continuity"
     anomaly_kinds: ClassVar[tuple[str, ...]] = (
         "tail-duplicate",
         "tail-out-of-order",
         "tail-gap",
+        "tail-behind-unfounded",
     )
 
     def __init__(self, *args: Any) -> None:
@@ -101,6 +113,11 @@ class TailContinuityCheck(Check):
         self._reconnect: list[float] = []
         self._events = 0
         self._reconnects = 0
+        self._behinds = 0
+        # stream channels: the declared ring (max_len when bounded by count
+        # alone, else None: undecidable) and the times of their post invokes
+        self._rings: dict[str, tuple[int | None, Held]] = {}
+        self._invoked: dict[str, list[int]] = {}
 
     def _tailer(self, event: Event) -> _Tailer:
         key = (str(event["process"]), int(event.get("incarnation", 0)))
@@ -109,9 +126,23 @@ class TailContinuityCheck(Check):
             found = self._tailers[key] = _Tailer()
         return found
 
+    @on_op("declare_stream", "ok")
+    def _declared(self, inv: Event | None, ok: Event) -> None:
+        channel, value = str(ok["channel"]), ok["value"]
+        max_len = value.get("max_len")
+        count_only = isinstance(max_len, int) and max_len > 0 and not value.get("max_age_s")
+        known = self._rings.get(channel)
+        same = known is None or known[0] == max_len
+        bound: int | None = max_len if count_only and same else None
+        self._rings[channel] = (bound, keep(ok))
+        self._invoked.setdefault(channel, [])
+
     @on("post", "invoke")
     def _post_invoke(self, event: Event) -> None:
         channel = str(event["channel"])
+        invoked = self._invoked.get(channel)
+        if invoked is not None:
+            invoked.append(event["time"])
         by_id = self._posted_at.get(channel)
         if by_id is None:
             by_id = self._posted_at[channel] = {}
@@ -142,6 +173,28 @@ class TailContinuityCheck(Check):
         if tailer.dropped_at is not None:
             self._reconnect.append((event["time"] - tailer.dropped_at) / 1e9)
             tailer.dropped_at = None
+
+    @on("tail-behind")
+    def _behind(self, event: Event) -> None:
+        self._behinds += 1
+        channel, first = str(event["channel"]), event["value"]["first"]
+        self._tailer(event).behind = first
+        ring = self._rings.get(channel)
+        if ring is None:
+            return
+        max_len, declared = ring
+        if max_len is None:
+            return
+        invoked = self._invoked.get(channel, [])
+        most = bisect_left(invoked, event["time"])  # posts invoked before the notice
+        if first > max(1, most - max_len + 1):
+            self._report(
+                "tail-behind-unfounded",
+                f"tailer {event['process']} was told the ring of {channel!r} had dropped every "
+                f"seq below {first}, but it keeps the newest {max_len} and at most {most} "
+                f"post(s) had been invoked: it still held seq {max(1, most - max_len + 1)}",
+                witness(declared, event),
+            )
 
     @on("tail-drop")
     def _drop(self, event: Event) -> None:
@@ -183,10 +236,13 @@ class TailContinuityCheck(Check):
                 low, cause = tailer.resumed["value"]["last_event_id"], tailer.resumed
             elif last is not None:
                 low, cause = last["value"]["seq"], last
+            if low is not None and tailer.behind is not None:
+                low = max(low, tailer.behind - 1)  # announced: the ring dropped them
             if low is not None and seq > low + 1:
                 self._gaps.append(_Gap(channel, low, seq, cause, event))
         tailer.seen[seq] = event
         tailer.resumed = None
+        tailer.behind = None
         tailer.last = event
 
     @staticmethod
@@ -217,14 +273,15 @@ class TailContinuityCheck(Check):
 
     def result(self) -> CheckResult:
         metrics: dict[str, float | int | None] = {
-            "latency_p50_s": _pct(self._latency, 0.5),
-            "latency_p99_s": _pct(self._latency, 0.99),
-            "reconnect_p50_s": _pct(self._reconnect, 0.5),
+            "latency_p50_s": percentile(self._latency, 0.5),
+            "latency_p99_s": percentile(self._latency, 0.99),
+            "reconnect_p50_s": percentile(self._reconnect, 0.5),
             "reconnect_max_s": max(self._reconnect) if self._reconnect else None,
         }
         counts = {
             "tailers": len(self._tailers),
             "events": self._events,
             "reconnects": self._reconnects,
+            "behind-notices": self._behinds,
         }
         return self._result(counts, metrics)

@@ -19,7 +19,10 @@ What it records, for ``tail-continuity`` (:mod:`knell.checker.tail`):
 * every message as a single ``tail-event`` (``seq``, ``id``, ``sender``),
   written the moment it was read, so post-to-event latency is measurable;
 * every drop of an open stream as a single ``tail-drop`` with why and the
-  ``last_event_id`` it will resume from.
+  ``last_event_id`` it will resume from;
+* on a stream channel, every notice that the ring dropped messages before
+  the bridge could send them as a single ``tail-behind`` (``after``,
+  ``first``): the only gap a tail may have.
 
 Tails are a bridge's, so a tailer's bus must be the ``http://`` driver (a
 scenario says ``via = "bridge"``; its loader refuses a tailer without one).
@@ -31,7 +34,7 @@ from typing import Any
 
 from knell.buses import Message
 from knell.buses.http import HttpBus
-from knell.buses.http_tail import TailConnect, TailDrop, TailOpen
+from knell.buses.http_tail import TailBehind, TailConnect, TailDrop, TailOpen
 from knell.workload.params import TailerParams
 from knell.workload.worker import Worker
 
@@ -58,6 +61,11 @@ def run_tailer(worker: Worker, params: TailerParams) -> None:
                     "tail-event",
                     {"seq": item.seq, "id": item.body, "sender": item.sender},
                     channel=channel,
+                )
+            elif isinstance(item, TailBehind):
+                last = item.first - 1
+                history.write(
+                    "ok", "tail-behind", {"after": item.after, "first": item.first}, channel=channel
                 )
             elif isinstance(item, TailConnect):
                 sent = {} if item.last_event_id is None else {"last_event_id": item.last_event_id}

@@ -120,3 +120,81 @@ def test_a_new_incarnation_starts_owing_nothing() -> None:
     h.ok(T, "tail", {}, channel="events", incarnation=2)
     h.ok(T, "tail-event", {"seq": 3, "id": "m3", "sender": "p"}, channel="events", incarnation=2)
     assert run(h, TailContinuityCheck).valid is True
+
+
+# -- stream channels: a gap the bridge announced, and an announcement judged --------
+
+
+def declare(h: History, max_len: int | None, max_age_s: float | None = None) -> Event:
+    value: dict[str, Any] = {}
+    if max_len is not None:
+        value["max_len"] = max_len
+    if max_age_s is not None:
+        value["max_age_s"] = max_age_s
+    h.invoke("producer-1", "declare_stream", value, channel="events")
+    return h.ok("producer-1", "declare_stream", value, channel="events")
+
+
+def behind(h: History, after: int, first: int) -> Event:
+    return h.ok(T, "tail-behind", {"after": after, "first": first}, channel="events")
+
+
+def test_a_gap_the_ring_announced_is_no_gap() -> None:
+    h = History()
+    declare(h, 3)
+    connect(h)
+    posts(h, range(1, 3))
+    event(h, 1)
+    drop(h, 1)
+    posts(h, range(3, 8))  # the ring of 3 keeps 5..7: 2..4 are gone
+    connect(h, 1)
+    behind(h, 1, 5)
+    for seq in (5, 6, 7):
+        event(h, seq)
+    r = run(h, TailContinuityCheck)
+    assert r.valid is True, r.anomalies
+    assert r.counts["behind-notices"] == 1
+
+
+def test_an_announcement_covers_only_what_it_names() -> None:
+    h = History()
+    declare(h, 3)
+    connect(h)
+    posted = posts(h, range(1, 9))
+    event(h, 1)
+    drop(h, 1)
+    inv, _ = connect(h, 1)
+    behind(h, 1, 6)  # founded: 8 posts, ring of 3 holds 6..8
+    after = event(h, 7)  # but 6 was never sent
+    r = run(h, TailContinuityCheck)
+    assert only(r, "tail-gap") == indices([posted[6], inv, after])
+
+
+def test_an_announced_drop_the_count_bound_rules_out_is_unfounded() -> None:
+    h = History()
+    declared = declare(h, 100)
+    connect(h)
+    posts(h, range(1, 31))
+    event(h, 1)
+    drop(h, 1)
+    connect(h, 1)
+    told = behind(h, 1, 21)  # 30 posts, a ring of 100: it still holds seq 1
+    for seq in range(21, 31):
+        event(h, seq)
+    r = run(h, TailContinuityCheck)
+    assert only(r, "tail-behind-unfounded") == indices([declared, told])
+    assert "newest 100" in r.anomalies[0].message
+
+
+def test_an_announcement_on_an_age_bounded_ring_is_not_judged() -> None:
+    h = History()
+    declare(h, 100, max_age_s=1.0)  # age may drop more than the count says
+    connect(h)
+    posts(h, range(1, 31))
+    event(h, 1)
+    drop(h, 1)
+    connect(h, 1)
+    behind(h, 1, 21)
+    for seq in range(21, 31):
+        event(h, seq)
+    assert run(h, TailContinuityCheck).valid is True

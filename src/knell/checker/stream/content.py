@@ -14,6 +14,10 @@ A post whose outcome is unknown proves nothing about its seq, so only
 posts that completed ok are compared (an indeterminate post's id may show
 up anywhere, once).
 
+It also measures the figure a direct tail is compared by: post-to-page
+latency, from a post's invoke to the completion of the first page that
+showed it (the SSE tail's counterpart is ``tail-continuity``'s).
+
 What it keeps: the posts of stream channels only (a channel whose
 ``declare_stream`` was asked for; knell's producers declare a ring before
 their first post), packed (:mod:`knell.checker.keep`). A channel posted to
@@ -23,6 +27,7 @@ not kept, and an id among them would look like a phantom.
 
 from __future__ import annotations
 
+from array import array
 from typing import Any, ClassVar
 
 from knell.checker.base import Check, CheckResult, witness
@@ -30,6 +35,7 @@ from knell.checker.consumer import on, on_op
 from knell.checker.keep import Held, keep
 from knell.checker.stream.book import TAIL_F, page_of
 from knell.history import Event
+from knell.stats import percentile
 
 __all__ = ["RingContentCheck"]
 
@@ -44,17 +50,19 @@ class RingContentCheck(Check):
         """stream channel -> seq -> the id a post's ok put there, and that ok."""
         self._seq_of: dict[str, dict[str, int]] = {}
         """stream channel -> id -> the seq its post's ok returned."""
-        self._asked: dict[str, set[str]] = {}
-        """stream channel -> the ids of every post invoked on it."""
+        self._asked: dict[str, dict[str, int]] = {}
+        """stream channel -> the id of every post invoked on it -> the time
+        of its first invoke (``-1`` once a page showed it)."""
         self._unsure: set[str] = set()
         """Channels posted to before any declaration of a stream was asked
         for: their early posts were not recorded, so nothing is judged there."""
         self._compared = 0
+        self._latency = array("d")
 
     @on("declare_stream", "invoke")
     def _declare(self, event: Event) -> None:
         channel = event["channel"]
-        self._asked.setdefault(channel, set())
+        self._asked.setdefault(channel, {})
         self._at.setdefault(channel, {})
         self._seq_of.setdefault(channel, {})
 
@@ -66,7 +74,7 @@ class RingContentCheck(Check):
             # page): what this check keeps is what a ring can hold.
             self._unsure.add(event["channel"])
             return
-        asked.add(event["value"]["id"])
+        asked.setdefault(event["value"]["id"], event["time"])
 
     @on("post", "ok")
     def _post_ok(self, event: Event) -> None:
@@ -97,7 +105,11 @@ class RingContentCheck(Check):
                         witness(posted[1], done),
                     )
                     return
-            elif mid not in asked:
+            invoked = asked.get(mid)
+            if invoked is not None and invoked >= 0:
+                self._latency.append((done["time"] - invoked) / 1e9)
+                asked[mid] = -1
+            if posted is None and invoked is None:
                 self._report(
                     "phantom",
                     f"a tail of {page.channel!r} showed {mid} at seq {seq}, which no process "
@@ -116,4 +128,8 @@ class RingContentCheck(Check):
                 return
 
     def result(self) -> CheckResult:
-        return self._result({"compared": self._compared})
+        metrics: dict[str, float | int | None] = {
+            "latency_p50_s": percentile(self._latency, 0.5),
+            "latency_p99_s": percentile(self._latency, 0.99),
+        }
+        return self._result({"compared": self._compared}, metrics)
