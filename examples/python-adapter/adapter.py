@@ -160,6 +160,7 @@ def stream_page(p: Any) -> dict[str, Any]:
         "messages": [message(m) for m in p.messages],
         "first": p.first,
         "head": p.head,
+        "expired": list(getattr(p, "expired", ())),
     }
 
 
@@ -252,7 +253,9 @@ STREAM_OPS: dict[str, Op] = {
         "stream": stream_info(b.declare_stream(a["channel"], a.get("max_len"), a.get("max_age_s")))
     },
     "tail": lambda b, a: {
-        "page": stream_page(b.tail(a["channel"], a.get("after", 0), a.get("limit", 100)))
+        "page": stream_page(
+            b.tail(a["channel"], a.get("after", 0), a.get("limit", 100), **forensic(a))
+        )
     },
 }
 

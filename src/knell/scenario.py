@@ -289,6 +289,12 @@ class StreamerSpec(_ProcessBase):
         description="every N pages, read the stream as a broadcast channel and tail a channel "
         "that is no stream (both must be refused; 0 = never)",
     )
+    forensic_every: int = Field(
+        default=StreamerParams.forensic_every,
+        ge=0,
+        description="every N pages, also tail the same stretch with include_expired (a forensic "
+        "look at what the ring keeps; needs a bus with the expiry feature; 0 = never)",
+    )
 
 
 class StreamTable(_Strict):
@@ -876,8 +882,12 @@ class Scenario(_Strict):
     @property
     def features(self) -> tuple[str, ...]:
         """The optional bus features this scenario needs (``expiry`` when a
-        producer posts with a ttl)."""
-        if any(isinstance(s, ProducerSpec) and s.ttl > 0 for s in self.process):
+        producer posts with a ttl, or a streamer tails forensically)."""
+        if any(
+            (isinstance(s, ProducerSpec) and s.ttl > 0)
+            or (isinstance(s, StreamerSpec) and s.forensic_every > 0)
+            for s in self.process
+        ):
             return (EXPIRY,)
         return ()
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from knell.buses.contract import EXPIRY, QUEUE, ROLES, contracts_of, features_of
+from knell.buses.contract import EXPIRY, QUEUE, ROLES, STREAM, contracts_of, features_of
 from tests.contract.conftest import OpenBus
 
 E = Any
@@ -210,3 +210,35 @@ def test_a_postgres_schema_from_before_expiry_gets_the_column(pg_url: str) -> No
         assert [m.body for m in again.fetch("r", "c")] == ["kept"]
     finally:
         again.close()
+
+
+# -- stream tails ----------------------------------------------------------------------
+
+
+def test_a_tail_hides_expired_messages_and_names_their_seqs(one: E) -> None:
+    _needs(one, STREAM)
+    one.declare_stream("s", max_len=100)
+    _post(one, "s", "old", PAST)
+    _post(one, "s", "live", FUTURE)
+    _post(one, "s", "old2", PAST)
+    _post(one, "s", "forever", None)
+    page = one.tail("s", 0, 10)
+    assert [m.body for m in page.messages] == ["live", "forever"]
+    assert tuple(page.expired) == (1, 3)
+    assert (page.first, page.head) == (1, 4)
+    # limit counts the span, shown and hidden together: a reader pages past hidden seqs
+    first = one.tail("s", 0, 1)
+    assert (first.messages, tuple(first.expired)) == ((), (1,))
+    second = one.tail("s", 1, 2)
+    assert [m.seq for m in second.messages] == [2] and tuple(second.expired) == (3,)
+    assert [m.seq for m in one.tail("s", 3, 2).messages] == [4]
+
+
+def test_a_forensic_tail_shows_expired_messages(one: E) -> None:
+    _needs(one, STREAM)
+    one.declare_stream("s", max_len=100)
+    _post(one, "s", "old", PAST)
+    _post(one, "s", "live", FUTURE)
+    page = one.tail("s", 0, 10, include_expired=True)
+    assert [m.body for m in page.messages] == ["old", "live"]
+    assert tuple(page.expired) == ()

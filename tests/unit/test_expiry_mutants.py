@@ -96,3 +96,14 @@ def test_expired_dead_lettered(
     time.sleep(0.25)  # the lease lapsed (deliveries used up) after the message expired
     assert m.claim("jobs", "c", 1.0) is None
     assert [d.body for d in m.dead("jobs")] == dead  # the reference retires it as expired
+
+
+def test_expired_still_tailed(url: str, opened: list[SqliteBus]) -> None:
+    assert MUTANTS["expired-still-tailed"].scenarios == ("stream-expiry",)
+    m = bus(url, opened, "expired-still-tailed")
+    m.declare_stream("s", max_len=10)
+    m.post("s", "old", "p", expires_at=time.time() - 60)
+    page = m.tail("s", 0, 10)
+    assert [x.body for x in page.messages] == ["old"] and page.expired == ()
+    ref = bus(url, opened).tail("s", 0, 10)
+    assert ref.messages == () and ref.expired == (1,)

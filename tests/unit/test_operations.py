@@ -71,7 +71,11 @@ def test_a_feature_argument_is_the_reference_bus_keyword_with_its_default() -> N
             p = inspect.signature(getattr(SqliteBus, op.name)).parameters[a.name]
             assert p.default == a.default and type(p.default) is type(a.default), a
             seen.add((op.name, a.name))
-    assert seen == {("post", "expires_at"), ("fetch", "include_expired")}
+    assert seen == {
+        ("post", "expires_at"),
+        ("fetch", "include_expired"),
+        ("tail", "include_expired"),
+    }
 
 
 def test_a_feature_argument_at_its_default_is_left_off_the_wire() -> None:
@@ -159,3 +163,15 @@ def test_only_the_long_poll_may_hold_its_answer_back() -> None:
     assert OPERATIONS["wait"].blocking_seconds(("h", -1)) == 0.0
     assert [op.name for op in OPERATIONS.values() if op.blocks_for] == ["wait"]
     assert OPERATIONS["post"].blocking_seconds(("c", "b", "s", None)) == 0.0
+
+
+def test_a_stream_page_from_a_peer_that_predates_expired_decodes_with_none_hidden() -> None:
+    """``expired`` is optional on the wire: an adapter or bridge written
+    before expiry on tails leaves it out, and the page reads as hiding none."""
+    from knell.buses.operations import OPERATIONS
+
+    reply = {"page": {"channel": "s", "messages": [], "first": 1, "head": 0}}
+    page = OPERATIONS["tail"].decode_result(reply)
+    assert page.expired == ()
+    reply["page"]["expired"] = [2, 3]
+    assert OPERATIONS["tail"].decode_result(reply).expired == (2, 3)

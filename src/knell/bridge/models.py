@@ -114,7 +114,7 @@ def _record_models() -> dict[str, type[BaseModel]]:
         fields: dict[str, Any] = {}
         for s in record.slots:
             annotation = _annotation(s.type, out)
-            default = None if s.name in record.optional else ...
+            default = record.default(s.name) if s.name in record.optional else ...
             fields[s.name] = (annotation, Field(default, description=s.doc or None))
         out[record.ref] = create_model(_record_name(record), __base__=_Strict, **fields)
     return out

@@ -161,5 +161,7 @@ class OperationCalls:
     ) -> StreamInfo:
         return cast(StreamInfo, self._op("declare_stream", channel, max_len, max_age_s))
 
-    def tail(self, channel: str, after: int = 0, limit: int = 100) -> StreamPage:
-        return cast(StreamPage, self._op("tail", channel, after, limit))
+    def tail(
+        self, channel: str, after: int = 0, limit: int = 100, include_expired: bool = False
+    ) -> StreamPage:
+        return cast(StreamPage, self._op("tail", channel, after, limit, include_expired))

@@ -146,10 +146,12 @@ operations every contract shares instead of adding a contract:
 
 * ``expiry``: ``post(..., expires_at=T)`` takes a Unix time *by the bus's
   own clock* after which the message is expired, and ``fetch(...,
-  include_expired=False)`` takes the forensic flag. An expired message is
-  never returned by a liveness read (``fetch`` without
-  ``include_expired``, ``wait``'s ring, ``claim``, ``receive``); one not
-  yet expired is never dropped; an expired queue message is never
+  include_expired=False)`` and ``tail(..., include_expired=False)`` take
+  the forensic flag. An expired message is never returned by a liveness
+  read (``fetch`` or ``tail`` without ``include_expired``, ``wait``'s
+  ring, ``claim``, ``receive``); one not yet expired is never dropped; a
+  stream tail names the seqs it hid because they expired
+  (:attr:`StreamPage.expired`), so hiding is never a silent gap; an expired queue message is never
   dead-lettered (it was not delivered, it lapsed); ``fetch(...,
   include_expired=True)`` still returns it. A lease taken before the
   message expired stays the holder's: ``renew`` and ``done`` keep working
@@ -358,12 +360,35 @@ class StreamPage:
     ring still holds (``head + 1`` when it holds none), so ``first > after
     + 1`` tells the reader that the messages ``after + 1 .. first - 1`` were
     dropped before it asked. ``head`` is the channel's highest seq when the
-    page was read."""
+    page was read.
+
+    On a bus with the ``expiry`` feature a liveness tail hides the
+    messages that expired (by the bus's clock, at the read) but still
+    accounts for their seqs: ``expired`` lists them, ascending, so
+    ``messages`` and ``expired`` together are the consecutive seqs from
+    ``max(after + 1, first)``, and a reader tells "hidden because it
+    expired" from a silent gap. ``limit`` bounds that whole span (shown
+    plus hidden), so a page stays bounded however much expired, and a
+    reader moves ``after`` to the highest seq of either. A forensic tail
+    (``include_expired=True``) shows the expired messages and ``expired``
+    is empty; so it is on a bus without the feature."""
 
     channel: str
     messages: tuple[Message, ...]
     first: int
     head: int
+    expired: tuple[int, ...] = ()
+
+    @property
+    def last(self) -> int | None:
+        """The highest seq the page accounts for (shown or hidden as
+        expired): where the next page starts after; ``None`` for a page
+        that accounts for none."""
+        shown = self.messages[-1].seq if self.messages else None
+        hidden = self.expired[-1] if self.expired else None
+        if shown is None:
+            return hidden
+        return shown if hidden is None else max(shown, hidden)
 
 
 @runtime_checkable
@@ -481,7 +506,11 @@ class StreamBus(Protocol):
       of order, never skipping a message the ring still holds; a reader
       that fell behind sees it in ``first``. ``tail`` on an undeclared
       channel is refused with :class:`WrongChannelKind` (a tail never
-      fixes a kind with a default ring).
+      fixes a kind with a default ring). On a bus with the ``expiry``
+      feature ``tail`` also takes ``include_expired`` (see
+      :data:`EXPIRY`): a liveness tail hides expired messages and lists
+      their seqs in :attr:`StreamPage.expired`; ``limit`` counts shown
+      and hidden seqs together.
     * Every stream operation on a channel of another kind, and every
       other kind's operation on a stream, is refused with
       :class:`WrongChannelKind`.

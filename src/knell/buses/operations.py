@@ -35,7 +35,7 @@ from __future__ import annotations
 import math
 import string
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import MISSING, dataclass, fields
 from typing import Any
 
 from knell.buses.contract import (
@@ -317,11 +317,20 @@ class Record:
         for s in self.slots:
             if s.name not in value:
                 if s.name in self.optional:
-                    values.append(None)
+                    values.append(self.default(s.name))
                     continue
                 raise DecodeError(f"{where}.{s.name} is missing")
             values.append(s.type.decode(value[s.name], f"{where}.{s.name}"))
         return self.cls(*values)
+
+    def default(self, name: str) -> Any:
+        """What an optional field missing from a reply reads as: the
+        dataclass field's own default (a peer that predates the field
+        leaves it out), else ``None``."""
+        for f in fields(self.cls):
+            if f.name == name and f.default is not MISSING:
+                return f.default
+        return None
 
     def schema(self) -> dict[str, Any]:
         properties: dict[str, Any] = {}
@@ -469,7 +478,16 @@ STREAM_PAGE = Record(
             " says the messages in between were dropped before the tail asked.",
         ),
         ("head", HEAD, "The channel's highest seq when the page was read."),
+        (
+            "expired",
+            _tuple_of(SEQ),
+            "The seqs of the page's span hidden because their message expired (the bus's"
+            " clock, at the read), ascending: with messages, the consecutive seqs from"
+            " max(after + 1, first). Empty on a forensic tail (include_expired) and on a bus"
+            " without the expiry feature; a peer that leaves it out means empty.",
+        ),
     ),
+    optional=frozenset({"expired"}),
 )
 
 RECORDS: tuple[Record, ...] = (
@@ -913,13 +931,26 @@ OPERATIONS: dict[str, Operation] = {
             (
                 _CHANNEL,
                 Arg("after", AFTER, 0, "Read the messages with seq > after."),
-                Arg("limit", LIMIT, 100, "At most this many messages."),
+                Arg(
+                    "limit",
+                    LIMIT,
+                    100,
+                    "At most this many seqs: shown messages and expired (hidden) seqs together.",
+                ),
+                Arg(
+                    "include_expired",
+                    FLAG,
+                    False,
+                    "The forensic read: expired messages shown too (expired then empty).",
+                    feature=EXPIRY,
+                ),
             ),
             "page",
             STREAM_PAGE.type,
             HttpRoute("GET", "/channels/{channel}/stream"),
             (WrongChannelKind,),
-            result_doc="Consecutive seqs from max(after + 1, first), with first and head.",
+            result_doc="Consecutive seqs from max(after + 1, first), shown or listed as expired,"
+            " with first and head.",
             returns="StreamPage",
         ),
     )

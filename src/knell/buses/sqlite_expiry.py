@@ -4,7 +4,8 @@ A message posted with ``expires_at`` (Unix time by the bus's clock, here
 the bus process's wall clock, the same clock its leases use, so a clock
 fault on the host moves both) is hidden from every liveness read once
 that time has passed: ``fetch`` (unless ``include_expired``), ``wait``'s
-ring, ``claim`` and ``receive``. Expiry hides a message, it never deletes
+ring, ``claim``, ``receive`` and a stream's ``tail`` (unless
+``include_expired``; a tail names the seqs it hid). Expiry hides a message, it never deletes
 it, so the forensic ``fetch(..., include_expired=True)`` still finds it.
 
 Each read path asks :meth:`SqliteExpiry._unexpired` for its SQL condition
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 __all__ = ["READ_PATHS", "SqliteExpiry", "unexpired"]
 
-READ_PATHS = ("fetch", "wait", "claim", "receive")
+READ_PATHS = ("fetch", "wait", "claim", "receive", "tail")
 """The liveness reads that must never return an expired message."""
 
 

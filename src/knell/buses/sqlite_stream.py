@@ -32,6 +32,11 @@ Where the promises live:
   quiet ring still holds nothing older than its bound. ``first`` only ever
   moves forward (the stored one by ``MAX``, the computed one as time
   passes).
+* **Expiry hides, the page accounts.** A liveness tail judges each
+  message's ``expires_at`` by the bus's clock read inside the page (the
+  same condition as every other read path, :mod:`.sqlite_expiry`) and
+  lists the seqs it hid in ``expired``; ``limit`` counts the span, shown
+  and hidden together, so a page is bounded however much expired.
 * **One snapshot per page.** ``tail`` reads the bound, the head and the
   messages inside one read transaction, so ``first``, ``head`` and the
   page always agree.
@@ -51,6 +56,7 @@ from typing import TYPE_CHECKING
 
 from knell.buses.contract import DefiniteError, Message, StreamInfo, StreamPage
 from knell.buses.rings import check_ring
+from knell.buses.sqlite_expiry import SqliteExpiry
 from knell.buses.sqlite_kinds import ChannelKinds, wrong_kind
 
 __all__ = ["STREAM_SCHEMA", "STREAM_TRIGGERS", "TRIM_EVERY", "SqliteStream"]
@@ -104,7 +110,7 @@ STREAM_TRIGGERS = (STREAM_GUARD, STREAM_TRIM)
 _AGE_FIRST = "SELECT MAX(seq) FROM messages WHERE channel = ? AND seq >= ? AND posted_at < ?"
 
 
-class SqliteStream:
+class SqliteStream(SqliteExpiry):
     """The :class:`~knell.buses.contract.StreamBus` half of the SQLite bus.
 
     A mixin: the bus provides the connection, its lock, its write
@@ -165,7 +171,9 @@ class SqliteStream:
             (channel, first, head),
         )
 
-    def tail(self, channel: str, after: int = 0, limit: int = 100) -> StreamPage:
+    def tail(
+        self, channel: str, after: int = 0, limit: int = 100, include_expired: bool = False
+    ) -> StreamPage:
         if limit <= 0:
             raise DefiniteError(f"tail limit must be > 0, got {limit}")
         if after < 0:
@@ -176,13 +184,16 @@ class SqliteStream:
                 raise wrong_kind(channel, kind or "undeclared", "stream", "tail")
             self._db.execute("BEGIN")  # one snapshot: bound, head and page agree
             try:
-                return self._page_of(channel, after, limit)
+                return self._page_of(channel, after, limit, include_expired)
             finally:
                 self._db.execute("COMMIT")
 
-    def _page_of(self, channel: str, after: int, limit: int) -> StreamPage:
+    def _page_of(
+        self, channel: str, after: int, limit: int, include_expired: bool = False
+    ) -> StreamPage:
         """Inside a read transaction: the ring's ``first`` as of now, the
-        head, and the messages from ``max(after + 1, first)``."""
+        head, and the seqs from ``max(after + 1, first)``, shown or (on a
+        liveness tail) listed as expired."""
         row = self._db.execute(
             "SELECT first, max_age_s FROM streams WHERE channel = ?", (channel,)
         ).fetchone()
@@ -192,18 +203,33 @@ class SqliteStream:
             ).fetchone()[0]
         )
         first = self._first(channel, int(row[0]), row[1])
-        messages = self._held_after(channel, after, first, limit)
-        return StreamPage(channel, messages, min(first, head + 1), head)
+        messages, expired = self._held_after(channel, after, first, limit, include_expired)
+        return StreamPage(channel, messages, min(first, head + 1), head, expired)
 
-    def _held_after(self, channel: str, after: int, first: int, limit: int) -> tuple[Message, ...]:
+    def _held_after(
+        self, channel: str, after: int, first: int, limit: int, include_expired: bool = False
+    ) -> tuple[tuple[Message, ...], tuple[int, ...]]:
         """The page itself: strictly after ``after`` (the reader has that
-        one), and nothing below ``first`` (the ring no longer holds it)."""
+        one), and nothing below ``first`` (the ring no longer holds it).
+        ``limit`` seqs of the ring, each shown, or (a liveness tail, the
+        message expired by the bus's clock read here) hidden and named in
+        the second tuple: expiry hides a message, the page still accounts
+        for its seq, so a reader never mistakes it for a silent gap."""
+        live = "1" if include_expired else self._unexpired("tail")
         rows = self._db.execute(
-            "SELECT seq, body, sender, idem_key FROM messages"
-            " WHERE channel = ? AND seq > ? AND seq >= ? ORDER BY seq LIMIT ?",
-            (channel, after, first, limit),
+            f"SELECT seq, body, sender, idem_key, {live} FROM messages"
+            " WHERE channel = :channel AND seq > :after AND seq >= :first"
+            " ORDER BY seq LIMIT :limit",
+            {
+                "channel": channel,
+                "after": after,
+                "first": first,
+                "limit": limit,
+                "now": time.time(),
+            },
         ).fetchall()
-        return tuple(Message(channel, int(s), b, snd, k) for s, b, snd, k in rows)
+        shown = tuple(Message(channel, int(s), b, snd, k) for s, b, snd, k, ok in rows if ok)
+        return shown, tuple(int(r[0]) for r in rows if not r[4])
 
     def _first(self, channel: str, stored: int, max_age_s: float | None) -> int:
         """The oldest seq the ring holds now: the stored ``first`` (moved by

@@ -3,15 +3,18 @@
 A bus with the ``expiry`` feature (:func:`knell.buses.contract.features_of`)
 takes ``post(..., expires_at=T)``: ``T`` is Unix seconds *by the bus's own
 clock*. From then on the message is hidden from every liveness read:
-``fetch`` (unless ``include_expired``), the doorbell's ring, ``claim`` and
-``receive``; before then none of them may drop it. An expired queue message
+``fetch`` and a stream's ``tail`` (unless ``include_expired``), the
+doorbell's ring, ``claim`` and ``receive``; before then none of them may
+drop it. An expired queue message
 is not a dead letter (it ran out of time, it was not delivered to death),
 and the forensic ``fetch(..., include_expired=True)`` still finds it.
 
 History: the producer records ``expires_at`` in the post's invoke (and so
 its ok); a forensic fetch (``include_expired``) is recorded as its own
 operation, ``forensic`` (``after``, ``messages``), which no delivery
-check reads: it is a look at what the bus keeps, not a delivery;
+check reads: it is a look at what the bus keeps, not a delivery; a
+stream tail (``stream_tail``) names the seqs it hid as expired
+(``expired``), and a forensic one carries ``"include_expired": true``;
 a dead-letter listing records each letter's ``died_at`` (bus clock) when
 it knows it. Every other read is the ordinary history of its contract.
 
@@ -33,13 +36,16 @@ make surely must be left undecided, never failed.
 
 Anomalies:
 
-* ``expired-returned``: a liveness read (fetch without ``include_expired``,
-  claim, receive, or the ring of a wait, judged from its arm's invoke)
+* ``expired-returned``: a liveness read (fetch or stream tail without
+  ``include_expired``, claim, receive, or the ring of a wait, judged from
+  its arm's invoke)
   invoked after the message surely expired returned it. Witness: the
   post and the read.
 * ``unexpired-dropped``: a read that had to return a message surely live
   throughout did not: a fetch page that returned seqs on both sides of
-  it (or above the ``after`` it asked for) but skipped it; a claim or
+  it (or above the ``after`` it asked for) but skipped it; a stream
+  tail that completed while it was surely live but named its seq among
+  those it hid as expired; a claim or
   receive that came back short (no message, or fewer than its limit)
   while a message posted before it, never handed out to anyone in the
   whole history (and with no claim or receive of unknown outcome on the
@@ -197,6 +203,36 @@ class ExpiryCheck(Check):
                     f" {post.mid} (seq {seq}), live until {post.expires_at:.3f}",
                     witness(post.ok, inv, ok),
                 )
+
+    @on_op("stream_tail", "ok")
+    def _tail(self, inv: Event | None, ok: Event) -> None:
+        """A stream tail: a liveness tail must hide what surely expired and
+        show what was surely live; the seqs it hid it names (``expired``),
+        so a hidden live message is a witnessed drop, not a guess. A
+        forensic tail (``include_expired``) is a look at what the ring
+        keeps: its gaps are ``ring-tail``'s to judge, its messages no
+        delivery."""
+        value = ok.get("value") or {}
+        if inv is None or value.get("include_expired") is True:
+            return
+        channel = ok.get("channel")
+        for m in value.get("messages") or ():
+            self._returned(self._by_seq.get((channel, m["seq"])), inv, ok, "a stream tail")
+        for seq in value.get("expired") or ():
+            post = self._by_seq.get((channel, seq))
+            if post is None:
+                continue
+            self._reads += 1
+            if ok["time"] < post.live_until:
+                self._report(
+                    "unexpired-dropped",
+                    f"a stream tail of {channel} after {value.get('after')} hid {post.mid}"
+                    f" (seq {seq}) as expired, but it was live until {post.expires_at:.3f}"
+                    f" and the tail completed {post.expires_at - ok['time'] / _NS:.3f}s before",
+                    witness(post.ok, inv, ok),
+                )
+            elif inv["time"] < post.expired_from:
+                self._ambiguous += 1
 
     @on("arm", "invoke")
     def _arm(self, event: Event) -> None:

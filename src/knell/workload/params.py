@@ -171,6 +171,9 @@ class StreamerParams:
     kind_probe_every: int = 0
     """every N pages, read the stream as a broadcast channel and tail a
     queue channel (both must be refused; 0 = never)"""
+    forensic_every: int = 0
+    """every N pages, also tail the same stretch with ``include_expired``
+    (a forensic look; needs a bus with the expiry feature; 0 = never)"""
 
 
 @dataclass(frozen=True)

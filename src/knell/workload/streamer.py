@@ -19,9 +19,15 @@ seq of each page, or to ``first - 1`` when the ring starts past it.
 What it records, for the stream checks (:mod:`knell.checker.stream`):
 every ``declare_stream`` and every page as a ``stream_tail`` whose ``ok``
 carries ``after``, ``limit``, ``first``, ``head`` and the page's messages
-(seq and id). With ``kind_probe_every``, every N pages it reads the
-stream as a broadcast channel and tails ``CHANNEL.probe``, a channel no
-process gives a kind (a tail never fixes one): both must be refused as
+(seq and id), and ``expired``: the seqs the page hid because their
+message expired (a bus with the expiry feature accounts for them, so they
+are no gap; ``after`` moves past them too). With ``forensic_every``,
+every N pages it also tails the same stretch with ``include_expired``
+(recorded with ``"include_expired": true``: a look at what the ring
+keeps, judged by the expiry check as a forensic read). With
+``kind_probe_every``, every N pages it reads the stream as a broadcast
+channel and tails ``CHANNEL.probe``, a channel no process gives a kind
+(a tail never fixes one): both must be refused as
 ``wrong-kind``, each recorded with ``"probe": "wrong-kind"``.
 """
 
@@ -74,21 +80,40 @@ def declare_stream(
     return None
 
 
-def tail(worker: Worker, channel: str, after: int, limit: int, **extra: Any) -> StreamPage:
-    """One page, recorded as a ``stream_tail``."""
+def tail(
+    worker: Worker,
+    channel: str,
+    after: int,
+    limit: int,
+    include_expired: bool = False,
+    **extra: Any,
+) -> StreamPage:
+    """One page, recorded as a ``stream_tail``: the seqs it hid because
+    they expired as ``expired`` (left out when none), and a forensic page
+    (``include_expired``) marked so in its invoke and ok. The flag reaches
+    the bus only when set, so a bus without the expiry feature is called
+    as before it existed."""
     value: dict[str, Any] = {"after": after, "limit": limit, **extra}
-    return worker.op(
-        "stream_tail",
-        value,
-        lambda: _streams(worker).tail(channel, after, limit),
-        lambda page: {
+    if include_expired:
+        value["include_expired"] = True
+
+    def call() -> StreamPage:
+        if include_expired:
+            return _streams(worker).tail(channel, after, limit, include_expired=True)  # type: ignore[call-arg]
+        return _streams(worker).tail(channel, after, limit)
+
+    def recorded(page: StreamPage) -> dict[str, Any]:
+        done: dict[str, Any] = {
             **value,
             "first": page.first,
             "head": page.head,
             "messages": [{"seq": m.seq, "id": m.body} for m in page.messages],
-        },
-        channel=channel,
-    )
+        }
+        if page.expired:
+            done["expired"] = list(page.expired)
+        return done
+
+    return worker.op("stream_tail", value, call, recorded, channel=channel)
 
 
 def _probe_kinds(worker: Worker, channel: str, unkinded: str) -> None:
@@ -118,13 +143,17 @@ def run_streamer(worker: Worker, params: StreamerParams) -> None:
         pages += 1
         if params.kind_probe_every and pages % params.kind_probe_every == 0:
             _probe_kinds(worker, channel, unkinded)
+        if params.forensic_every and pages % params.forensic_every == 0:
+            with suppress(OpFailed):  # a look at what the ring keeps, not a read to follow
+                tail(worker, channel, after, params.batch, include_expired=True)
         try:
             page = tail(worker, channel, after, params.batch)
         except OpFailed:
             worker.sleep(params.idle)
             continue
-        if page.messages:
-            after = page.messages[-1].seq
+        last = page.last
+        if last is not None:
+            after = last
         elif page.first > after + 1:
             after = page.first - 1  # the ring moved on: read from where it starts now
         if params.read_time > 0:
@@ -148,6 +177,7 @@ def run_stream_drain(worker: Worker, params: StreamDrainParams) -> None:
                 raise
             worker.sleep(0.05)
             continue
-        if not page.messages:
+        last = page.last
+        if last is None:
             return
-        after = page.messages[-1].seq
+        after = last

@@ -22,6 +22,7 @@ __all__ = [
     "ExpiredDeletedBus",
     "ExpiredStillClaimedBus",
     "ExpiredStillRingsBus",
+    "ExpiredStillTailedBus",
     "ExpiresEarlyBus",
 ]
 
@@ -147,3 +148,28 @@ class ExpiredDeadLetteredBus(_Mutant):
 
     def _released_state(self) -> str:
         return "CASE WHEN deliveries >= :max THEN 'dead' ELSE 'ready' END"  # nor here
+
+
+@mutant(
+    "expired-still-tailed",
+    failure_mode="A stream tail forgets expiry: it shows a message that expired",
+    killed_by=("expiry:expired-returned",),
+    scenarios=("stream-expiry",),
+    rule="A liveness tail hides what expired by the store's clock and names the hidden seqs; "
+    "only tail(include_expired=True) shows them",
+)
+class ExpiredStillTailedBus(_Mutant):
+    """Failure mode: ``tail`` ignores expiry (fetch, claim and the others
+    honour it).
+
+    The stream's tail was written as "the ring, as it is": it never asks
+    the expiry condition, so a dashboard shows alerts whose TTL said they
+    no longer matter. The pages stay consecutive (nothing is missing), so
+    only the expiry check can tell. Proven by ``expiry``
+    (``expired-returned``).
+    """
+
+    def _unexpired(self, path: str, alias: str = "") -> str:
+        if path == "tail":
+            return "1"  # the bug: the tail never checks expiry
+        return unexpired(alias)

@@ -74,8 +74,10 @@ class TailAfterInclusiveBus(_Mutant):
     resume): the reader sees the last message of its previous page again.
     Proven by ``ring-tail`` (``duplicate``)."""
 
-    def _held_after(self, channel: str, after: int, first: int, limit: int) -> tuple[Message, ...]:
-        return super()._held_after(channel, max(after - 1, 0), first, limit)
+    def _held_after(
+        self, channel: str, after: int, first: int, limit: int, include_expired: bool = False
+    ) -> tuple[tuple[Message, ...], tuple[int, ...]]:
+        return super()._held_after(channel, max(after - 1, 0), first, limit, include_expired)
 
 
 @mutant(

@@ -23,6 +23,19 @@ class Page:
     head: int
     seqs: tuple[int, ...]
     ids: tuple[str, ...]
+    expired: tuple[int, ...] = ()
+    """The seqs the page hid because their message expired (a bus with the
+    expiry feature names them): accounted for, not shown."""
+    forensic: bool = False
+    """A tail with ``include_expired``: a look at what the ring keeps."""
+
+    @property
+    def covered(self) -> tuple[int, ...]:
+        """Every seq the page accounts for, shown or hidden as expired,
+        ascending (the page's span, which must be consecutive)."""
+        if not self.expired:
+            return self.seqs
+        return tuple(sorted({*self.seqs, *self.expired}))
 
     @property
     def start(self) -> int:
@@ -42,4 +55,6 @@ def page_of(done: Event) -> Page:
         int(value["head"]),
         tuple(int(m["seq"]) for m in messages),
         tuple(str(m["id"]) for m in messages),
+        tuple(int(seq) for seq in value.get("expired") or ()),
+        value.get("include_expired") is True,
     )

@@ -23,6 +23,14 @@ regression, the earlier page):
 
 A page is one read of the ring (the reference bus reads it in one
 snapshot), so its ``head`` and its messages agree.
+
+On a bus with the expiry feature a liveness page hides expired messages
+and names their seqs (``expired``): such a seq is accounted for, not a
+gap, so every rule above about where a page starts, stops and jumps is
+judged over the seqs it shows *and* the seqs it hid; ``duplicate`` and
+``below-first`` apply to hidden seqs too (a hidden seq at or below
+``after``, or below ``first``, is as wrong as a shown one). Whether a
+hidden message had really expired is the expiry check's to judge.
 """
 
 from __future__ import annotations
@@ -78,6 +86,7 @@ class RingTailCheck(Check):
         self._pages = 0
         self._messages = 0
         self._behind = 0
+        self._hidden = 0
         self._firsts: dict[str, _Firsts] = {}
 
     @on_op(TAIL_F, "ok")
@@ -85,6 +94,7 @@ class RingTailCheck(Check):
         page = page_of(done)
         self._pages += 1
         self._messages += len(page.seqs)
+        self._hidden += len(page.expired)
         if page.first > page.after + 1:
             self._behind += 1
         if self._order(page, done):
@@ -107,6 +117,15 @@ class RingTailCheck(Check):
         after (False: it is not, and that is reported)."""
         where = f"a tail of {page.channel!r} after {page.after}"
         seen: set[int] = set()
+        for seq in page.expired:
+            if seq <= page.after or seq in page.seqs:
+                self._report(
+                    "duplicate",
+                    f"{where} listed seq {seq} as expired, but it is at or below after, or "
+                    "also shown",
+                    witness(done),
+                )
+                return False
         for i, seq in enumerate(page.seqs):
             if seq <= page.after or seq in seen:
                 self._report(
@@ -123,11 +142,14 @@ class RingTailCheck(Check):
                     witness(done),
                 )
                 return False
-            if i and seq > page.seqs[i - 1] + 1:
+        covered = page.covered
+        for i in range(1, len(covered)):
+            if covered[i] > covered[i - 1] + 1:
                 self._report(
                     "silent-gap",
-                    f"{where} jumped from seq {page.seqs[i - 1]} to {seq}: the ring holds "
-                    f"{page.first}..{page.head}, so it skipped seqs it still holds",
+                    f"{where} jumped from seq {covered[i - 1]} to {covered[i]}: the ring holds "
+                    f"{page.first}..{page.head}, so it skipped seqs it still holds"
+                    + (" (neither shown nor listed as expired)" if page.expired else ""),
                     witness(done),
                 )
                 return False
@@ -139,30 +161,37 @@ class RingTailCheck(Check):
             f"a tail of {page.channel!r} after {page.after} (first {page.first}, head {page.head})"
         )
         start = page.start
-        if page.seqs and page.after < page.seqs[0] < page.first:
+        covered = page.covered
+        if covered and page.after < covered[0] < page.first:
             self._report(
                 "below-first",
-                f"{where} showed seq {page.seqs[0]}, which the ring says it no longer holds",
+                f"{where} accounted for seq {covered[0]}, which the ring says it no longer holds",
                 witness(done),
             )
-        elif page.seqs and page.seqs[0] > start and start <= page.head:
+        elif covered and covered[0] > start and start <= page.head:
             self._report(
                 "silent-gap",
-                f"{where} started at seq {page.seqs[0]}, not {start}: it skipped seqs the ring "
+                f"{where} started at seq {covered[0]}, not {start}: it skipped seqs the ring "
                 "still holds, without saying so",
                 witness(done),
             )
         elif start <= page.head:
             owed = min(page.limit, page.head - start + 1)
-            if len(page.seqs) < owed and (not page.seqs or page.seqs[0] == start):
+            if len(covered) < owed and (not covered or covered[0] == start):
+                hidden = f" and hid {len(page.expired)} expired" if page.expired else ""
                 self._report(
                     "silent-gap",
-                    f"{where} showed {len(page.seqs)} message(s) with room for {page.limit}: "
-                    f"it left out seqs up to the head that the ring still holds",
+                    f"{where} showed {len(page.seqs)} message(s){hidden} with room for "
+                    f"{page.limit}: it left out seqs up to the head that the ring still holds",
                     witness(done),
                 )
 
     def result(self) -> CheckResult:
         return self._result(
-            {"pages": self._pages, "messages-shown": self._messages, "fell-behind": self._behind}
+            {
+                "pages": self._pages,
+                "messages-shown": self._messages,
+                "expired-hidden": self._hidden,
+                "fell-behind": self._behind,
+            }
         )

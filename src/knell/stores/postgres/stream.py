@@ -41,6 +41,9 @@ ring is, the same on every store):
   primary key backward from the head to the newest row stamped before
   ``now - max_age_s`` (the rows it passes are all in the ring, so the cost
   is the ring's size, never the channel's history).
+* **Expiry at read time.** A liveness tail judges each message's
+  ``expires_at`` by the same server reading as the age cut and lists
+  the seqs it hid in the page's ``expired`` (``limit`` counts both).
 * **Read-time bound.** ``tail`` computes the same cut at read time in one
   statement (one snapshot: head, cut and page agree), so a ring nobody
   posts to still ages and ``first`` says so.
@@ -136,16 +139,19 @@ cut AS (
     _AGE_CUT.format(age="%(age)s::float8", now="n.t", head="h.head", len="%(len)s::bigint")
 }) AS below
   FROM h, n)
-SELECT cut.head, cut.below, m.seq, m.body, m.sender, m.idem_key
-FROM cut LEFT JOIN LATERAL (
-  SELECT seq, body, sender, idem_key FROM {{s}}.messages
+SELECT cut.head, cut.below, m.seq, m.body, m.sender, m.idem_key,
+  %(forensic)s::boolean OR m.expires_at IS NULL OR m.expires_at > n.t AS live
+FROM cut CROSS JOIN n LEFT JOIN LATERAL (
+  SELECT seq, body, sender, idem_key, expires_at FROM {{s}}.messages
   WHERE channel = %(c)s AND seq > GREATEST(%(after)s::bigint, cut.below)
   ORDER BY seq LIMIT %(limit)s) m ON true
 ORDER BY m.seq
 """
 """One tail page in one snapshot: the head, the cut (every seq at or below
 it is out of the ring: trimmed, or over a bound at this moment), then up
-to ``limit`` messages above both ``after`` and the cut."""
+to ``limit`` seqs above both ``after`` and the cut, each with whether it
+is live by the server's clock (the reading the age cut used; always, on
+a forensic tail): a liveness tail hides the others and lists their seqs."""
 
 Ring = tuple[int | None, float | None]
 
@@ -215,7 +221,9 @@ class PostgresStream:
         self._learn(channel, ring)
         return ring
 
-    def tail(self, channel: str, after: int = 0, limit: int = 100) -> StreamPage:
+    def tail(
+        self, channel: str, after: int = 0, limit: int = 100, include_expired: bool = False
+    ) -> StreamPage:
         if isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0:
             raise DefiniteError(f"tail limit must be an int > 0, got {limit!r}")
         if isinstance(after, bool) or not isinstance(after, int):
@@ -223,15 +231,24 @@ class PostgresStream:
 
         def call(conn: psycopg.Connection[Any]) -> list[Any]:
             most, age = self._bound(conn, channel)
-            args = {"c": channel, "len": most, "age": age, "after": after, "limit": limit}
+            args = {
+                "c": channel,
+                "len": most,
+                "age": age,
+                "after": after,
+                "limit": limit,
+                "forensic": bool(include_expired),
+            }
             return conn.execute(self._sql(TAIL_SQL), args).fetchall()
 
         rows = self._run("tail", False, call)
         head, below = int(rows[0][0]), int(rows[0][1])
+        held = [row for row in rows if row[2] is not None]
         messages = tuple(
-            Message(channel, int(s), b, snd, k) for _, _, s, b, snd, k in rows if s is not None
+            Message(channel, int(s), b, snd, k) for _, _, s, b, snd, k, live in held if live
         )
-        return StreamPage(channel, messages, below + 1, head)
+        expired = tuple(int(row[2]) for row in held if not row[6])
+        return StreamPage(channel, messages, below + 1, head, expired)
 
     def _ring_append(
         self,

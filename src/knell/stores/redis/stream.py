@@ -34,6 +34,10 @@ the same on every store):
 * **The store clock is Redis ``TIME``**, read inside the script that acts
   on it (Redis 7 replicates a script's effects, so the reading is not
   replayed on a replica).
+* **Expiry at read time.** A liveness ``tail`` judges each entry's
+  ``x`` field (:mod:`.expiry`) by the same ``TIME`` reading as the cut,
+  and names the seqs it hid (the page's ``expired``; ``limit`` counts
+  shown and hidden together).
 * **Read-time bound.** ``tail`` is one read-only script: the head, the
   same cut on the server's clock at this moment, and a page above it, in
   one atomic view; a ring nobody posts to still ages, and ``first`` says so.
@@ -58,6 +62,7 @@ from knell.buses.contract import (
     WrongChannelKind,
 )
 from knell.buses.rings import check_ring
+from knell.stores.redis.expiry import EXPIRY_LUA
 from knell.stores.redis.kinds import RedisHost, kind_script, raise_wrong_kind, to_us
 
 __all__ = ["DECLARE_STREAM", "RING_LUA", "TAIL", "RedisStream"]
@@ -129,20 +134,32 @@ return {'ok', redis.call('HGET', KEYS[2], 'len'), redis.call('HGET', KEYS[2], 'a
 
 TAIL = kind_script(
     RING_LUA
+    + EXPIRY_LUA
     + """
--- KEYS: kinds, heads, log, ring, stamps ; ARGV: channel, after, limit
+-- KEYS: kinds, heads, log, ring, stamps ; ARGV: channel, after, limit, forensic ('1'/'0')
 local kind = redis.call('HGET', KEYS[1], ARGV[1])
 if kind ~= 'stream' then return {'wrong-kind', kind or ''} end
 local head = tonumber(redis.call('HGET', KEYS[2], ARGV[1]) or '0')
-local cut = ring_cut(KEYS[4], KEYS[5], head, low_seq(KEYS[3]), now_us())
+local now = now_us()
+local cut = ring_cut(KEYS[4], KEYS[5], head, low_seq(KEYS[3]), now)
 local from = math.max(tonumber(ARGV[2]), cut) + 1
 local page = redis.call('XRANGE', KEYS[3], string.format('%d-0', from), '+', 'COUNT', ARGV[3])
-return {'ok', head, cut + 1, page}
+local shown, hidden = {}, {}
+for _, e in ipairs(page) do
+  if ARGV[4] ~= '1' and expired_at(e[2], now) then
+    table.insert(hidden, string.match(e[1], '^(%d+)'))
+  else
+    table.insert(shown, e)
+  end
+end
+return {'ok', head, cut + 1, shown, hidden}
 """,
     writes=False,
 )
 """One tail page in one atomic view: head, where the ring starts now, and
-up to ``limit`` entries above both ``after`` and the cut."""
+up to ``limit`` entries above both ``after`` and the cut, each shown or
+(a liveness tail, the entry expired by the same ``TIME`` reading as the
+cut) hidden and named by its seq."""
 
 
 def _fields(flat: list[str]) -> dict[str, str]:
@@ -186,7 +203,9 @@ class RedisStream(RedisHost):
             float(held_age) if held_age else None,
         )
 
-    def tail(self, channel: str, after: int = 0, limit: int = 100) -> StreamPage:
+    def tail(
+        self, channel: str, after: int = 0, limit: int = 100, include_expired: bool = False
+    ) -> StreamPage:
         if isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0:
             raise DefiniteError(f"tail limit must be an int > 0, got {limit!r}")
         if isinstance(after, bool) or not isinstance(after, int):
@@ -196,7 +215,7 @@ class RedisStream(RedisHost):
             False,
             TAIL,
             [self.kinds_key, self.heads_key, self.log_key(channel), *self.ring_keys(channel)],
-            [channel, after, limit],
+            [channel, after, limit, "1" if include_expired else "0"],
         )
         if isinstance(reply, list) and reply and reply[0] == "wrong-kind" and not reply[1]:
             raise WrongChannelKind(f"tail on {channel!r}: it is not a stream (no kind yet)")
@@ -207,4 +226,5 @@ class RedisStream(RedisHost):
             fields = _fields(entry[1])
             seq = int(str(entry[0]).split("-", 1)[0])
             messages.append(Message(channel, seq, fields["b"], fields["s"], fields.get("k")))
-        return StreamPage(channel, tuple(messages), int(reply[2]), int(reply[1]))
+        hidden = tuple(int(seq) for seq in (reply[4] if len(reply) > 4 else None) or [])
+        return StreamPage(channel, tuple(messages), int(reply[2]), int(reply[1]), hidden)
