@@ -42,7 +42,7 @@ def _frames(
         if isinstance(page, Exception):
             raise page
         first = firsts.pop(0) if firsts else None
-        return page, first
+        return page, first, None
 
     async def run() -> list[bytes]:
         out: list[bytes] = []

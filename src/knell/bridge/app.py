@@ -288,7 +288,7 @@ class _Bridge:
                 page = await anyio.to_thread.run_sync(
                     bus.tail, channel, position, TAIL_PAGE, limiter=self._ops
                 )
-                return page.messages, page.first
+                return page.messages, page.first, page.last
 
             return ring
         except Exception as exc:
@@ -298,7 +298,7 @@ class _Bridge:
             found = await anyio.to_thread.run_sync(
                 bus.fetch, TAIL_HANDLE, channel, position, TAIL_PAGE, limiter=self._ops
             )
-            return found, None
+            return found, None, None
 
         return log
 

@@ -102,10 +102,13 @@ def behind_frame(channel: str, after: int, first: int) -> bytes:
     return b"event: behind\nid: %d\ndata: %s\n\n" % (first - 1, data)
 
 
-Page = tuple[Sequence[Message], int | None]
-"""One read for a tail: the messages after the position, and the oldest
-seq the channel still holds (a stream's ``first``; ``None`` for a channel
-that drops nothing)."""
+Page = tuple[Sequence[Message], int | None, int | None]
+"""One read for a tail: the messages after the position; the oldest seq
+the channel still holds (a stream's ``first``; ``None`` for a channel that
+drops nothing); and the highest seq the read accounted for, shown or
+hidden as expired (a stream page's ``last``; ``None``: the last message's),
+so a stretch of expired messages moves the tail on instead of being read
+again and again."""
 
 
 def ping_frame() -> bytes:
@@ -137,7 +140,7 @@ async def sse_frames(
     yield ping_frame()  # the headers and a first byte: the client knows it is connected
     while not stopping():
         try:
-            page, first = await fetch(position)
+            page, first, through = await fetch(position)
         except Exception as exc:
             envelope = problem(exc)
             if envelope is None:
@@ -152,6 +155,8 @@ async def sse_frames(
             # bus's to answer for, and the tail's check sees it.
             position = max(position, message.seq)
             yield frame(message)
+        if through is not None:
+            position = max(position, through)
         if page:
             quiet_since = time.monotonic()
             if len(page) >= TAIL_PAGE:

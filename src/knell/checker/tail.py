@@ -20,8 +20,10 @@ before it are not owed):
     channel (a ``post`` ok, or an event some tailer read): a bridge that
     resumes at the head, or skips. Seqs a bus never committed (a dense
     counter is not promised) prove nothing, so the gap is judged once the
-    whole history is read. Witness: the reconnect, the event after the
-    gap, and the post of the first missing seq.
+    whole history is read; nor do the seqs of posts made with an expiry
+    (``expires_at``), which a tail rightly skips once they expired. Witness:
+    the reconnect, the event after the gap, and the post of the first
+    missing seq.
 
 ``tail-behind-unfounded``
     on a stream channel (a ring), the only gap a tail may have is one the
@@ -118,6 +120,9 @@ class TailContinuityCheck(Check):
         # alone, else None: undecidable) and the times of their post invokes
         self._rings: dict[str, tuple[int | None, Held]] = {}
         self._invoked: dict[str, list[int]] = {}
+        # posts with an expiry: a tail rightly skips one once it expired
+        # (fetch and tail hide it), so its seq is never owed to a tail
+        self._expiring: set[tuple[str, str]] = set()
 
     def _tailer(self, event: Event) -> _Tailer:
         key = (str(event["process"]), int(event.get("incarnation", 0)))
@@ -140,6 +145,8 @@ class TailContinuityCheck(Check):
     @on("post", "invoke")
     def _post_invoke(self, event: Event) -> None:
         channel = str(event["channel"])
+        if "expires_at" in event["value"]:
+            self._expiring.add((channel, str(event["value"]["id"])))
         invoked = self._invoked.get(channel)
         if invoked is not None:
             invoked.append(event["time"])
@@ -153,6 +160,8 @@ class TailContinuityCheck(Check):
     @on_op("post", "ok")
     def _post_ok(self, inv: Event | None, ok: Event) -> None:
         channel, seq = str(ok["channel"]), ok["value"]["seq"]
+        if (channel, str(ok["value"]["id"])) in self._expiring:
+            return  # it may rightly be hidden by the time a tail reaches it
         self._committed.setdefault(channel, set()).add(seq)
         posts = self._posts.get(channel)
         if posts is None:
@@ -206,7 +215,8 @@ class TailContinuityCheck(Check):
         channel = str(event["channel"])
         value = event["value"]
         seq = value["seq"]
-        self._committed.setdefault(channel, set()).add(seq)
+        if (channel, str(value["id"])) not in self._expiring:
+            self._committed.setdefault(channel, set()).add(seq)
         posted = self._posted_at.get(channel, {}).get(str(value["id"]))
         if posted is not None:
             self._latency.append((event["time"] - posted) / 1e9)

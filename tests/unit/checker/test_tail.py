@@ -198,3 +198,21 @@ def test_an_announcement_on_an_age_bounded_ring_is_not_judged() -> None:
     for seq in range(21, 31):
         event(h, seq)
     assert run(h, TailContinuityCheck).valid is True
+
+
+def test_a_post_with_an_expiry_is_never_owed_to_a_tail() -> None:
+    """Fetch and tail hide a message once it expired, so a tail that
+    skips one is right; its neighbours are still owed."""
+    h = History()
+    connect(h)
+    posts(h, range(1, 2))
+    event(h, 1)
+    inv = h.invoke("producer-1", "post", {"id": "m2", "sender": "p", "expires_at": 1.0},
+                   channel="events")  # fmt: skip
+    h.post_ok(inv, 2)
+    posted = posts(h, range(3, 5))
+    after = event(h, 4)  # 2 expired (rightly skipped), 3 did not
+    r = run(h, TailContinuityCheck)
+    assert [a.kind for a in r.anomalies] == ["tail-gap"]
+    assert "1 committed seq(s) between were never sent to it (3)" in r.anomalies[0].message
+    assert indices([posted[3], after])[0] in only(r, "tail-gap")
