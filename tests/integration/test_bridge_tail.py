@@ -159,14 +159,17 @@ def test_tailers_through_bridges_that_are_killed_paused_and_partitioned(tmp_path
     assert resumed, "no tailer reconnected with a Last-Event-ID"
 
 
-def _stream_tail_from(bridges: Bridges, tmp_path: Path, last: int, *args: str) -> list[TailItem]:
-    """A ring of 5 with 20 posts (it holds 16..20); a tail through a bridge
-    resuming after ``last``: what it sends up to seq 20."""
+def _stream_tail_from(
+    bridges: Bridges, tmp_path: Path, ring: int, posts: int, last: int, *args: str
+) -> list[TailItem]:
+    """A ring of ``ring`` with ``posts`` posts; a tail through a bridge
+    (started with ``args``) resuming after ``last``: the messages and
+    behind notices it sends up to the last seq posted."""
     url = sqlite_url(tmp_path / "bus.db")
     bridge = bridges.start("--bus", url, *args)
     writer = open_bus(url)
-    writer.declare_stream("ticks", 5)  # type: ignore[attr-defined]
-    for i in range(1, 21):
+    writer.declare_stream("ticks", ring)  # type: ignore[attr-defined]
+    for i in range(1, posts + 1):
         writer.post("ticks", f"m{i}", "p")
     client = open_bus(bridge.url)
     assert isinstance(client, HttpBus)
@@ -176,7 +179,7 @@ def _stream_tail_from(bridges: Bridges, tmp_path: Path, last: int, *args: str) -
         for item in tail:
             if isinstance(item, (Message, TailBehind)):
                 got.append(item)
-            if isinstance(item, Message) and item.seq >= 20:
+            if isinstance(item, Message) and item.seq >= posts:
                 break
     finally:
         tail.close()
@@ -188,11 +191,11 @@ def _stream_tail_from(bridges: Bridges, tmp_path: Path, last: int, *args: str) -
 def test_a_stream_tail_behind_the_ring_is_told_so_then_resumes_at_its_start(
     bridges: Bridges, tmp_path: Path
 ) -> None:
-    got = _stream_tail_from(bridges, tmp_path, 2)
+    got = _stream_tail_from(bridges, tmp_path, 5, 20, 2)  # the ring holds 16..20
     assert got[0] == TailBehind("ticks", 2, 16)
     assert [m.seq for m in got[1:] if isinstance(m, Message)] == [16, 17, 18, 19, 20]
     (tmp_path / "again").mkdir()
-    within = _stream_tail_from(bridges, tmp_path / "again", 17)
+    within = _stream_tail_from(bridges, tmp_path / "again", 5, 20, 17)
     assert [m.seq for m in within if isinstance(m, Message)] == [18, 19, 20]
     assert not any(isinstance(i, TailBehind) for i in within)  # nothing dropped
 
@@ -200,19 +203,7 @@ def test_a_stream_tail_behind_the_ring_is_told_so_then_resumes_at_its_start(
 def test_a_bridge_with_its_own_buffer_blames_the_ring(bridges: Bridges, tmp_path: Path) -> None:
     """The mutant serves the newest 10 from its own buffer: a ring of 100
     holding all 30 posts is said to have dropped 3..20."""
-    url = sqlite_url(tmp_path / "bus.db")
-    bridge = bridges.start("--bus", url, "--mutant", "bridge-stream-own-buffer")
-    writer = open_bus(url)
-    writer.declare_stream("ticks", 100)  # type: ignore[attr-defined]
-    for i in range(1, 31):
-        writer.post("ticks", f"m{i}", "p")
-    client = open_bus(bridge.url)
-    assert isinstance(client, HttpBus)
-    tail = client.follow("ticks", 2, ping=0.1)
-    try:
-        first = next(i for i in tail if isinstance(i, (Message, TailBehind)))
-    finally:
-        tail.close()
-        client.close()
-        writer.close()
-    assert first == TailBehind("ticks", 2, 21)  # the ring holds 1..30
+    args = ("--mutant", "bridge-stream-own-buffer")
+    got = _stream_tail_from(bridges, tmp_path, 100, 30, 2, *args)
+    assert got[0] == TailBehind("ticks", 2, 21)  # the ring holds 1..30
+    assert [m.seq for m in got[1:] if isinstance(m, Message)] == list(range(21, 31))
