@@ -71,6 +71,7 @@ from knell.platform import interrupt_on_terminate
 from knell.provision import Provision
 from knell.redact import bus_env, redact_settings, redact_url
 from knell.report import RunSeries, RunStats, write_reports
+from knell.report.describe import process_roles, tested_contracts
 from knell.rundir import RunDirError, atomic_write, new_dir, point_latest
 from knell.scenario import Expectation, Scenario
 from knell.schedule import Schedule, expand
@@ -888,10 +889,12 @@ def _scenario_json(run_dir: Path) -> dict[str, Any]:
 
 
 def _check_config(run_dir: Path) -> CheckConfig:
+    """The checker's knobs from the stored scenario, and what it tests (so
+    the checks of anything else stay dormant: :mod:`knell.checker.dormant`)."""
     data = _scenario_json(run_dir)
     values = {k: data[k] for k in _CONFIG_FIELDS if data.get(k) is not None}
     try:
-        return CheckConfig(**values)
+        return CheckConfig(**values, contracts=tested_contracts(data), roles=process_roles(data))
     except (TypeError, ValueError) as exc:
         raise RunError(f"{run_dir / 'scenario.json'}: {exc}") from None
 

@@ -81,13 +81,18 @@ class CheckConfig:
     it (a wait gets its own timeout on top). ``max_error_rate``: the share
     of operations of one ``f`` (post, fetch...) that may fail outside fault
     windows. ``max_anomalies``: anomalies stored per check (every anomaly
-    is still counted).
+    is still counted). ``contracts`` and ``roles``: what the scenario
+    tests and which worker roles it runs, when known (from
+    ``scenario.json``); a check of anything else is kept dormant
+    (:mod:`knell.checker.dormant`). ``None``: not known, every check is fed.
     """
 
     wake_bound: float = 1.0
     max_anomalies: int = 50
     op_timeout: float = 5.0
     max_error_rate: float = 0.0
+    contracts: tuple[str, ...] | None = None
+    roles: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         for name in ("wake_bound", "op_timeout"):

@@ -37,6 +37,7 @@ from knell.checker.base import Check, CheckConfig, CheckResult, Validity, merge_
 from knell.checker.clocks import clock_events, scan
 from knell.checker.consumer import Consumer
 from knell.checker.dispatch import PassResult, run_pass
+from knell.checker.dormant import Watch, dormant, woken
 from knell.checker.registry import CHECKS
 from knell.checker.windows import FaultWindows
 from knell.history import Event, HistoryReader
@@ -233,8 +234,19 @@ def check_events(
     names = [c.name for c in instances]
     if len(set(names)) != len(names):
         raise ValueError(f"check names must be unique, got {names}")
-    passed = run_pass(events, [windows, *instances, *extra])
-    results = {c.name: _result(c, passed) for c in instances}
+    asleep = dormant(names, CHECK_CONTRACT, CHECK_ROLE, config.contracts, config.roles)
+    watch = Watch()
+    fed = [c for c in instances if c.name not in asleep]
+    passed = run_pass(events, [windows, *fed, *extra, *([watch] if asleep else [])])
+    for check in instances:
+        if check.name in asleep:
+            check.finish()  # over nothing, as the pass would have ended it
+    results = {
+        c.name: woken(_result(c, passed), asleep[c.name], watch)
+        if c.name in asleep
+        else _result(c, passed)
+        for c in instances
+    }
     return Verdict(
         valid=merge_validity(r.valid for r in results.values()),
         checks=results,

@@ -66,4 +66,8 @@ def tested_contracts(scenario: dict[str, Any]) -> tuple[str, ...] | None:
     """The delivery contracts a stored scenario tests, from its roles;
     ``None`` when ``scenario.json`` names no processes (a bare history)."""
     roles = process_roles(scenario)
-    return None if roles is None else contracts_of_roles(roles)
+    if roles is None:
+        return None
+    streams = scenario.get("streams")
+    # a declared stream channel is the stream contract's, whoever reads it
+    return contracts_of_roles([*roles, *(["streamer"] if streams else [])])

@@ -97,10 +97,8 @@ def tail(
     if include_expired:
         value["include_expired"] = True
 
-    def call() -> StreamPage:
-        if include_expired:
-            return _streams(worker).tail(channel, after, limit, include_expired=True)  # type: ignore[call-arg]
-        return _streams(worker).tail(channel, after, limit)
+    flag = {"include_expired": True} if include_expired else {}
+    bus: Any = _streams(worker)  # the flag is the expiry feature's, not the Protocol's
 
     def recorded(page: StreamPage) -> dict[str, Any]:
         done: dict[str, Any] = {
@@ -113,7 +111,14 @@ def tail(
             done["expired"] = list(page.expired)
         return done
 
-    return worker.op("stream_tail", value, call, recorded, channel=channel)
+    page: StreamPage = worker.op(
+        "stream_tail",
+        value,
+        lambda: bus.tail(channel, after, limit, **flag),
+        recorded,
+        channel=channel,
+    )
+    return page
 
 
 def _probe_kinds(worker: Worker, channel: str, unkinded: str) -> None:
