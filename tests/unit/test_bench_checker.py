@@ -20,9 +20,14 @@ def test_both_parse_floors_and_bytes_per_message() -> None:
         "parse-msgspec": [_child("parse-msgspec", 0.5), _child("parse-msgspec", 1.0)],
         "read": [_child("read", 1.5), _child("read", 3.0)],
         "check": [_child("check", 4.0, 140), _child("check", 8.0, 140)],
+        "check-scoped": [_child("check-scoped", 3.0, 120), _child("check-scoped", 6.0, 120)],
         "knell-check": [_child("knell-check", 10.0)],
     }
     rows = {r.name: r for r in _rows(runs, SynthStats(1000, 100_000, 3, 10 * MB))}
+    scoped = rows["check, scenario known (a broadcast run) vs orjson"]
+    assert scoped.ratio == 3.0
+    scoped_memory = rows["check memory per message, scenario known (a broadcast run)"]
+    assert scoped_memory.value == 80 * MB / 100_000
     orjson = rows["check (knell check's checker) vs orjson"]
     msgspec = rows["check (knell check's checker) vs msgspec"]
     assert (orjson.ratio, msgspec.ratio) == (4.0, 8.0)
@@ -44,3 +49,4 @@ def test_without_msgspec_its_row_says_so() -> None:
     missing = rows["check (knell check's checker) vs msgspec"]
     assert missing.value is None and missing.ratio is None and "not installed" in missing.note
     assert rows["check memory per message (peak above the parse-only floor)"].met is False
+    assert "check, scenario known (a broadcast run) vs orjson" not in rows  # not measured
