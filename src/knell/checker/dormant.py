@@ -40,7 +40,7 @@ from knell.checker.base import CheckResult
 from knell.checker.consumer import Consumer, on
 from knell.history import Event
 
-__all__ = ["CONTRACT_EVENTS", "ROLE_EVENTS", "Watch", "dormant", "woken"]
+__all__ = ["CONTRACT_EVENTS", "ROLE_EVENTS", "Watch", "dormant", "watch", "woken"]
 
 CONTRACT_EVENTS: dict[str, frozenset[str]] = {
     BROADCAST: frozenset(
@@ -84,19 +84,35 @@ def dormant(
 
 
 class Watch(Consumer):
-    """Sees the first successful event of every contract's operations (and
-    of every role's own events), for the dormant checks to be woken by."""
+    """Sees the first successful event of each ``f`` that would wake a
+    dormant check (:func:`watch`), and nothing else: a broadcast run's
+    pages and acks never reach it."""
 
     name = "dormant-watch"
 
     def __init__(self) -> None:
         self.first: dict[str, Event] = {}
 
-    @on(tuple(sorted(set().union(*CONTRACT_EVENTS.values(), *ROLE_EVENTS.values()))), "ok")
     def _saw(self, event: Event) -> None:
         f = str(event["f"])
         if f not in self.first:
             self.first[f] = event
+
+
+def watch(wakes: Iterable[frozenset[str]]) -> Watch:
+    """A :class:`Watch` of exactly the ``f`` in ``wakes`` (its handler is
+    declared on a subclass made for them: a consumer's interests are its
+    class's)."""
+    fs = tuple(sorted(set().union(*wakes)))
+    if not fs:
+        return Watch()
+
+    def saw(self: Watch, event: Event) -> None:  # a function of its own: marks are per function
+        Watch._saw(self, event)
+
+    cls = type("Watch", (Watch,), {"_saw": on(fs, "ok")(saw)})
+    made: Watch = cls()
+    return made
 
 
 def woken(result: CheckResult, wakes: frozenset[str], watch: Watch) -> CheckResult:

@@ -37,7 +37,7 @@ from knell.checker.base import Check, CheckConfig, CheckResult, Validity, merge_
 from knell.checker.clocks import clock_events, scan
 from knell.checker.consumer import Consumer
 from knell.checker.dispatch import PassResult, run_pass
-from knell.checker.dormant import Watch, dormant, woken
+from knell.checker.dormant import dormant, watch, woken
 from knell.checker.registry import CHECKS
 from knell.checker.windows import FaultWindows
 from knell.history import Event, HistoryReader
@@ -235,14 +235,14 @@ def check_events(
     if len(set(names)) != len(names):
         raise ValueError(f"check names must be unique, got {names}")
     asleep = dormant(names, CHECK_CONTRACT, CHECK_ROLE, config.contracts, config.roles)
-    watch = Watch()
+    watcher = watch(asleep.values())
     fed = [c for c in instances if c.name not in asleep]
-    passed = run_pass(events, [windows, *fed, *extra, *([watch] if asleep else [])])
+    passed = run_pass(events, [windows, *fed, *extra, *([watcher] if asleep else [])])
     for check in instances:
         if check.name in asleep:
             check.finish()  # over nothing, as the pass would have ended it
     results = {
-        c.name: woken(_result(c, passed), asleep[c.name], watch)
+        c.name: woken(_result(c, passed), asleep[c.name], watcher)
         if c.name in asleep
         else _result(c, passed)
         for c in instances

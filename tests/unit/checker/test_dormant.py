@@ -4,7 +4,7 @@ fed, and wakes to "unknown" if an ok event of its contract comes anyway."""
 from __future__ import annotations
 
 from knell.checker import CheckConfig, check_events
-from knell.checker.dormant import CONTRACT_EVENTS, ROLE_EVENTS, dormant
+from knell.checker.dormant import CONTRACT_EVENTS, ROLE_EVENTS, Watch, dormant, watch
 from knell.checker.queue import DeadLetterCheck, QueueLossCheck
 from knell.checker.registry import CHECKS
 from knell.checker.tail import TailContinuityCheck
@@ -85,3 +85,10 @@ def test_a_refused_operation_wakes_nothing() -> None:
            channel="ticks")  # fmt: skip
     verdict = check_events(h.events, BROADCAST_ONLY, checks=[DeadLetterCheck])
     assert verdict.checks["dead-letter"].valid is True
+
+
+def test_a_watch_sees_only_what_wakes_its_sleepers() -> None:
+    queue, tails = watch([CONTRACT_EVENTS["queue"]]), watch([ROLE_EVENTS["tailer"]])
+    assert {h.f for h in queue.handlers} == CONTRACT_EVENTS["queue"]
+    assert {h.f for h in tails.handlers} == ROLE_EVENTS["tailer"]  # nothing carried over
+    assert Watch.handlers == ()
