@@ -2,13 +2,16 @@
 
 Usage: ``python tools/tail_figures.py RUN_DIR`` (a ``knell run`` of
 ``bridge-sse-tail-kill``, whose tailers follow the channel through the
-bridges while its ``consumer`` reads the store directly with fetches).
+bridges while its ``consumer`` reads the store directly with fetches, or
+of ``bridge-sse-stream-kill``, whose direct reader is a ``streamer``
+tailing the ring's pages).
 Prints, from the run's history alone:
 
 * post-to-event latency, p50 and p99: the post's invoke to the moment a
   tailer read the event off its SSE stream (through a bridge), against the
   post's invoke to the first fetch page that showed the message to the
-  direct consumer (a fetch-based tail of the store, no bridge); over every
+  direct reader (a fetch-based tail of the store, or a stream's ``tail``
+  pages, no bridge); over every
   message each saw, faults included, and over those posted and seen
   outside every kill, pause and partition window (so a fault does not
   dominate the tail);
@@ -25,6 +28,7 @@ import sys
 from pathlib import Path
 
 from knell.history import read_history
+from knell.history_files import merged_path
 
 
 def pct(values: list[float], q: float) -> str:
@@ -35,7 +39,7 @@ def pct(values: list[float], q: float) -> str:
 
 
 def main(run: Path) -> int:
-    events = sorted(read_history(run / "history.jsonl"), key=lambda e: e["time"])
+    events = sorted(read_history(merged_path(run)), key=lambda e: e["time"])
     posted: dict[str, int] = {}
     tail: dict[str, list[int]] = {}
     direct: dict[str, int] = {}
@@ -60,7 +64,9 @@ def main(run: Path) -> int:
             if who in waiting:
                 start, cause = waiting.pop(who)
                 first_event.setdefault(cause, []).append((e["time"] - start) / 1e9)
-        elif f == "fetch" and kind == "ok" and e["process"].startswith("consumer"):
+        elif (f == "fetch" and kind == "ok" and e["process"].startswith("consumer")) or (
+            f == "stream_tail" and kind == "ok" and e["process"].startswith("streamer")
+        ):
             for m in value.get("messages", ()):
                 direct.setdefault(m["id"], e["time"])
         elif f == "tail-drop":
@@ -79,7 +85,7 @@ def main(run: Path) -> int:
     rows = []
     for label, seen in (
         ("SSE tail through a bridge", {i: min(t) for i, t in tail.items()}),
-        ("direct fetch-based reader", direct),
+        ("direct reader (fetch or stream tail)", direct),
     ):
         both = [i for i in seen if i in posted]
         all_ = [(seen[i] - posted[i]) / 1e9 for i in both]
