@@ -633,8 +633,9 @@ class Expectation(_Strict):
     short run on a loaded machine can miss it by luck. ``seeds = N`` says
     so honestly: the pytest plugin gives the scenario up to N consecutive
     seeds and passes on the first that makes the finding, failing only
-    when all N were VALID (the matrix has its own seeds per cell). A run
-    that is INVALID for another reason, or UNKNOWN, is not retried."""
+    when all N were VALID, and the matrix gives its reference cell the
+    same (:func:`knell.matrix.run.run_matrix`). A run that is INVALID for
+    another reason, or UNKNOWN, is not retried."""
 
     verdict: Literal["invalid", "unknown"] = "invalid"
     checks: list[str] = Field(

@@ -564,6 +564,50 @@ def test_a_mutant_missed_everywhere_is_confirmed_on_the_next_seeds(
     assert [r for bus, _, r in ran if bus == mutant.name] == [0]
 
 
+def test_a_race_dependent_finding_gets_its_seeds_on_the_reference(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A scenario expecting a finding within N seeds (expect.seeds) whose
+    reference run was VALID gets the next seeds, up to N in all, as the
+    pytest plugin gives it: made on one, the row is valid; made on none,
+    missed. A run INVALID for another reason is not retried. The runs are
+    a double here (which seed makes the finding is the point)."""
+    import knell.matrix.run as run_module
+
+    scenario = load_scenario(SCENARIOS / "sqlite-power-loss-normal.toml")
+    assert scenario.expect is not None and scenario.expect.seeds == 3
+    made_on: set[int] = set()
+    other_on: set[int] = set()
+    ran: list[int] = []
+
+    def fake_cell(task: run_module.Task, runs: Path, keep_history: str) -> Cell:
+        ran.append(task.repeat)
+        cell = Cell(task.bus, task.label, seed=task.seed, repeat=task.repeat, valid=True)
+        cell.expect_met = task.repeat in made_on
+        if cell.expect_met or task.repeat in other_on:
+            cell.valid = False
+        return cell
+
+    monkeypatch.setattr(run_module, "_run_cell", fake_cell)
+
+    def reference() -> MutantRow:
+        matrix = run_module.run_matrix([scenario], mutants=[], reports=tmp_path, duration=None)
+        return next(r for r in matrix.rows if r.mutant is None)
+
+    made_on.add(2)
+    assert reference().status == "valid" and ran == [0, 1, 2]
+    ran.clear()
+    made_on.clear()
+    assert reference().status == "missed" and ran == [0, 1, 2]  # never more than its seeds
+    ran.clear()
+    made_on.add(0)
+    assert reference().status == "valid" and ran == [0]
+    ran.clear()
+    made_on.clear()
+    other_on.add(0)  # INVALID, but not its finding: not luck, no retry
+    assert reference().status == "missed" and ran == [0]
+
+
 def test_a_cell_this_machine_cannot_run_is_said_apart_not_failed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
