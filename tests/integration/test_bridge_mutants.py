@@ -65,6 +65,7 @@ def test_bridge_mutants_are_registered_for_the_bridge() -> None:
         "bridge-claim-retry-second-lease",
         "bridge-tail-resume-inclusive",
         "bridge-tail-resume-at-head",
+        "bridge-stream-own-buffer",
         "bridge-caches-hold",
     }
     for m in bridge_mutants.values():
@@ -74,6 +75,7 @@ def test_bridge_mutants_are_registered_for_the_bridge() -> None:
             "postgres-bridge-pause",
             "bridge-queue-kill",
             "bridge-sse-tail-kill",
+            "bridge-sse-stream-kill",
             "bridge-roles-kill",
         }
 
