@@ -52,7 +52,7 @@ from pathlib import Path
 import orjson
 
 from knell.history import Event, HistoryError
-from knell.history_files import PART_SUFFIX, ZstdBlocks, part_paths
+from knell.history_files import ZstdBlocks, part_identity, part_paths
 
 __all__ = ["WINDOW", "HistoryFeed", "follow"]
 
@@ -62,19 +62,6 @@ docstring: a bound on a live worker's write latency)."""
 
 MAX_READ = 8 << 20
 """Bytes read from one part per poll (a backlog is caught up over polls)."""
-
-
-def _identity(path: Path) -> tuple[str, int | None]:
-    """``(process, incarnation)`` from a part's name (``p.3.jsonl.zst``)."""
-    name = path.name
-    for suffix in (PART_SUFFIX, ".jsonl"):
-        if name.endswith(suffix):
-            name = name[: -len(suffix)]
-            break
-    process, _, number = name.rpartition(".")
-    if not process or not number.isdigit():
-        return name, None
-    return process, int(number)
 
 
 @dataclass
@@ -204,7 +191,7 @@ class HistoryFeed:
         for path in part_paths(self.folder):
             if path in self.parts:
                 continue
-            process, incarnation = _identity(path)
+            process, incarnation = part_identity(path)
             if (
                 path in self._retired_unnumbered
                 if incarnation is None

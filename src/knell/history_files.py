@@ -91,6 +91,20 @@ def part_path(folder: Path, process: str, incarnation: int) -> Path:
     return folder / f"{process}.{incarnation}{PART_SUFFIX}"
 
 
+def part_identity(path: Path) -> tuple[str, int | None]:
+    """``(process, incarnation)`` from a part's name (``p.3.jsonl.zst``);
+    incarnation ``None`` for a name that carries none."""
+    name = path.name
+    for suffix in (PART_SUFFIX, ".jsonl"):
+        if name.endswith(suffix):
+            name = name[: -len(suffix)]
+            break
+    process, _, number = name.rpartition(".")
+    if not process or not number.isdigit():
+        return name, None
+    return process, int(number)
+
+
 def part_paths(folder: Path) -> list[Path]:
     """Every part in ``folder``, compressed or plain (older runs), sorted."""
     try:

@@ -134,6 +134,12 @@ class OnlineRun:
             + (f", RSS {samples[-1].rss / 1e6:.0f} MB" if samples else "")
         )
 
+    def final_phase(self) -> None:
+        """The run left its schedule for the final phase: its memory from
+        now on is a fixed cost, not the soak's (:mod:`knell.soak_telemetry`)."""
+        if self._telemetry is not None:
+            self._telemetry.final_phase()
+
     def end(self) -> None:
         """The run's processes are gone: finish the pass, write ``online.json``
         and ``soak.json``."""

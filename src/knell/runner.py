@@ -71,7 +71,7 @@ from knell.platform import interrupt_on_terminate
 from knell.provision import Provision
 from knell.redact import bus_env, redact_settings, redact_url
 from knell.report import RunSeries, RunStats, write_reports
-from knell.report.describe import process_roles, tested_contracts
+from knell.report.describe import forget_after, process_roles, tested_contracts
 from knell.rundir import RunDirError, atomic_write, new_dir, point_latest
 from knell.scenario import Expectation, Scenario
 from knell.schedule import Schedule, expand
@@ -823,6 +823,8 @@ def run_scenario(
                 timer.lap("start")
                 run.drive()
                 timer.lap("scenario")
+                if online is not None:
+                    online.final_phase()
                 if watch is not None:
                     watch.phase("final")
                 say("final phase: heal, stop producers, drain every handle")
@@ -894,7 +896,12 @@ def _check_config(run_dir: Path) -> CheckConfig:
     data = _scenario_json(run_dir)
     values = {k: data[k] for k in _CONFIG_FIELDS if data.get(k) is not None}
     try:
-        return CheckConfig(**values, contracts=tested_contracts(data), roles=process_roles(data))
+        return CheckConfig(
+            **values,
+            contracts=tested_contracts(data),
+            roles=process_roles(data),
+            forget_after=forget_after(data),
+        )
     except (TypeError, ValueError) as exc:
         raise RunError(f"{run_dir / 'scenario.json'}: {exc}") from None
 

@@ -21,7 +21,10 @@ warm-up: the first :data:`WARM_UP_SHARE` of the samples' span, at least
 most :data:`WARM_UP_MAX` (what warm-up waits for does not grow with the
 soak's length, so a day-long soak is judged over almost all of its day).
 Memory is *flat* when its largest sample after warm-up is within
-:data:`RSS_FLAT` of its smallest.
+:data:`RSS_FLAT` of its smallest. Only the samples taken while the
+scenario ran are judged: the final phase (heal, stop, drain every handle
+to the head, finish the pass) happens once per soak whatever its length,
+so its peak is a fixed cost, reported apart (``rss_final``), not growth.
 
 **Disk.** The bytes of the run directory are counted as the file system
 allocates them (``st_blocks``), and split: ``store/`` holds the bus's own
@@ -129,10 +132,17 @@ def warm_up(span: float) -> float:
     return min(max(WARM_UP_MIN, WARM_UP_SHARE * span), WARM_UP_MAX)
 
 
-def summarize(samples: list[Sample], *, bound: int = DISK_BOUND_PER_HOUR) -> dict[str, Any]:
+def summarize(
+    samples: list[Sample],
+    *,
+    bound: int = DISK_BOUND_PER_HOUR,
+    final: float | None = None,
+) -> dict[str, Any]:
     """The cost of a soak from its samples (see the module docstring).
-    ``rss_flat`` and ``disk_kept`` are ``None`` when the samples cannot say
-    (a soak shorter than its warm-up, fewer than two samples)."""
+    ``final``: when the final phase began (seconds, as ``Sample.t``); the
+    samples after it are left out of the memory verdict. ``rss_flat`` and
+    ``disk_kept`` are ``None`` when the samples cannot say (a soak shorter
+    than its warm-up, fewer than two samples)."""
     out: dict[str, Any] = {
         "samples": len(samples),
         "seconds": 0.0,
@@ -141,6 +151,8 @@ def summarize(samples: list[Sample], *, bound: int = DISK_BOUND_PER_HOUR) -> dic
         "rss_max": None,
         "rss_growth": None,
         "rss_flat": None,
+        "final_phase": final,
+        "rss_final": None,
         "disk_bytes": None,
         "store_bytes": None,
         "disk_per_hour": None,
@@ -167,6 +179,10 @@ def summarize(samples: list[Sample], *, bound: int = DISK_BOUND_PER_HOUR) -> dic
         per_hour = max(grown, 0) / rate_span * 3600
         out["disk_per_hour"] = round(per_hour)
         out["disk_kept"] = per_hour <= bound
+    if final is not None:
+        ending = [s.rss for s in samples if s.t > final]
+        out["rss_final"] = max(ending) if ending else None
+        after = [s for s in after if s.t <= final]
     if len(after) >= 2:
         low, high = min(s.rss for s in after), max(s.rss for s in after)
         growth = (high - low) / low if low else 0.0
@@ -230,6 +246,15 @@ class SoakTelemetry:
         self._t0 = time.monotonic()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self.final: float | None = None
+        """When the final phase began (as ``Sample.t``), once it has."""
+
+    def final_phase(self) -> None:
+        """The scenario is over: the samples from now on measure the final
+        phase, a fixed cost (module docstring), and one is taken now."""
+        self.final = round(time.monotonic() - self._t0, 3)
+        with contextlib.suppress(*self._errors):
+            self.sample()
 
     def sample(self) -> Sample:
         """Take one sample now and keep it."""
@@ -271,7 +296,7 @@ class SoakTelemetry:
             self.samples[-1] = replace(last, lag=None)
         except self._errors:
             pass
-        summary = summarize(self.samples, bound=self.bound)
+        summary = summarize(self.samples, bound=self.bound, final=self.final)
         atomic_write(
             self.run_dir / SOAK_FILE,
             json.dumps(

@@ -13,6 +13,7 @@ import pytest
 from knell.checker import CheckConfig, check_events
 from knell.history import HistoryReader
 from knell.report import RunStats
+from knell.report.describe import forget_after
 
 CORPUS = Path(__file__).resolve().parents[1] / "corpus"
 RUNS = sorted(p for p in CORPUS.iterdir() if (p / "history.jsonl.xz").exists())
@@ -52,3 +53,29 @@ def test_stored_history_checks_as_recorded(run: Path, tmp_path: Path) -> None:
     added = {k: v for k, v in recorded.items() if k not in golden["stats"]}
     assert not any(added.values()), added  # new figures may only be empty on old histories
     assert {k: v for k, v in recorded.items() if k in golden["stats"]} == golden["stats"]
+
+
+@pytest.mark.parametrize("run", RUNS, ids=[p.name for p in RUNS])
+def test_stored_history_is_judged_the_same_when_settled_messages_are_forgotten(
+    run: Path, tmp_path: Path
+) -> None:
+    """Forgetting (knell.checker.settle) with a horizon of half a second, far
+    shorter than a run's (so most messages are forgotten on these short
+    histories), changes no check's verdict and no anomaly it reports."""
+    history = tmp_path / "history.jsonl"
+    history.write_bytes(lzma.decompress((run / "history.jsonl.xz").read_bytes()))
+    golden = json.loads(lzma.decompress((run / "golden.json.xz").read_bytes()))
+    scenario = json.loads((run / "scenario.json").read_text(encoding="utf-8"))
+    after = None if forget_after(scenario) is None else 0.5
+    config = CheckConfig(wake_bound=scenario["wake_bound"], forget_after=after)
+    verdict = check_events(HistoryReader(history), config)
+    assert verdict.valid == golden["valid"]
+    for name, expected in golden["checks"].items():
+        got = verdict.checks[name]
+        assert got.valid == expected["valid"], f"{run.name}: check {name} changed"
+        kinds = sorted(a.kind for a in got.anomalies)
+        assert kinds == sorted(a["kind"] for a in expected["anomalies"]), name
+    if after is None:  # a join at the start: nothing may be forgotten
+        assert verdict.forgetting is None
+    elif golden["valid"] is True:  # every VALID stored run settles most of its messages
+        assert verdict.forgetting["messages"] > 0, run.name

@@ -270,3 +270,25 @@ def test_threads_sharing_a_writer_never_interleave_inside_the_stream(tmp_path: P
     writer.close()
     seen = sorted((e["value"]["thread"], e["value"]["i"]) for e in HistoryReader(path))
     assert seen == [(t, i) for t in range(6) for i in range(1500)]
+
+
+def test_the_tail_forgets_a_part_once_a_newer_incarnation_appeared(tmp_path: Path) -> None:
+    """A soak restarts a process every second: what the tail keeps per part
+    (a zstd decoder, its offset) goes once the part's writer is gone."""
+    folder = tmp_path / "history"
+    tail = HistoryTail(folder)
+    first = HistoryWriter(part_path(folder, "consumer-1", 1), "consumer-1", 1)
+    first.write("invoke", "fetch", {})
+    assert [e["incarnation"] for e in tail.poll()] == [1]
+    first.write("ok", "fetch", {"messages": []})  # its last event, written before the kill
+    second = HistoryWriter(part_path(folder, "consumer-1", 2), "consumer-1", 2)
+    second.write("ok", "start", {})
+    seen = tail.poll()
+    assert [(e["incarnation"], e["type"]) for e in seen] == [(1, "ok"), (2, "ok")]
+    assert [p.name for p in tail._blocks] == ["consumer-1.2.jsonl.zst"]
+    assert list(tail._offsets) == [part_path(folder, "consumer-1", 2)]
+    first.write("info", "fetch", {})  # never read again: its writer was superseded
+    second.write("invoke", "post", {"id": "a"})
+    assert [(e["incarnation"], e["f"]) for e in tail.poll()] == [(2, "post")]
+    first.close()
+    second.close()

@@ -117,3 +117,17 @@ def test_a_long_soak_keeps_a_bounded_series_over_its_whole_span(tmp_path: Path) 
     telemetry.sample()
     assert len(telemetry.samples) == MAX_SAMPLES // 2 + 1 and telemetry.every == 4.0
     assert telemetry.samples[0].t <= telemetry.samples[1].t  # the first is kept
+
+
+def test_the_final_phase_is_a_fixed_cost_reported_apart_not_growth() -> None:
+    # flat while the scenario ran (60 s), then the final phase's one peak
+    rss = [100 * MB] * 31 + [160 * MB, 120 * MB]
+    samples = _series(rss)
+    judged = summarize(samples, final=60.0)
+    assert judged["rss_flat"] is True and judged["rss_max"] == 100 * MB
+    assert judged["rss_final"] == 160 * MB and judged["final_phase"] == 60.0
+    # without the mark the same series is not flat: the mark is what sets it apart
+    assert summarize(samples)["rss_flat"] is False
+    # growth while the scenario ran still counts, whatever the final phase did
+    growing = _series([100 * MB + i * 2 * MB for i in range(31)] + [100 * MB])
+    assert summarize(growing, final=60.0)["rss_flat"] is False

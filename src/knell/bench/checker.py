@@ -109,7 +109,9 @@ def _child(mode: str, path: Path) -> dict[str, Any]:
         events = verdict.events
         valid = verdict.valid
     elif mode == "check-scoped":
-        verdict = check_history(path, CheckConfig(contracts=("broadcast",), roles=SYNTH_ROLES))
+        verdict = check_history(
+            path, CheckConfig(contracts=("broadcast",), roles=SYNTH_ROLES, forget_after=10.0)
+        )
         events = verdict.events
         valid = verdict.valid
     elif mode == "knell-check":

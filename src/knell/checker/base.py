@@ -42,6 +42,7 @@ from typing import Any, ClassVar, Literal
 
 from knell.checker.consumer import Consumer
 from knell.checker.keep import Held, Kept
+from knell.checker.settle import Forgotten
 from knell.checker.windows import FaultWindows
 from knell.history import Event
 
@@ -85,6 +86,9 @@ class CheckConfig:
     tests and which worker roles it runs, when known (from
     ``scenario.json``); a check of anything else is kept dormant
     (:mod:`knell.checker.dormant`). ``None``: not known, every check is fed.
+    ``forget_after``: seconds of history after which a settled broadcast
+    message is forgotten (:mod:`knell.checker.settle`); ``None`` (the
+    default for a bare history): nothing is forgotten.
     """
 
     wake_bound: float = 1.0
@@ -93,6 +97,7 @@ class CheckConfig:
     max_error_rate: float = 0.0
     contracts: tuple[str, ...] | None = None
     roles: tuple[str, ...] | None = None
+    forget_after: float | None = None
 
     def __post_init__(self) -> None:
         for name in ("wake_bound", "op_timeout"):
@@ -110,6 +115,12 @@ class CheckConfig:
             raise TypeError(f"max_anomalies must be an int, got {self.max_anomalies!r}")
         if self.max_anomalies < 0:
             raise ValueError(f"max_anomalies must be >= 0, got {self.max_anomalies}")
+        after = self.forget_after
+        if after is not None:
+            if isinstance(after, bool) or not isinstance(after, (int, float)):
+                raise TypeError(f"forget_after must be a number of seconds, got {after!r}")
+            if not math.isfinite(after) or after < 0:
+                raise ValueError(f"forget_after must be a finite number >= 0, got {after}")
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -224,6 +235,10 @@ class Check(Consumer):
         if windows is None:
             windows = FaultWindows()
         self.windows = windows
+        self.forgotten: Forgotten | None = None
+        """The pass's forgotten messages, when it forgets
+        (:mod:`knell.checker.settle`); a check that keeps messages reads it
+        to pass over a sighting of one it dropped."""
 
     @abstractmethod
     def result(self) -> CheckResult: ...

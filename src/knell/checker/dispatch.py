@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from knell.checker.consumer import COMPLETIONS, Consumer, wanted
+from knell.checker.settle import Forgotten, Settling
 from knell.history import Event
 
 __all__ = ["Malformed", "PassResult", "run_pass"]
@@ -243,6 +244,16 @@ class _Deliveries:
         not a tuple."""
         self.ids = ids
         """Posted id -> its one copy: a fetched page's ids are copies."""
+        self.forgotten: Forgotten | None = None
+        """The forgotten messages, when the pass forgets: a sighting of one
+        is passed over (:mod:`knell.checker.settle`)."""
+
+    def forget(self, channel: Any, seq: int, mid: Any, again: bool) -> None:
+        by_seq = self.seen.get(channel)
+        if by_seq is not None:
+            by_seq.pop(seq, None)
+        if type(mid) is str:
+            self.ids.pop(mid, None)
 
     def _show(self, channel: Any, seq: Any, mid: Any, event: Event) -> None:
         for deliver in self.deliverers:
@@ -265,6 +276,10 @@ class _Deliveries:
         by_seq = self.seen.get(channel)
         if by_seq is not None and by_seq.get(seq) is mid:
             return
+        forgotten = self.forgotten
+        if forgotten is not None and forgotten.has(channel, seq):
+            forgotten.passed_over += 1
+            return
         if self._first(channel, seq, mid):
             self._show(channel, seq, mid, event)
 
@@ -272,11 +287,17 @@ class _Deliveries:
         channel = event["channel"]
         first = self._first
         ids = self.ids
+        forgotten = self.forgotten
+        # every seq above the channel's highest forgotten one is known (most)
+        top = -1 if forgotten is None else forgotten.top.get(channel, -1)
         for m in event["value"]["messages"]:
             seq = m["seq"]
             mid = m["id"]
             if type(mid) is str:
                 mid = ids.get(mid, mid)
+            if top >= 0 and forgotten is not None and forgotten.has(channel, seq):
+                forgotten.passed_over += 1
+                continue
             if first(channel, seq, mid):
                 self._show(channel, seq, mid, event)
 
@@ -326,6 +347,10 @@ def _table(
             delivering.append(consumer)
     if deliverers:
         readers = _Deliveries(delivering, deliverers, errors, ids)
+        for consumer in consumers:
+            if isinstance(consumer, Settling):
+                readers.forgotten = consumer.forgotten
+                consumer.forgetters.append(readers)
         table.setdefault("handle", {}).setdefault("ok", []).insert(0, readers.handled)
         table.setdefault("fetch", {}).setdefault("ok", []).insert(0, readers.fetched)
     pairing: _Pairing | None = None
@@ -348,10 +373,14 @@ def _table(
     return frozen, pairing
 
 
-def run_pass(events: Iterable[Event], consumers: Sequence[Consumer]) -> PassResult:
+def run_pass(
+    events: Iterable[Event], consumers: Sequence[Consumer], *, pause_gc: bool = True
+) -> PassResult:
     """Feed every event to the consumers that declared it, then let each
     finish. Pairing errors (an event without ``process``) are charged to
-    every consumer of operations."""
+    every consumer of operations. ``pause_gc``: collect garbage once,
+    afterwards (see below); an online pass, which lasts as long as its run
+    and shares its process with the runner, leaves the collector on."""
     result = PassResult()
     op_consumers = [c for c in consumers if any(h.how == "op" for h in c.handlers)]
     errors = _Errors(result, op_consumers)
@@ -368,8 +397,9 @@ def run_pass(events: Iterable[Event], consumers: Sequence[Consumer]) -> PassResu
     # The pass allocates millions of small tuples that can never form
     # reference cycles; with every event alive, each full collection would
     # walk the whole history for nothing. Collect once, afterwards.
-    collecting = gc.isenabled()
-    gc.disable()
+    collecting = gc.isenabled() and pause_gc
+    if collecting:
+        gc.disable()
     try:
         for event in events:
             if not count:

@@ -19,8 +19,11 @@ invoke, which the producer logs before calling the bus, so the key of an
 id is always known when the id is seen.)
 
 What it keeps: per keyed message its key, and per key its first placement
-with the event that showed it, for the whole run. Neither can be
-forgotten: a retry may come, and append a second copy, at any later time.
+with the event that showed it. A retry may come, and append a second
+copy, at any later time, so both are kept for the whole run, except in a
+run that forgets (:mod:`knell.checker.settle`): there a settled message's
+key is dropped once the workload's retry horizon passed, every retry the
+workload makes having come by then.
 """
 
 from __future__ import annotations
@@ -48,6 +51,21 @@ class IdempotencyCheck(Check):
         self._placed: dict[Any, dict[Any, tuple[Any, Held]]] = {}
         self._reported: set[tuple[Any, Any, Any]] = set()
         self._keyed_posts = 0
+        self._forgotten_keys = 0
+
+    def forget(self, channel: Any, seq: int, mid: Any, again: bool) -> None:
+        """Drop a settled message's key: a retry of it past the horizon is
+        not judged (:mod:`knell.checker.settle`)."""
+        key_of = self._key_of.get(channel)
+        key = None if key_of is None else key_of.pop(mid, None)
+        if key is None:
+            return
+        placed = self._placed.get(channel)
+        if placed is not None and not again:
+            first = placed.get(key)
+            if first is not None and first[0] == seq:
+                del placed[key]
+                self._forgotten_keys += 1
 
     @on("post", "invoke", "ok")
     def _post(self, event: Event) -> None:
@@ -56,6 +74,9 @@ class IdempotencyCheck(Check):
         if key is None:
             return
         channel = event["channel"]
+        forgotten = self.forgotten
+        if forgotten is not None and event["type"] == "ok" and forgotten.has(channel, value["seq"]):
+            return  # a retry answered with a forgotten message's seq
         if event["type"] == "invoke":
             self._keyed_posts += 1
             key_of = self._key_of.get(channel)
@@ -101,6 +122,5 @@ class IdempotencyCheck(Check):
         )
 
     def result(self) -> CheckResult:
-        return self._result(
-            {"keyed-posts": self._keyed_posts, "keys": sum(map(len, self._placed.values()))}
-        )
+        keys = sum(map(len, self._placed.values())) + self._forgotten_keys
+        return self._result({"keyed-posts": self._keyed_posts, "keys": keys})

@@ -31,6 +31,14 @@ message is lost only when the final drain shows it never came. The posts are
 kept as their compact JSON text (:mod:`knell.checker.keep`), the ids handled
 as the strings the events already hold.
 
+In a run that forgets (:mod:`knell.checker.settle`), a message is dropped
+once every handle that owed it handled it and acked through it, and a
+while has passed: its verdict is then fixed (handled by all), so it is
+tallied as such and only what is still open is kept. A later handling of
+a forgotten message tells nothing new and is passed over. A handle that
+joins at the start after messages of its channel were forgotten owes
+messages no longer known: the result is "unknown" for it, naming it.
+
 A message posted with ``expires_at`` (counted as ``expiring``) is not
 judged here: whether a handle owed it depends on when it expired, which
 :mod:`knell.checker.expiry` judges by the store's clock.
@@ -76,6 +84,12 @@ class LossCheck(Check):
         self._drain_ok: dict[tuple[Any, Any], tuple[int, Event | None, Event]] = {}
         self._drain_info: dict[tuple[Any, Any], Event] = {}
         self._drains_seen = False
+        # forgotten messages, tallied as settled: posted, expiring, and per
+        # handle the messages it was required to handle (and did)
+        self._settled = [0, 0]
+        self._settled_by: dict[Any, int] = {}
+        self._forgotten_in: dict[Any, int] = {}
+        self._late_whole: dict[tuple[Any, Any], Event] = {}
 
     def _channel(self, channel: Any) -> tuple[dict[Any, _Post], dict[Any, Held]]:
         posts = self._posts.get(channel)
@@ -89,6 +103,9 @@ class LossCheck(Check):
         # a third of a history: kept to one tuple, one lookup, one add
         self._pos += 1
         hc = (event["handle"], event["channel"])
+        forgotten = self.forgotten
+        if forgotten is not None and forgotten.has(hc[1], event["value"]["seq"]):
+            return  # a forgotten message handled again: its verdict is fixed
         ids = self._handled.get(hc)
         if ids is None:
             ids = self._handled[hc] = set()
@@ -112,6 +129,9 @@ class LossCheck(Check):
         value = event["value"]
         mid = value["id"]
         channel = event["channel"]
+        forgotten = self.forgotten
+        if forgotten is not None and forgotten.has(channel, value["seq"]):
+            return  # a retry answered with a forgotten message's seq
         posts = self._posts.get(channel)
         if posts is None:
             posts = self._channel(channel)[0]
@@ -125,7 +145,10 @@ class LossCheck(Check):
     @on("subscribe", "invoke")
     def _subscribe_invoke(self, event: Event) -> None:
         at = (event.get("value") or {}).get("at", "head")
-        self._join_at.setdefault((event["handle"], event["channel"]), at)
+        hc = (event["handle"], event["channel"])
+        self._join_at.setdefault(hc, at)
+        if at == "start" and self._forgotten_in.get(hc[1]):
+            self._late_whole.setdefault(hc, event)
 
     @on("subscribe", "ok")
     def _subscribe_ok(self, event: Event) -> None:
@@ -157,6 +180,27 @@ class LossCheck(Check):
         else:
             self._drain_invoked.pop(dk, None)
             self._drain_info[dk] = event
+
+    def forget(self, channel: Any, seq: int, mid: Any, again: bool) -> None:
+        """Tally a settled message as handled by every handle that owed it,
+        and drop it (:mod:`knell.checker.settle`)."""
+        posts = self._posts.get(channel)
+        rec = None if posts is None else posts.pop(mid, None)
+        self._observed.get(channel, {}).pop(mid, None)
+        for (_handle, ch), ids in self._handled.items():
+            if ch == channel:
+                ids.discard(mid)
+        if rec is None or again or rec[2] is None:
+            return
+        self._forgotten_in[channel] = self._forgotten_in.get(channel, 0) + 1
+        if "expires_at" in (rec[1] or rec[2])["value"]:
+            self._settled[1] += 1
+            return
+        self._settled[0] += 1
+        pos = rec[0]
+        for handle, (sub_pos, _) in self._subs.get(channel, {}).items():
+            if sub_pos < pos:
+                self._settled_by[handle] = self._settled_by.get(handle, 0) + 1
 
     @on_delivery
     def deliver(self, channel: Any, seq: Any, mid: Any, event: Event) -> None:
@@ -251,7 +295,19 @@ class LossCheck(Check):
                 if n:
                     required += n
                     required_by[plan[i][0]] = required_by.get(plan[i][0], 0) + n
+        posted += self._settled[0]
+        expiring += self._settled[1]
+        for handle, n in self._settled_by.items():
+            required += n
+            handled_required += n
+            required_by[handle] = required_by.get(handle, 0) + n
         reasons: list[str] = []
+        for (handle, channel), event in self._late_whole.items():
+            reasons.append(
+                f"handle {handle} joined channel {channel} at the start (event "
+                f"{event.get('index', '?')}) after {self._forgotten_in[channel]} settled "
+                f"message(s) of it were forgotten: whether it was handed those cannot be judged"
+            )
         if required and not self._drains_seen:
             reasons.append("no final drain in the history: loss cannot be decided")
         for (handle, channel), n in sorted(unresolved_by.items(), key=str):

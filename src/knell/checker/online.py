@@ -146,5 +146,7 @@ def check_online(
     recorded. Returns the verdict and the watcher (its :attr:`~OnlineCheck.found`)."""
     online = OnlineCheck(on_anomaly)
     factories = [online.instrument(f) for f in (CHECKS if checks is None else checks)]
-    verdict = check_events(online.watch(events), config, checks=factories, extra=extra)
+    verdict = check_events(
+        online.watch(events), config, checks=factories, extra=extra, pause_gc=False
+    )
     return verdict, online

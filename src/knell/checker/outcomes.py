@@ -28,7 +28,11 @@ can never be undone, so from then on the message cannot be
 forgotten. Per key, the first event proving it landed, for as long as a
 retry of that key may come (the whole run: a producer may retry late); a
 message's key only until the key landed, since a sighting is remembered
-for its key only to prove that the key landed.
+for its key only to prove that the key landed. In a run that forgets
+(:mod:`knell.checker.settle`), all of it goes once the message settled
+and the workload's retry horizon passed: it was handed out, so it is not
+``failed-but-applied`` if any attempt did not fail, and the retries the
+workload makes have come by then.
 """
 
 from __future__ import annotations
@@ -57,6 +61,10 @@ class OutcomeCheck(Check):
         self._landed: dict[Any, dict[Any, tuple[Any, Held]]] = {}
         self._key_of: dict[tuple[Any, Any], Any] = {}
         self._retries = 0
+        # (channel, id) -> key, kept only when the pass forgets: the key to
+        # drop from the landed keys with the message
+        self._keys: dict[tuple[Any, Any], Any] = {}
+        self._forgotten = [0, 0]  # posts, of which failed-only
 
     @on_op("post", "ok", "fail", "info", "lost")
     def _posted(self, invoke: Event | None, done: Event | None) -> None:
@@ -64,6 +72,16 @@ class OutcomeCheck(Check):
             return
         value = invoke["value"]
         ck = (invoke.get("channel"), value["id"])
+        forgotten = self.forgotten
+        if (
+            forgotten is not None
+            and done is not None
+            and done["type"] == "ok"
+            and forgotten.has(ck[0], done["value"]["seq"])
+        ):
+            self._attempts.pop(ck, None)  # a retry answered with a forgotten message's seq
+            self._keys.pop(ck, None)
+            return
         failing = done is not None and done["type"] == "fail"
         record = self._attempts.get(ck, 0)
         if isinstance(record, list):
@@ -79,6 +97,8 @@ class OutcomeCheck(Check):
             # an attempt that did not fail: never failed-but-applied now
             self._seen.pop(ck, None)
         key = value.get("key")
+        if key is not None and self.forgotten is not None:
+            self._keys[ck] = key
         if key is not None:
             if key in self._landed.get(invoke.get("channel"), ()):
                 self._key_of.pop(ck, None)  # a sighting can prove nothing new of it
@@ -115,6 +135,22 @@ class OutcomeCheck(Check):
             witness(landed[1], invoke, done),
         )
 
+    def forget(self, channel: Any, seq: int, mid: Any, again: bool) -> None:
+        ck = (channel, mid)
+        record = self._attempts.pop(ck, None)
+        self._key_of.pop(ck, None)
+        key = self._keys.pop(ck, None)
+        if key is not None:
+            self._landed.get(channel, {}).pop(key, None)
+        kept = self._seen.pop(ck, None)
+        if record is None or again:
+            return
+        self._forgotten[0] += 1
+        if type(record) is list and record[1] == record[0]:
+            # every attempt failed, yet it was handed out: judged now, as at the end
+            self._forgotten[1] += 1
+            self._failed_but_applied(ck, record[2], kept)
+
     @on_delivery
     def _shown(self, channel: Any, seq: Any, mid: Any, event: Event) -> None:
         ck = (channel, mid)
@@ -133,6 +169,21 @@ class OutcomeCheck(Check):
             landed_in[key] = (event["time"], keep(event))
             del self._key_of[ck]
 
+    def _failed_but_applied(self, ck: tuple[Any, Any], last_fail: Event, kept: Held | None) -> None:
+        if kept is None:
+            return
+        seen = unkeep(kept)
+        self._report(
+            "failed-but-applied",
+            None
+            if self.log.full
+            else f"post {ck[1]} on channel {ck[0]} completed fail "
+            f"({(last_fail.get('value') or {}).get('error', 'no error text')}) on every "
+            f"attempt, yet {seen['process']} was handed it at seq "
+            f"{_seq_of(seen, ck[1])}",
+            witness(last_fail, seen),
+        )
+
     def result(self) -> CheckResult:
         failed_only = 0
         for ck, record in self._attempts.items():
@@ -142,24 +193,11 @@ class OutcomeCheck(Check):
             if not failed or failed != attempts:
                 continue
             failed_only += 1
-            kept = self._seen.get(ck)
-            if kept is None:
-                continue
-            seen = unkeep(kept)
-            self._report(
-                "failed-but-applied",
-                None
-                if self.log.full
-                else f"post {ck[1]} on channel {ck[0]} completed fail "
-                f"({(last_fail.get('value') or {}).get('error', 'no error text')}) on every "
-                f"attempt, yet {seen['process']} was handed it at seq "
-                f"{_seq_of(seen, ck[1])}",
-                witness(last_fail, seen),
-            )
+            self._failed_but_applied(ck, last_fail, self._seen.get(ck))
         return self._result(
             {
-                "posts": len(self._attempts),
-                "failed-posts": failed_only,
+                "posts": len(self._attempts) + self._forgotten[0],
+                "failed-posts": failed_only + self._forgotten[1],
                 "keyed-retries-after-landing": self._retries,
             }
         )

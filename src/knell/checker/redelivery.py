@@ -16,7 +16,10 @@ is O(messages x handles) for the whole run, and genuinely so: a redelivery
 may come at any time (a consumer killed before its ack lands, or a bus that
 forgets an ack), and only the ids already handled can tell it from a first
 delivery. Kept as one small dict per (handle, channel), not one tuple key
-per delivery, which halves it.
+per delivery, which halves it. In a run that forgets
+(:mod:`knell.checker.settle`), a settled message is tallied and dropped
+once it is forgotten; a handling of it after that is counted as an extra
+delivery (every handle that owed it had handled it).
 """
 
 from __future__ import annotations
@@ -37,21 +40,48 @@ class RedeliveryCheck(Check):
         super().__init__(*args)
         # (handle, channel) -> id -> times handled
         self._seen: dict[tuple[Any, Any], dict[Any, int]] = {}
+        # handle -> [handled, distinct, redelivered, extra] of forgotten messages
+        self._tally: dict[Any, list[int]] = {}
 
     @on("handle", "ok")
     def _handled(self, event: Event) -> None:
         hc = (event["handle"], event["channel"])
+        forgotten = self.forgotten
+        if forgotten is not None and forgotten.has(hc[1], event["value"]["seq"]):
+            tally = self._tally.setdefault(hc[0], [0, 0, 0, 0])
+            tally[0] += 1
+            tally[3] += 1
+            return
         seen = self._seen.get(hc)
         if seen is None:
             seen = self._seen[hc] = {}
         mid = event["value"]["id"]
         seen[mid] = seen.get(mid, 0) + 1
 
+    def forget(self, channel: Any, seq: int, mid: Any, again: bool) -> None:
+        for (handle, ch), by_id in self._seen.items():
+            if ch != channel:
+                continue
+            n = by_id.pop(mid, 0)
+            if n:
+                tally = self._tally.setdefault(handle, [0, 0, 0, 0])
+                tally[0] += n
+                tally[1] += not again
+                tally[2] += n > 1 and not again
+                tally[3] += n - 1 if not again else n
+
     def result(self) -> CheckResult:
         distinct: dict[Any, int] = {}
         repeated: dict[Any, int] = {}
         extra: dict[Any, int] = {}
         handled = 0
+        for handle, (n, d, r, x) in self._tally.items():
+            handled += n
+            distinct[handle] = distinct.get(handle, 0) + d
+            if r:
+                repeated[handle] = repeated.get(handle, 0) + r
+            if x:
+                extra[handle] = extra.get(handle, 0) + x
         for (handle, _channel), by_id in self._seen.items():
             handled += sum(by_id.values())
             distinct[handle] = distinct.get(handle, 0) + len(by_id)

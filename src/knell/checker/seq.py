@@ -17,7 +17,13 @@ per position and one per id, so memory is proportional to the number of
 messages however often each is re-read. It cannot forget one: a second
 message at an old seq, or an old message at a new one, may be shown at any
 later time (a failover, a reader paging from the start), and only the
-first sighting, kept as the witness, makes that a finding.
+first sighting, kept as the witness, makes that a finding. In a run that
+forgets (:mod:`knell.checker.settle`), it drops a message once it settled
+and the workload's retry horizon passed: a repeat or a retry after that
+is passed over, and a duplicate at a forgotten seq or of a forgotten id
+is past what the check can see (the reason to keep the horizon longer
+than any retry the workload makes, and why a reader that goes back to a
+forgotten seq is first of all a cursor regression).
 
 Gaps (positions below a channel's highest seq that nobody ever observed)
 are reported as a metric, not a violation: seqs are dense, but a gap may be
@@ -50,11 +56,29 @@ class SeqCheck(Check):
         self._by_id: dict[Any, dict[Any, Any]] = {}
         # (channel, seq, id) already reported as a second message at that seq
         self._dups: set[tuple[Any, Any, Any]] = set()
+        self._forgotten_positions = 0
+        self._forgotten_ids = 0
+        # channel -> highest seq forgotten (for the highest seq and gaps)
+        self._forgotten_top: dict[Any, int] = {}
 
     @on("post", "ok")
     def _post_ok(self, event: Event) -> None:
         value = event["value"]
+        forgotten = self.forgotten
+        if forgotten is not None and forgotten.has(event["channel"], value["seq"]):
+            return  # a retry answered with a forgotten message's seq
         self.deliver(event["channel"], value["seq"], value["id"], event)
+
+    def forget(self, channel: Any, seq: int, mid: Any, again: bool) -> None:
+        by_seq = self._by_seq.get(channel)
+        if by_seq is None:
+            return
+        if by_seq.pop(seq, None) is not None:
+            self._forgotten_positions += 1
+        if self._by_id[channel].pop(mid, None) is not None:
+            self._forgotten_ids += 1
+        if seq > self._forgotten_top.get(channel, 0):
+            self._forgotten_top[channel] = seq
 
     @on_delivery
     def deliver(self, channel: Any, seq: Any, mid: Any, event: Event) -> None:
@@ -102,10 +126,12 @@ class SeqCheck(Check):
     def result(self) -> CheckResult:
         highest: dict[Any, int] = {}
         distinct: dict[Any, int] = {}
+        forgotten = self.forgotten
+        dropped = forgotten.channels() if forgotten is not None else {}
         for channel, by_seq in self._by_seq.items():
             seqs = [seq for seq in by_seq if isinstance(seq, int)]
-            distinct[channel] = len(seqs)
-            highest[channel] = max(seqs, default=0)
+            distinct[channel] = len(seqs) + dropped.get(channel, 0)
+            highest[channel] = max(max(seqs, default=0), self._forgotten_top.get(channel, 0))
         gaps = sum(max(0, highest.get(ch, 0) - n) for ch, n in distinct.items())
         metrics: dict[str, float | int | None] = {
             "channels": len(distinct),
@@ -113,7 +139,7 @@ class SeqCheck(Check):
             "max-seq": max(highest.values(), default=0),
         }
         counts = {
-            "positions": sum(map(len, self._by_seq.values())),
-            "ids": sum(map(len, self._by_id.values())),
+            "positions": sum(map(len, self._by_seq.values())) + self._forgotten_positions,
+            "ids": sum(map(len, self._by_id.values())) + self._forgotten_ids,
         }
         return self._result(counts, metrics)

@@ -8,7 +8,12 @@ a message, a cross-channel leak, or a stale store from another run. Any of
 them means the history's deliveries cannot be trusted.
 
 Resolved at the end, not in order: a post's invoke is logged before the
-message can exist, but the check does not rely on that.
+message can exist, but the check does not rely on that. In a run that
+forgets (:mod:`knell.checker.settle`), a settled message's id is dropped
+once it is forgotten (sightings of its seq are passed over by the pass);
+an id shown afterwards at a *new* seq is reported, its message saying it
+may be a forgotten message shown again (a second copy: a violation
+either way).
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ class UnexpectedCheck(Check):
         # channel -> id -> (seq, first observing event), for ids not yet posted
         self._suspects: dict[Any, dict[Any, tuple[Any, Event]]] = {}
         self._observations = 0
+        self._forgotten: dict[Any, int] = {}
 
     def _channel(self, channel: Any) -> tuple[set[Any], dict[Any, tuple[Any, Event]]]:
         posted = self._posted.get(channel)
@@ -40,6 +46,12 @@ class UnexpectedCheck(Check):
             posted = self._posted[channel] = set()
             self._suspects[channel] = {}
         return posted, self._suspects[channel]
+
+    def forget(self, channel: Any, seq: int, mid: Any, again: bool) -> None:
+        posted = self._posted.get(channel)
+        if posted is not None:
+            posted.discard(mid)
+            self._forgotten[channel] = self._forgotten.get(channel, 0) + (not again)
 
     @on("post", "invoke")
     def _post_invoke(self, event: Event) -> None:
@@ -73,11 +85,18 @@ class UnexpectedCheck(Check):
                     log.count("unexpected")
                     continue
                 how = "handled" if event["f"] == "handle" else "fetched"
+                forgotten = self._forgotten.get(channel, 0)
                 log.add(
                     "unexpected",
                     f"handle {event.get('handle')} {how} message {mid} (channel {channel}, "
-                    f"seq {seq}) that no post on channel {channel} ever carried",
+                    f"seq {seq}) that no post on channel {channel} ever carried"
+                    + (
+                        f", or one of the {forgotten} settled messages forgotten before it "
+                        f"was shown again at a new seq"
+                        if forgotten
+                        else ""
+                    ),
                     witness(event),
                 )
-        posted_ids = sum(map(len, self._posted.values()))
+        posted_ids = sum(map(len, self._posted.values())) + sum(self._forgotten.values())
         return self._result({"posted-ids": posted_ids, "observations": self._observations})

@@ -39,6 +39,7 @@ from knell.checker.consumer import Consumer
 from knell.checker.dispatch import PassResult, run_pass
 from knell.checker.dormant import dormant, watch, woken
 from knell.checker.registry import CHECKS
+from knell.checker.settle import Forgetter, Settling
 from knell.checker.windows import FaultWindows
 from knell.history import Event, HistoryReader
 
@@ -152,6 +153,10 @@ class Verdict:
     known (a bare history): then every check applies."""
     roles: tuple[str, ...] | None = None
     """The scenario's worker roles; ``None`` when not known."""
+    forgetting: dict[str, Any] | None = None
+    """What the pass forgot (:mod:`knell.checker.settle`): ``after``
+    (seconds), ``messages`` forgotten, sightings ``passed_over``;
+    ``None`` when it forgot nothing by configuration."""
 
     @property
     def not_applicable(self) -> list[str]:
@@ -214,12 +219,14 @@ def check_events(
     checks: Sequence[CheckFactory] | None = None,
     extra: Sequence[Consumer] = (),
     clocks: Sequence[Event] | None = None,
+    pause_gc: bool = True,
 ) -> Verdict:
     """Run every check (``checks``, default :data:`CHECKS`) and the
     ``extra`` consumers over ``events`` in a single pass; merge the checks.
     ``clocks``: the history's clock events, read ahead of the pass
     (:func:`knell.checker.clocks.scan`); taken from ``events`` itself when
-    it is a sequence."""
+    it is a sequence. ``pause_gc``: as for
+    :func:`~knell.checker.dispatch.run_pass`."""
     if config is None:
         config = CheckConfig()
     elif not isinstance(config, CheckConfig):
@@ -237,7 +244,12 @@ def check_events(
     asleep = dormant(names, CHECK_CONTRACT, CHECK_ROLE, config.contracts, config.roles)
     watcher = watch(asleep.values())
     fed = [c for c in instances if c.name not in asleep]
-    passed = run_pass(events, [windows, *fed, *extra, *([watcher] if asleep else [])])
+    settling = _settling(config, fed)
+    passed = run_pass(
+        events,
+        [windows, *fed, *extra, *([watcher] if asleep else []), *([settling] if settling else [])],
+        pause_gc=pause_gc,
+    )
     for check in instances:
         if check.name in asleep:
             check.finish()  # over nothing, as the pass would have ended it
@@ -256,7 +268,28 @@ def check_events(
         windows=windows.to_json(),
         first_time=_time(passed.first),
         last_time=_time(passed.last),
+        forgetting=None
+        if settling is None
+        else {
+            "after": config.forget_after,
+            "messages": settling.forgotten.count,
+            "passed_over": settling.forgotten.passed_over,
+        },
     )
+
+
+def _settling(config: CheckConfig, fed: Sequence[Check]) -> Settling | None:
+    """The forgetting of settled messages (:mod:`knell.checker.settle`),
+    when the configuration asks for it: every fed check that can forget is
+    told what it may drop, and reads the forgotten seqs to pass over a
+    sighting of one."""
+    if config.forget_after is None:
+        return None
+    forgetters: list[Forgetter] = [c for c in fed if isinstance(c, Forgetter)]
+    settling = Settling(config.forget_after, forgetters)
+    for check in fed:
+        check.forgotten = settling.forgotten
+    return settling
 
 
 def _time(event: Event | None) -> int | None:

@@ -60,8 +60,13 @@ What it keeps, and for how long: per channel and seq, the sender, time and
 post ok (packed, :mod:`knell.checker.keep`) of the first post ok at it, for
 the whole run, and every ``wake`` ok. A wake may name any seq, however old
 (a waiter woken for backlog names a message posted long before), and both
-``own-post-ring`` and the latency are judged once the pass is over, so no
-post can be forgotten before the end.
+``own-post-ring`` and the latency are judged once the pass is over (a
+ring may come before its post's ``ok`` is logged), so no post can be
+forgotten before the end, except in a run that forgets
+(:mod:`knell.checker.settle`): there the wakes naming a settled message
+are judged when it is forgotten (its post ok long since logged), and a
+wake naming one already forgotten is judged by its own ``sender``, its
+latency unknown (counted as unmatched).
 """
 
 from __future__ import annotations
@@ -123,6 +128,12 @@ class WakeCheck(Check):
         self._acks: dict[tuple[Any, Any], int] = {}
         self._rung: dict[tuple[Any, Any], dict[tuple[Any, Any], int]] = {}
         self._wakes: list[Event] = []
+        # (channel, seq) -> its wakes not yet judged, when the pass forgets
+        self._wakes_at: dict[tuple[Any, Any], list[Event]] = {}
+        self._latencies: list[float] = []
+        self._over_bound = 0
+        self._unmatched = 0
+        self._judged = 0
         self._arms = 0
         self._rang = 0
         self._timed_out = 0
@@ -132,10 +143,16 @@ class WakeCheck(Check):
 
     @on("wake", "ok")
     def _wake(self, event: Event) -> None:
-        self._wakes.append(event)
         key = (event["process"], event.get("incarnation"))
         value = event.get("value") or {}
         channel, seq = event.get("channel"), value.get("seq")
+        forgotten = self.forgotten
+        if forgotten is None:
+            self._wakes.append(event)
+        elif forgotten.has(channel, seq):
+            self._judge(event, None)
+        else:
+            self._wakes_at.setdefault((channel, seq), []).append(event)
         arm = self._armed.get(key)
         known = arm.cursors.get(channel) if arm is not None else None
         if isinstance(seq, int) and isinstance(known, int) and seq <= known:
@@ -314,42 +331,57 @@ class WakeCheck(Check):
 
     # -- result ----------------------------------------------------------
 
+    def forget(self, channel: Any, seq: int, mid: Any, again: bool) -> None:
+        """Judge the wakes naming a settled message, then drop its post
+        (module docstring)."""
+        by_seq = self._post_at.get(channel)
+        post = None if by_seq is None else by_seq.pop(seq, None)
+        for wake in self._wakes_at.pop((channel, seq), ()):
+            self._judge(wake, post)
+
+    def _judge(self, wake: Event, post: tuple[Any, Any, Held] | None) -> None:
+        """Judge one wake against the first post ok at its seq (``None``:
+        none known): a ring by its own post, and its latency."""
+        self._judged += 1
+        value = wake.get("value") or {}
+        handle = wake.get("handle")
+        sender = post[0] if post is not None else value.get("sender")
+        if sender is not None and sender == handle:
+            self._report(
+                "own-post-ring",
+                f"handle {handle} was woken ({value.get('reason')}) by seq {value.get('seq')} "
+                f"on channel {wake.get('channel')}, which it posted itself",
+                witness(post[2] if post is not None else None, wake),
+            )
+            return
+        if value.get("reason") != "post":
+            return
+        if post is None:
+            self._unmatched += 1
+            return
+        ms = max(0, wake["time"] - post[1]) / 1e6
+        self._latencies.append(ms)
+        if ms > self.config.wake_bound * 1000.0:
+            self._over_bound += 1
+
     def result(self) -> CheckResult:
-        latencies: list[float] = []
-        over_bound = 0
-        unmatched = 0
         bound_ms = self.config.wake_bound * 1000.0
         for wake in self._wakes:
             value = wake.get("value") or {}
-            handle = wake.get("handle")
-            channel = wake.get("channel")
-            seq = value.get("seq")
-            post = self._post_at.get(channel, {}).get(seq)
-            sender = post[0] if post is not None else value.get("sender")
-            if sender is not None and sender == handle:
-                self._report(
-                    "own-post-ring",
-                    f"handle {handle} was woken ({value.get('reason')}) by seq {seq} on "
-                    f"channel {channel}, which it posted itself",
-                    witness(post[2] if post is not None else None, wake),
-                )
-                continue
-            if value.get("reason") != "post":
-                continue
-            if post is None:
-                unmatched += 1
-                continue
-            ms = max(0, wake["time"] - post[1]) / 1e6
-            latencies.append(ms)
-            if ms > bound_ms:
-                over_bound += 1
-        latencies.sort()
+            self._judge(wake, self._post_at.get(wake.get("channel"), {}).get(value.get("seq")))
+        self._wakes = []
+        for (channel, seq), wakes in self._wakes_at.items():
+            for wake in wakes:
+                self._judge(wake, self._post_at.get(channel, {}).get(seq))
+        self._wakes_at = {}
+        latencies = sorted(self._latencies)
+        over_bound, unmatched = self._over_bound, self._unmatched
         counts = {
             "arms": self._arms,
             "rang": self._rang,
             "timed-out": self._timed_out,
             "excluded-paused": self._excluded,
-            "wakes": len(self._wakes),
+            "wakes": self._judged,
         }
         metrics: dict[str, float | int | None] = {
             "latency-count": len(latencies),

@@ -79,6 +79,7 @@ def write_reports(
         ),
         "expect": _expect(scenario.get("expect"), verdict),
         "time": {"first": verdict.first_time, "last": verdict.last_time},
+        "forgetting": verdict.forgetting,
     }
     atomic_write(run_dir / "results.json", json.dumps(results, indent=2, default=str) + "\n")
     atomic_write(run_dir / "summary.json", json.dumps(_summary(scenario, verdict, stats)) + "\n")

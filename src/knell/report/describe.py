@@ -19,6 +19,7 @@ from knell.text import clean
 __all__ = [
     "describe_bus",
     "describe_store",
+    "forget_after",
     "process_roles",
     "store_kind",
     "tested_contracts",
@@ -60,6 +61,32 @@ def process_roles(scenario: dict[str, Any]) -> tuple[str, ...] | None:
     if not isinstance(processes, list):
         return None
     return tuple(str(p["role"]) for p in processes if isinstance(p, dict) and p.get("role"))
+
+
+def forget_after(scenario: dict[str, Any]) -> float | None:
+    """How long after a broadcast message settled the check may forget it
+    (:mod:`knell.checker.settle`), from a stored scenario: twice the
+    operation timeout (a retry follows an unknown outcome, which takes at
+    most one) plus the producers' longest deliberate resend delay, so every
+    retry the workload makes comes while the message is known. ``None``
+    (forget nothing) for a bare history, and for a scenario with a handle
+    that joins at the start (it owes every message ever posted)."""
+    processes = scenario.get("process")
+    if not isinstance(processes, list):
+        return None
+    timeout = scenario.get("op_timeout")
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
+        timeout = 5.0
+    resend = 0.0
+    for p in processes:
+        if not isinstance(p, dict):
+            return None
+        if p.get("at") == "start":
+            return None
+        delay = p.get("retry_after")
+        if isinstance(delay, (int, float)) and not isinstance(delay, bool):
+            resend = max(resend, float(delay))
+    return 2.0 * float(timeout) + resend
 
 
 def tested_contracts(scenario: dict[str, Any]) -> tuple[str, ...] | None:
