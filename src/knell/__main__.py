@@ -1,3 +1,3 @@
-from knell.cli import main
+from knell.cli import entry
 
-main()
+entry()

@@ -118,11 +118,11 @@ class Provision:
         """Refuse, before anything starts, a network fault on a process that
         has no link to cut (it reaches a SQLite file directly)."""
         from knell.nemesis.network import LinkFaultSpec
-        from knell.nemesis.registry import kinds
+        from knell.nemesis.registry import kind
 
         workers = self.scenario.workers()
         for index, fault in enumerate(self.scenario.nemesis):
-            needs_links = getattr(kinds()[fault.fault], "needs_store_links", False)
+            needs_links = getattr(kind(fault.fault), "needs_store_links", False)
             if needs_links and not _network_store(self.store.kind):
                 raise ProvisionError(
                     f"nemesis[{index}] ({fault.fault}) cuts the clients' links to the store, and "

@@ -38,15 +38,16 @@ from pathlib import Path
 from typing import Any
 
 from knell.buses import (
+    EXEC_CWD_VAR,
     DriverError,
     DriverExited,
     open_bus,
+    reference_bus,
     require_contract,
     require_feature,
     resolve_driver,
 )
 from knell.buses.deadline import DriverTimeout, close_within, within
-from knell.buses.stdio import CWD_VAR as EXEC_CWD_ENV
 from knell.checker import CheckConfig, Verdict, check_events
 from knell.checker.clocks import scan
 from knell.checker.wellformed import WellFormed
@@ -63,7 +64,8 @@ from knell.history_files import (
     verify_merge,
 )
 from knell.logcap import last_error
-from knell.nemesis import Action, NemesisContext, kinds
+from knell.nemesis import Action, FaultKind, NemesisContext
+from knell.nemesis import registry as fault_kinds
 from knell.online_run import OnlineRun
 from knell.owners import Owner, reap
 from knell.phases import PhaseTimer
@@ -75,7 +77,7 @@ from knell.report.describe import forget_after, process_roles, tested_contracts
 from knell.rundir import RunDirError, atomic_write, new_dir, point_latest
 from knell.scenario import Expectation, Scenario
 from knell.schedule import Schedule, expand
-from knell.supervisor import Supervisor
+from knell.supervisor import POLL, Supervisor
 from knell.watch import RunWatch
 from knell.workload.params import DrainParams, WorkerParams
 from knell.workload.worker import WorkerSpec
@@ -201,11 +203,10 @@ def start_env(scenario: Scenario, run_dir: Path) -> dict[str, dict[str, str]]:
     needs from its start for a fault of the scenario to reach it (a clock
     fault's preload, :meth:`~knell.nemesis.kind.FaultKind.start_env`). A
     machine that cannot run such a fault refuses the run, saying why."""
-    registry = kinds()
     env: dict[str, dict[str, str]] = {}
     for index, fault in enumerate(scenario.nemesis):
         try:
-            wanted = registry[fault.fault].start_env(fault, scenario, run_dir)
+            wanted = fault_kinds.kind(fault.fault).start_env(fault, scenario, run_dir)
         except Exception as exc:
             raise Unavailable(f"nemesis[{index}]: {fault.fault} cannot run here: {exc}") from None
         for name, variables in wanted.items():
@@ -216,9 +217,8 @@ def start_env(scenario: Scenario, run_dir: Path) -> dict[str, dict[str, str]]:
 def _check_store_faults(scenario: Scenario, store: Any) -> None:
     """A scenario's store faults must be ones this store can suffer (each
     store fault kind names the capability it uses)."""
-    registry = kinds()
     for index, fault in enumerate(scenario.nemesis):
-        need = getattr(registry.get(fault.fault), "needs", None)
+        need = getattr(fault_kinds.kind(fault.fault), "needs", None)
         if need is None or need in store.faults:
             continue
         if scenario.store.url:
@@ -271,7 +271,6 @@ class _Run:
         """Fault number -> its apply, while the fault holds."""
         self.crashes: dict[str, int] = {}
         self.causes: dict[str, str | None] = {}
-        self.kinds = kinds()
         self.ctx = NemesisContext(
             scenario=scenario,
             supervisor=self.supervisor,
@@ -299,6 +298,7 @@ class _Run:
             history_dir=str((self.run_dir / "history").resolve()),
             control_dir=str((self.run_dir / "control").resolve()),
             params=params,
+            reference=None if driver else reference_bus(url),
         )
         atomic_write(path, json.dumps(spec.to_json(), indent=2) + "\n")
         self.supervisor.add(name, path.resolve(), env=bus_env(url))
@@ -313,6 +313,10 @@ class _Run:
         self.ctx.routes = self.provision.routes()
         if self.provision.links is not None:
             self.ctx.links["links"] = self.provision.links
+            # Every kind, before the clock starts: the final sweep of a run
+            # with links is every kind's (:meth:`sweepers`), and a link
+            # fault's proof asks every link kind what proves its toxic.
+            fault_kinds.kinds()
         workers = self.scenario.workers()
         for name, spec in workers.items():
             end = self.provision.endpoints[name]
@@ -334,7 +338,7 @@ class _Run:
             pending = {n for n in pending if not self._started(n)}
             if pending:
                 self.watch_crashes()
-                time.sleep(0.02)
+                time.sleep(POLL)
         self.nemesis.write("info", "ready", {"pending": sorted(pending)})
 
     def _started(self, name: str) -> bool:
@@ -361,7 +365,7 @@ class _Run:
         history alone (:mod:`knell.checker.windows`)."""
         event: dict[str, Any] = {"target": target, **value}
         if action is not None:
-            kind = self.kinds[action.kind]
+            kind = fault_kinds.kind(action.kind)
             event.update(fault=action.fault, kind=action.kind)
             if action.step == "apply":
                 event.update(
@@ -376,7 +380,7 @@ class _Run:
         nemesis: its ``invoke`` is written before the kind acts (the fault's
         window opens there), its completion by the kind, or ``fail`` here
         when it did not apply."""
-        kind = self.kinds[action.kind]
+        kind = fault_kinds.kind(action.kind)
         if action.step != "apply":
             self.in_force.pop(action.fault, None)
             kind.heal(action, self.ctx)
@@ -469,11 +473,26 @@ class _Run:
         have left broken (the last registered first: a kind may rely on
         those registered before it)."""
         for number, action in sorted(self.in_force.items(), reverse=True):
-            self.kinds[action.kind].heal(replace(action, step="heal"), self.ctx)
+            fault_kinds.kind(action.kind).heal(replace(action, step="heal"), self.ctx)
             del self.in_force[number]
-        for kind in reversed(list(self.kinds.values())):
+        for kind in reversed(list(self.sweepers().values())):
             kind.heal_all(self.ctx)
         self.nemesis.write("info", "heal", {})
+
+    def sweepers(self) -> dict[str, FaultKind]:
+        """The kinds whose final sweep can find anything, in registration
+        order. A kind's sweep looks for what is left in the context: the
+        processes and store marks down on purpose (``expected_down``, which
+        any kind's sweep may bring back: ``kill`` restarts what a power
+        loss left down), the run's links (every link kind heals any toxic
+        on any link), or what only that kind leaves (a paused worker, a
+        clock moved). So when nothing is down and the run has no link, the
+        kinds this run imported (every kind its plan names, and only those
+        act) are all that can have left something; otherwise it is every
+        kind, as it always was."""
+        if self.ctx.expected_down or self.ctx.links:
+            return fault_kinds.kinds()
+        return fault_kinds.loaded()
 
     def stop(self, roles: tuple[str, ...]) -> None:
         names = [n for n, s in self.scenario.instances().items() if s.role in roles]
@@ -729,12 +748,11 @@ def run_scenario(
     check the run while it goes (:mod:`knell.online_run`), and stop it
     at its first anomaly when it asks."""
     if schedule is not None:
-        registry = kinds()
         unknown = sorted(
             {
                 a.target
                 for a in schedule.actions
-                if a.target not in registry[a.kind].known_targets(scenario)
+                if a.target not in fault_kinds.kind(a.kind).known_targets(scenario)
             }
         )
         if unknown:
@@ -752,7 +770,7 @@ def run_scenario(
     # An exec adapter's relative command is found where ``knell run`` was
     # typed: said before the supervisor copies the environment for every
     # worker and its zygote (which run in run directories).
-    os.environ.setdefault(EXEC_CWD_ENV, os.getcwd())
+    os.environ.setdefault(EXEC_CWD_VAR, os.getcwd())
     supervisor = Supervisor(run_dir, owner)
     supervisor.say = say
     store: Any = None

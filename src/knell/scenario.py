@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+from collections.abc import Mapping
 from dataclasses import fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Union
@@ -39,8 +40,8 @@ from knell.buses.contract import EXPIRY
 from knell.durations import Duration, parse_duration
 from knell.errors import KnellError
 from knell.limits import MAX_PROCESSES, MAX_SCHEDULE_ACTIONS
+from knell.nemesis import registry as fault_kinds
 from knell.nemesis.kind import FaultSpec
-from knell.nemesis.registry import kinds, on_register
 from knell.role_contracts import contracts_of_roles
 from knell.workload.params import (
     ClaimerParams,
@@ -444,11 +445,35 @@ ProcessSpec = Annotated[AnySpec, Field(discriminator="role")]
 
 def _nemesis_union() -> Any:
     """The ``[[nemesis]]`` table type: one spec model per registered fault
-    kind, told apart by ``fault``."""
-    specs = tuple(kind.spec for kind in kinds().values())
+    kind, told apart by ``fault``. Only the kinds imported so far: a
+    scenario is validated once the kinds it names are
+    (:func:`_load_named_kinds`), so a run imports no other."""
+    specs = tuple(kind.spec for kind in fault_kinds.loaded().values())
+    if not specs:
+        return FaultSpec  # no kind yet: no scenario with a fault is validated against it
     if len(specs) == 1:
         return specs[0]
     return Annotated[Union[specs], Field(discriminator="fault")]  # noqa: UP007
+
+
+def _load_named_kinds(data: Any) -> None:
+    """Import the fault kinds that ``data``'s ``[[nemesis]]`` tables name,
+    before it is validated (each one imported rebuilds :class:`Scenario`
+    with its table). A table that names no kind, or a name no built-in
+    kind has, imports every kind and the plug-ins: the error then lists
+    every known tag, as it always has."""
+    tables = data.get("nemesis") if isinstance(data, Mapping) else None
+    if not isinstance(tables, (list, tuple)) or not tables:
+        return
+    named: list[str] = []
+    for table in tables:
+        fault = table.get("fault") if isinstance(table, Mapping) else getattr(table, "fault", None)
+        if not isinstance(fault, str):
+            fault_kinds.kinds()
+            return
+        named.append(fault)
+    if not fault_kinds.load(named):
+        fault_kinds.kinds()
 
 
 if TYPE_CHECKING:
@@ -494,6 +519,13 @@ class StoreTable(_Strict):
         return str((self.model_extra or {}).get("disk") or "plain")
 
     def _compose_keys(self) -> tuple[str, ...]:
+        """The compose keys, which only a table with keys beyond its own
+        fields can hold (none is one of them: ``tests/unit/test_scenario.py``):
+        without such keys none is asked for, and the compose package (its
+        stacks, images, links and their HTTP client) is not imported by a
+        run that uses no container."""
+        if not self.model_extra:
+            return ()
         from knell.stores.compose.options import compose_keys
 
         return compose_keys()
@@ -716,6 +748,18 @@ class Scenario(_Strict):
     process: list[ProcessSpec] = Field(min_length=1)
     nemesis: list[NemesisSpec] = Field(default_factory=list)
 
+    # The two ways in to validation: each first imports the fault kinds
+    # the data names, whose tables the model then knows.
+
+    def __init__(self, /, **data: Any) -> None:
+        _load_named_kinds(data)
+        super().__init__(**data)
+
+    @classmethod
+    def model_validate(cls, obj: Any, *args: Any, **kwargs: Any) -> Scenario:
+        _load_named_kinds(obj)
+        return super().model_validate(obj, *args, **kwargs)
+
     @field_validator("process")
     @classmethod
     def _processes_within_limit(cls, value: list[AnySpec]) -> list[AnySpec]:
@@ -797,15 +841,15 @@ class Scenario(_Strict):
                     f"process[{index}].via: 'bridge', but the scenario has no bridge "
                     '(add a [[process]] with role = "bridge")'
                 )
-        registry = kinds()
         for index, fault in enumerate(self.nemesis):
-            known = registry[fault.fault].known_targets(self)
+            kind = fault_kinds.kind(fault.fault)
+            known = kind.known_targets(self)
             if fault.target not in known:
                 raise ValueError(
                     f"nemesis[{index}].target: {fault.target!r} names no process "
                     f"(known: {', '.join(sorted(known))})"
                 )
-            refused = registry[fault.fault].refusal(fault, self)
+            refused = kind.refusal(fault, self)
             if refused is not None:
                 raise ValueError(f"nemesis[{index}].target: {fault.target!r}: {refused}")
         return self
@@ -937,7 +981,7 @@ def _rebuild() -> None:
     Scenario.model_rebuild(force=True)
 
 
-on_register(_rebuild)
+fault_kinds.on_register(_rebuild)
 
 
 def _tags() -> set[str]:
@@ -952,7 +996,7 @@ def _tags() -> set[str]:
         "claimer",
         "holder",
         "bridge",
-        *kinds(),
+        *fault_kinds.names(),
     }
 
 

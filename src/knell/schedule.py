@@ -32,8 +32,8 @@ from typing import Any, Literal, cast
 
 from knell.errors import KnellError
 from knell.limits import MAX_SCHEDULE_ACTIONS
+from knell.nemesis import registry as fault_kinds
 from knell.nemesis.kind import Action, Busy
-from knell.nemesis.registry import kinds
 
 __all__ = ["VERSION", "Action", "Schedule", "ScheduleError", "expand"]
 
@@ -130,13 +130,15 @@ class Schedule:
                 "(knell.limits.MAX_SCHEDULE_ACTIONS)"
             )
         parsed = tuple(_action(a, version, i) for i, a in enumerate(actions))
-        registry = kinds()
-        for index, action in enumerate(parsed):
-            if action.kind not in registry:
-                raise ScheduleError(
-                    f"actions[{index}].kind: unknown fault kind {action.kind!r} "
-                    f"(known: {', '.join(registry)})"
-                )
+        # The kinds it names are imported now: the run acts through them.
+        if not fault_kinds.load(action.kind for action in parsed):
+            registry = fault_kinds.kinds()
+            for index, action in enumerate(parsed):
+                if action.kind not in registry:
+                    raise ScheduleError(
+                        f"actions[{index}].kind: unknown fault kind {action.kind!r} "
+                        f"(known: {', '.join(registry)})"
+                    )
         return cls(seed=seed, duration=duration, actions=parsed)
 
     def save(self, path: Path) -> None:
@@ -154,9 +156,8 @@ def expand(scenario: Any, seed: int | None = None) -> Schedule:
     rng = random.Random(seed)
     busy = Busy()
     actions: list[Action] = []
-    registry = kinds()
     for index, spec in enumerate(scenario.nemesis):
-        kind = registry[spec.fault]
+        kind = fault_kinds.kind(spec.fault)
         actions += kind.expand(spec, scenario, rng, busy, len(actions) // 2)
         if len(actions) > MAX_SCHEDULE_ACTIONS:
             # The scenario's check bounds the expected size; a seed whose

@@ -141,3 +141,73 @@ def test_knell_run_imports_no_other_command() -> None:
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "", out.stdout
+
+
+KILL_ONLY = """\
+name = "kill-only"
+description = "one fault kind"
+duration = "2s"
+[[process]]
+role = "producer"
+[[process]]
+role = "consumer"
+[[nemesis]]
+fault = "kill"
+target = "consumer"
+every = "0.5s"
+"""
+
+
+def test_a_run_imports_only_the_fault_kinds_its_scenario_names(tmp_path: Path) -> None:
+    """A scenario that names ``kill`` is loaded, planned and checked (the
+    fault windows, the well-formedness pass, the run's figures) without
+    importing any other fault kind's module, nor the compose package (its
+    ``[store]`` table has no compose key)."""
+    scenario = tmp_path / "kill-only.toml"
+    scenario.write_text(KILL_ONLY, encoding="utf-8")
+    probe = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "import knell.cli.run\n"
+        "from knell.scenario import load_scenario\n"
+        "from knell.schedule import expand\n"
+        "from knell.checker.windows import FaultWindows\n"
+        "from knell.checker.wellformed import nemesis_fs\n"
+        "from knell.report.stats import RunStats\n"
+        "from knell.nemesis.registry import BUILTIN\n"
+        "scenario = load_scenario(Path(sys.argv[1]))\n"
+        "assert expand(scenario).actions\n"
+        "FaultWindows(); RunStats()\n"
+        "assert 'partition-end' in nemesis_fs()\n"
+        "kinds = {BUILTIN[n].module for n in BUILTIN}\n"
+        "print(','.join(sorted(m for m in sys.modules if m in kinds)))\n"
+        "print('knell.stores.compose' in sys.modules)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe, str(scenario)], capture_output=True, text=True, check=True
+    )
+    assert out.stdout.split() == ["knell.nemesis.kill", "False"], out.stdout
+
+
+def test_a_worker_opens_its_bus_without_the_store_kinds(tmp_path: Path) -> None:
+    """The runner tells each worker which built-in bus opens its URL, so a
+    worker (and the zygote that forks it) imports that bus alone: finding
+    it by scheme read the store kinds' registry, pydantic and all."""
+    from knell.buses import reference_bus
+
+    url = f"sqlite:///{tmp_path / 'bus.db'}"
+    probe = (
+        "import sys\n"
+        "import knell.workload.__main__\n"
+        "from knell.buses import open_bus\n"
+        "open_bus(sys.argv[1], None, reference=sys.argv[2]).close()\n"
+        "print(','.join(sorted(m for m in sys.modules\n"
+        "    if m.split('.')[0] in ('pydantic', 'httpx') or m == 'knell.stores.registry')))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe, url, str(reference_bus(url))],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert out.stdout.strip() == "", out.stdout

@@ -263,3 +263,13 @@ def test_the_ring_reaches_the_producers_and_streamers_of_its_channel(tmp_path: P
     assert isinstance(plain, ProducerParams) and not plain.stream and plain.max_len is None
     tail = scenario.params_of(workers["streamer-1"])
     assert isinstance(tail, StreamerParams) and (tail.max_len, tail.max_age_s) == (5, 2.0)
+
+
+def test_no_compose_key_is_a_store_tables_own_field() -> None:
+    """A ``[store]`` table without keys beyond its own fields holds no
+    compose key, so loading one never asks which keys are compose keys
+    (importing the compose package: :meth:`StoreTable._compose_keys`)."""
+    from knell.scenario import StoreTable
+    from knell.stores.compose.options import compose_keys
+
+    assert set(StoreTable.model_fields).isdisjoint(compose_keys())

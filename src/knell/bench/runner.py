@@ -226,7 +226,8 @@ def run_runner_bench(work: Path, *, short: bool, say: Callable[[str], None] = pr
             met=overhead <= 1.5,
             note=f"knell run --no-page, duration {duration:g} s; interpreter and CLI start, "
             f"setup, worker start, final phase, merge, check, reports; exit {proc_code}, "
-            f"verdict {verdict} (spawned: exit {spawned.code}, {spawned.verdict})",
+            f"verdict {verdict} (spawned: exit {spawned.code}, {spawned.verdict})"
+            f"{_uncached()}",
             extra={
                 "wall_s": wall,
                 "phases_s": phases,
@@ -265,6 +266,23 @@ def _phase_rows(phases: dict[str, float], overhead: float) -> list[Row]:
         for name, seconds in phases.items()
         if name != "scenario"
     ]
+
+
+def _uncached() -> str:
+    """Said when this interpreter neither has nor writes knell's bytecode
+    (``PYTHONDONTWRITEBYTECODE`` on a tree never compiled): every start,
+    the CLI's and the zygote's, then compiles knell's source first, a few
+    tenths of a second that an installed knell does not pay."""
+    import importlib.util
+
+    import knell.runner
+
+    origin = knell.runner.__file__
+    if not sys.dont_write_bytecode or origin is None:
+        return ""
+    if Path(importlib.util.cache_from_source(origin)).exists():
+        return ""
+    return "; knell's bytecode is not cached (PYTHONDONTWRITEBYTECODE): each start compiles it"
 
 
 def _fmt(value: float | None) -> str:

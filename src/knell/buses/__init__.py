@@ -36,7 +36,7 @@ import os
 import re
 import sys
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 
 from knell.buses.contract import (
     CONTRACT_METHODS,
@@ -81,6 +81,7 @@ __all__ = [
     "BUS_METHODS",
     "CONTRACTS",
     "CONTRACT_METHODS",
+    "EXEC_CWD_VAR",
     "STRANDED_CAP",
     "STREAM",
     "AckBeyondHead",
@@ -117,12 +118,19 @@ __all__ = [
     "driver_call",
     "driver_raised",
     "open_bus",
+    "reference_bus",
     "require_contract",
     "require_feature",
     "resolve_driver",
 ]
 
 Factory = Callable[[str], Bus]
+
+EXEC_CWD_VAR = "KNELL_EXEC_CWD"
+"""Where ``knell run`` was started: an ``exec:`` adapter's relative command
+is found there (:mod:`knell.buses.stdio`, which reads it). Named here so
+the runner sets it without importing the stdio driver, which a run of a
+built-in bus never loads."""
 
 _MODULE_FACTORY = re.compile(r"^(?P<module>[A-Za-z_][\w.]*):(?P<attr>[A-Za-z_]\w*)$")
 
@@ -169,19 +177,49 @@ def driver_raised(name: str, doing: str, exc: Exception, url: str = "") -> Drive
     return DriverError(f"bus driver {name!r}: {doing} raised {type(exc).__name__}: {shown}")
 
 
+_PROTOCOL_BUSES = {
+    "exec": "knell.buses.stdio:open_exec",
+    # Imported only when asked for: a SQLite-only run never loads httpx.
+    "http": "knell.buses.http:open_http",
+    "https": "knell.buses.http:open_http",
+}
+"""The reference bus of each protocol's scheme, as ``module:factory``."""
+
+
+def _scheme(url: str) -> str:
+    if url.startswith("exec:"):
+        return "exec"  # exec:COMMAND, no "//"
+    return url.split("://", 1)[0] if "://" in url else ""
+
+
+def _load(target: str) -> Factory:
+    """The factory a built-in ``module:factory`` names."""
+    module, attr = target.split(":")
+    return getattr(importlib.import_module(module), attr)  # type: ignore[no-any-return]
+
+
+def reference_bus(url: str) -> str | None:
+    """The built-in bus that opens ``url`` (a store kind's, or a
+    protocol's), as ``module:factory``; None when no built-in one does.
+    The runner hands it to each worker (:func:`open_bus`'s ``reference``),
+    which then imports that module alone: finding it by scheme reads the
+    store kinds' registry, whose option models are pydantic's, and that was
+    the larger part of every worker's start."""
+    scheme = _scheme(url)
+    if scheme in _PROTOCOL_BUSES:
+        return _PROTOCOL_BUSES[scheme]
+    from knell.stores import registry
+
+    kind = registry.by_scheme(scheme)
+    return None if kind is None else kind.bus
+
+
 def _builtin(scheme: str) -> Factory | None:
     """The reference bus of a URL scheme: a store kind's (see
     :mod:`knell.stores.registry`), or a protocol's. Imported on demand: a
     SQLite run never loads a server's client library."""
-    if scheme == "exec":
-        from knell.buses.stdio import open_exec
-
-        return open_exec
-    if scheme in ("http", "https"):
-        # Imported only here: a SQLite-only run never loads httpx.
-        from knell.buses.http import open_http
-
-        return open_http
+    if scheme in _PROTOCOL_BUSES:
+        return _load(_PROTOCOL_BUSES[scheme])
     from knell.stores import registry
 
     kind = registry.by_scheme(scheme)
@@ -229,9 +267,7 @@ def resolve_driver(url: str, driver: str | None = None) -> Factory:
 
             return exec_driver(driver)
         return _import_factory(driver)
-    scheme = url.split("://", 1)[0] if "://" in url else ""
-    if url.startswith("exec:"):
-        scheme = "exec"  # exec:COMMAND, no "//"
+    scheme = _scheme(url)
     builtin = _builtin(scheme)
     if builtin is not None:
         return builtin
@@ -266,14 +302,23 @@ BUS_METHODS = ("post", "subscribe", "fetch", "ack", "cursor", "head", "wait", "c
 """What an object must have to be driven as a bus (see :class:`Bus`)."""
 
 
-def open_bus(url: str, driver: str | None = None) -> Bus:
-    """Open the bus at store ``url``, through ``driver`` when one is given.
+def open_bus(url: str, driver: str | None = None, *, reference: str | None = None) -> Bus:
+    """Open the bus at store ``url``, through ``driver`` when one is given;
+    without one, ``reference`` (the ``module:factory`` of the built-in bus
+    for ``url``, as :func:`reference_bus` found it) is imported directly,
+    and when it cannot be (its client library is missing) the driver is
+    resolved as without it, which says what to install.
 
     A factory that raises, or returns something that is not a bus (it lacks
     one of :data:`BUS_METHODS`), is a :class:`DriverError` naming the driver
     and what went wrong: the run cannot start, and it is not the bus's
     verdict."""
-    factory = resolve_driver(url, driver)
+    factory: Factory | None = None
+    if reference and not driver:
+        with suppress(ImportError):
+            factory = _load(reference)
+    if factory is None:
+        factory = resolve_driver(url, driver)
     name = driver or _without_secrets(url.split("?", 1)[0])
     try:
         with driver_call(name, "its factory (opening the bus)"):

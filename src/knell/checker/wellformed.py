@@ -52,7 +52,7 @@ from knell.history_schema import (
     value_problem,
 )
 from knell.history_shape import fits
-from knell.nemesis.registry import kinds
+from knell.nemesis.registry import events
 from knell.stores.integrity import INTEGRITY_F
 
 __all__ = ["NEMESIS_FS", "WellFormed", "nemesis_fs"]
@@ -80,8 +80,9 @@ heal (:func:`nemesis_fs`)."""
 
 
 def nemesis_fs() -> frozenset[str]:
-    """Every ``f`` the nemesis writes: the runner's and the registered kinds'."""
-    own = {f for k in kinds().values() for f in (k.apply_f, k.heal_f, *k.other_fs)}
+    """Every ``f`` the nemesis writes: the runner's and every kind's (a
+    built-in kind's from the registry's table, none of them imported)."""
+    own = {f for k in events().values() for f in (k.apply_f, k.heal_f, *k.other_fs)}
     return NEMESIS_FS | own
 
 

@@ -26,7 +26,7 @@ as the only process touched.
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,7 +34,7 @@ from knell.checker.clocks import APPLY_FS, CLOCK_FS, ClockTimeline
 from knell.checker.consumer import EVENT_TYPES, Consumer, Handler
 from knell.history import Event
 from knell.nemesis.kind import FaultKind, Radius
-from knell.nemesis.registry import kinds
+from knell.nemesis.registry import KindEvents, events, kind
 
 __all__ = ["FaultWindows", "Window"]
 
@@ -98,9 +98,20 @@ class FaultWindows(Consumer):
     name = "fault-windows"
 
     def __init__(self, registry: Mapping[str, FaultKind] | None = None) -> None:
-        self._fault_kinds = dict(registry if registry is not None else kinds())
-        self._by_apply = {k.apply_f: k for k in self._fault_kinds.values()}
-        self._by_heal = {k.heal_f: k for k in self._fault_kinds.values()}
+        # Which kind each event opens or closes a window of, by name: from
+        # the registry's table, so no kind is imported until a window of it
+        # needs what its apply did not record (a history from before
+        # applies carried their effect and grace).
+        table: Mapping[str, KindEvents]
+        if registry is None:
+            table = events()
+            self._kind: Callable[[str], FaultKind] = kind
+        else:
+            given = dict(registry)
+            table = {n: KindEvents(k.name, k.apply_f, k.heal_f) for n, k in given.items()}
+            self._kind = given.__getitem__
+        self._by_apply = {k.apply_f: (n, k.name) for n, k in table.items()}
+        self._by_heal = {k.heal_f: k.name for k in table.values()}
         handlers = [Handler("event", f, EVENT_TYPES, "_applied") for f in self._by_apply]
         handlers += [Handler("event", f, EVENT_TYPES, "_healed") for f in self._by_heal]
         handlers += [Handler("event", f, EVENT_TYPES, "_clock") for f in CLOCK_FS]
@@ -124,8 +135,8 @@ class FaultWindows(Consumer):
         if event["process"] != "nemesis":
             return
         value = event.get("value") or {}
-        fault_kind = self._by_apply[event["f"]]
-        name = str(value.get("kind") or fault_kind.name)
+        key_of_kind, kind_name = self._by_apply[event["f"]]
+        name = str(value.get("kind") or kind_name)
         target = value.get("target")
         fault = value.get("fault")
         key = fault if fault is not None else (name, target)
@@ -140,11 +151,12 @@ class FaultWindows(Consumer):
         radius = Radius.from_json(value.get("radius"))
         if not radius.processes and isinstance(target, str):
             radius = Radius(processes=frozenset({target}))
-        grace = value.get("grace_s", fault_kind.grace)
+        grace = value["grace_s"] if "grace_s" in value else self._kind(key_of_kind).grace
+        effect = value.get("effect") or self._kind(key_of_kind).effect
         window = Window(
             kind=name,
             fault=fault,
-            effect=str(value.get("effect") or fault_kind.effect),
+            effect=str(effect),
             start=int(event["time"]),
             end=None,
             grace_ns=int(float(grace) * _NS) if isinstance(grace, (int, float)) else 0,
@@ -169,12 +181,12 @@ class FaultWindows(Consumer):
         if event["process"] != "nemesis":
             return
         value = event.get("value") or {}
-        fault_kind = self._by_heal[event["f"]]
+        kind_name = self._by_heal[event["f"]]
         fault = value.get("fault")
         key = (
             fault
             if fault is not None
-            else (str(value.get("kind") or fault_kind.name), value.get("target"))
+            else (str(value.get("kind") or kind_name), value.get("target"))
         )
         window = self._open.pop(key, None)
         if window is not None:

@@ -103,12 +103,12 @@ class RunProgress:
     # -- RunWatch --------------------------------------------------------------
 
     def begin(self, run_dir: Path, scenario: Scenario, schedule: Schedule) -> None:
-        from knell.nemesis.registry import kinds
+        from knell.nemesis.registry import events
 
         self.name = scenario.name
         self.duration = float(scenario.duration)
         self.role_of = {name: spec.role for name, spec in scenario.instances().items()}
-        for kind in kinds().values():
+        for kind in events().values():
             self._apply_fs[kind.apply_f] = kind.name
             self._heal_fs[kind.heal_f] = kind.name
         self.begin_ns = time.time_ns()

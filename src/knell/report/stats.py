@@ -64,9 +64,9 @@ class RunStats(_Figures, Consumer):
         # Every other registered fault kind (network, store, disk, clock...)
         # is counted by its apply, so a run whose faults are all partitions
         # or clock jumps does not report "faults: none".
-        from knell.nemesis.registry import kinds
+        from knell.nemesis.registry import events
 
-        others = sorted({k.apply_f for k in kinds().values()} - set(_FAULT_FS))
+        others = sorted({k.apply_f for k in events().values()} - set(_FAULT_FS))
         self.handlers = type(self).handlers + tuple(  # type: ignore[misc]  # kinds vary
             Handler("event", f, ("ok", "info"), "_applied") for f in others
         )

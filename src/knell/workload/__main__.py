@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import importlib
 import os
 import sys
 from dataclasses import replace
@@ -37,7 +38,6 @@ from knell.workload.params import (
 )
 from knell.workload.producer import run_producer
 from knell.workload.streamer import run_stream_drain, run_streamer
-from knell.workload.tailer import run_tailer
 from knell.workload.waiter import run_waiter
 from knell.workload.worker import OpFailed, Worker, WorkerSpec
 
@@ -54,6 +54,12 @@ def play(worker: Worker) -> None:
     elif isinstance(params, JoinerParams):
         run_joiner(worker, params)
     elif isinstance(params, TailerParams):
+        # Only here: a tail is read through a bridge's HTTP client (httpx,
+        # which imports its own command line: click, rich, pygments), a
+        # third of every other worker's start-up imports. A tailer's bus is
+        # the http:// driver, which the zygote has imported by then (warm).
+        from knell.workload.tailer import run_tailer
+
         run_tailer(worker, params)
     elif isinstance(params, StreamerParams):
         run_streamer(worker, params)
@@ -112,7 +118,9 @@ def warm(argv: list[str]) -> None:
     user's code may start threads, and a fork server must stay
     single-threaded."""
     spec = WorkerSpec.load(Path(argv[0]))
-    if spec.driver is None:
+    if spec.driver is None and spec.reference:
+        importlib.import_module(spec.reference.split(":")[0])
+    elif spec.driver is None:
         resolve_driver(spec.bus_url)
 
 

@@ -63,6 +63,10 @@ class WorkerSpec:
     history_dir: str
     control_dir: str
     params: WorkerParams
+    reference: str | None = None
+    """Without a ``driver``: the built-in bus for ``bus_url`` as the runner
+    found it (``module:factory``, :func:`knell.buses.reference_bus`), so
+    the worker imports that module and not the store kinds' registry."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -73,6 +77,7 @@ class WorkerSpec:
             "history_dir": self.history_dir,
             "control_dir": self.control_dir,
             "params": params_to_json(self.params),
+            "reference": self.reference,
         }
 
     @classmethod
@@ -96,7 +101,7 @@ class Worker:
         self.history = HistoryWriter(
             part_path(Path(spec.history_dir), spec.name, incarnation), spec.name, incarnation
         )
-        self.bus: Bus = open_bus(spec.bus_url, spec.driver)
+        self.bus: Bus = open_bus(spec.bus_url, spec.driver, reference=spec.reference)
         self.cursors: dict[tuple[str, str], int] = {}
         """The durable cursor of each (handle, channel) as this process last
         saw it (subscribe, ack and cursor results): never ahead of the bus."""

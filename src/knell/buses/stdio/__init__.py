@@ -51,6 +51,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from knell.buses import EXEC_CWD_VAR
 from knell.buses.stdio.bus import StdioBus
 from knell.buses.stdio.errors import MARKER, AdapterError, AdapterStartError
 from knell.buses.stdio.wire import PROTOCOL_VERSION
@@ -67,7 +68,7 @@ __all__ = [
 ]
 
 PREFIX = "exec:"
-CWD_VAR = "KNELL_EXEC_CWD"
+CWD_VAR = EXEC_CWD_VAR
 
 
 def _driver_error(message: str) -> Exception:
