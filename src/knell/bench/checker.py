@@ -117,7 +117,8 @@ def _child(mode: str, path: Path) -> dict[str, Any]:
         valid = verdict.valid
     elif mode == "check-scoped":
         verdict = check_history(
-            path, CheckConfig(contracts=("broadcast",), roles=SYNTH_ROLES, forget_after=FORGET_AFTER)
+            path,
+            CheckConfig(contracts=("broadcast",), roles=SYNTH_ROLES, forget_after=FORGET_AFTER),
         )
         events = verdict.events
         valid = verdict.valid
