@@ -83,7 +83,9 @@ class OnlineRun:
         )
         self._thread.start()
         feed = self._feed
-        self._telemetry = SoakTelemetry(run_dir, lambda: (feed.released, feed.lag()))
+        self._telemetry = SoakTelemetry(
+            run_dir, lambda: (feed.released, feed.lag()), horizon=config.forget_after
+        )
         self._telemetry.start()
 
     def _check(self, feed: HistoryFeed, config: CheckConfig) -> None:

@@ -17,7 +17,12 @@ filling, and the checks' live state reaching its steady size (messages in
 flight between producers and every handle: a rate times a delivery
 latency, reached within seconds). So memory is judged only after the
 warm-up: the first :data:`WARM_UP_SHARE` of the samples' span, at least
-:data:`WARM_UP_MIN` (a short soak's first faults have fired once) and at
+:data:`WARM_UP_MIN` (a short soak's first faults have fired once), at
+least :data:`HORIZONS` times the check's forgetting horizon when it
+forgets (:mod:`knell.checker.settle`: a settled message is kept that many
+seconds, so the live state fills for one horizon, and the allocator's
+arenas reach the size that state turns over in within a few more: a
+quickstart soak's RSS rises until about four horizons, 40 s), and at
 most :data:`WARM_UP_MAX` (what warm-up waits for does not grow with the
 soak's length, so a day-long soak is judged over almost all of its day).
 Memory is *flat* when its largest sample after warm-up is within
@@ -74,6 +79,8 @@ kilobytes (it lives in the very process whose memory it measures) and
 still spans the whole soak."""
 WARM_UP_SHARE = 0.2
 WARM_UP_MIN = 10.0
+HORIZONS = 4.0
+"""Forgetting horizons a soak's memory is left to settle for (see above)."""
 WARM_UP_MAX = 600.0
 RSS_FLAT = 0.20
 """Largest over smallest RSS after warm-up, minus one, that is still flat."""
@@ -127,9 +134,11 @@ def dir_bytes(path: Path) -> int:
     return total
 
 
-def warm_up(span: float) -> float:
-    """Seconds of a soak that lasted ``span`` before its memory is judged."""
-    return min(max(WARM_UP_MIN, WARM_UP_SHARE * span), WARM_UP_MAX)
+def warm_up(span: float, horizon: float | None = None) -> float:
+    """Seconds of a soak that lasted ``span`` before its memory is judged;
+    ``horizon``: the check's forgetting horizon (``None``: it forgets nothing)."""
+    floor = max(WARM_UP_MIN, HORIZONS * horizon) if horizon is not None else WARM_UP_MIN
+    return min(max(floor, WARM_UP_SHARE * span), WARM_UP_MAX)
 
 
 def summarize(
@@ -137,6 +146,7 @@ def summarize(
     *,
     bound: int = DISK_BOUND_PER_HOUR,
     final: float | None = None,
+    horizon: float | None = None,
 ) -> dict[str, Any]:
     """The cost of a soak from its samples (see the module docstring).
     ``final``: when the final phase began (seconds, as ``Sample.t``); the
@@ -170,7 +180,7 @@ def summarize(
     out["store_bytes"] = last.store
     lags = [s.lag for s in samples if s.lag is not None]
     out["lag_max"] = round(max(lags), 3) if lags else None
-    settle = warm_up(span)
+    settle = warm_up(span, horizon)
     after = [s for s in samples if s.t - first.t >= settle]
     rated = after if len(after) >= 2 else samples
     rate_span = rated[-1].t - rated[0].t
@@ -233,11 +243,14 @@ class SoakTelemetry:
         *,
         every: float = SAMPLE_EVERY,
         bound: int = DISK_BOUND_PER_HOUR,
+        horizon: float | None = None,
     ) -> None:
         self.run_dir = run_dir
         self.progress = progress
         self.every = every
         self.bound = bound
+        self.horizon = horizon
+        """The check's forgetting horizon (:func:`warm_up`)."""
         self.samples: list[Sample] = []
         import psutil  # on first use: every knell command starts without it
 
@@ -296,7 +309,7 @@ class SoakTelemetry:
             self.samples[-1] = replace(last, lag=None)
         except self._errors:
             pass
-        summary = summarize(self.samples, bound=self.bound, final=self.final)
+        summary = summarize(self.samples, bound=self.bound, final=self.final, horizon=self.horizon)
         atomic_write(
             self.run_dir / SOAK_FILE,
             json.dumps(

@@ -131,3 +131,11 @@ def test_the_final_phase_is_a_fixed_cost_reported_apart_not_growth() -> None:
     # growth while the scenario ran still counts, whatever the final phase did
     growing = _series([100 * MB + i * 2 * MB for i in range(31)] + [100 * MB])
     assert summarize(growing, final=60.0)["rss_flat"] is False
+
+
+def test_a_check_that_forgets_is_judged_after_its_live_state_settled() -> None:
+    # a 10 s horizon: the live state fills for one, the arenas for a few more
+    assert warm_up(60, 10.0) == 40
+    assert warm_up(600, 10.0) == 120  # a fifth of the soak is longer
+    assert warm_up(24 * 3600, 10.0) == 600
+    assert warm_up(60, None) == 12
