@@ -295,7 +295,13 @@ class _Deliveries:
             mid = m["id"]
             if type(mid) is str:
                 mid = ids.get(mid, mid)
-            if top >= 0 and forgotten is not None and forgotten.has(channel, seq):
+            if (
+                top >= 0
+                and type(seq) is int
+                and seq <= top
+                and forgotten is not None
+                and forgotten.has(channel, seq)
+            ):
                 forgotten.passed_over += 1
                 continue
             if first(channel, seq, mid):
