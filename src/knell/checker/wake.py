@@ -77,7 +77,7 @@ from knell.checker.base import Check, CheckResult, witness
 from knell.checker.consumer import on, on_op
 from knell.checker.keep import Held, keep
 from knell.history import Event
-from knell.stats import percentile
+from knell.stats import Tally
 
 __all__ = ["WakeCheck"]
 
@@ -130,7 +130,7 @@ class WakeCheck(Check):
         self._wakes: list[Event] = []
         # (channel, seq) -> its wakes not yet judged, when the pass forgets
         self._wakes_at: dict[tuple[Any, Any], list[Event]] = {}
-        self._latencies: list[float] = []
+        self._latencies = Tally()  # bounded: a soak's wakes are counted, not kept
         self._over_bound = 0
         self._unmatched = 0
         self._judged = 0
@@ -360,7 +360,7 @@ class WakeCheck(Check):
             self._unmatched += 1
             return
         ms = max(0, wake["time"] - post[1]) / 1e6
-        self._latencies.append(ms)
+        self._latencies.add(ms)
         if ms > self.config.wake_bound * 1000.0:
             self._over_bound += 1
 
@@ -374,7 +374,7 @@ class WakeCheck(Check):
             for wake in wakes:
                 self._judge(wake, self._post_at.get(channel, {}).get(seq))
         self._wakes_at = {}
-        latencies = sorted(self._latencies)
+        latencies = self._latencies
         over_bound, unmatched = self._over_bound, self._unmatched
         counts = {
             "arms": self._arms,
@@ -384,10 +384,10 @@ class WakeCheck(Check):
             "wakes": self._judged,
         }
         metrics: dict[str, float | int | None] = {
-            "latency-count": len(latencies),
-            "latency-p50-ms": percentile(latencies, 0.50),
-            "latency-p99-ms": percentile(latencies, 0.99),
-            "latency-max-ms": latencies[-1] if latencies else None,
+            "latency-count": latencies.count,
+            "latency-p50-ms": latencies.percentile(0.50),
+            "latency-p99-ms": latencies.percentile(0.99),
+            "latency-max-ms": latencies.max,
             "latency-over-bound": over_bound,
             "latency-unmatched": unmatched,
             "bound-ms": bound_ms,
