@@ -73,6 +73,8 @@ class LossCheck(Check):
         self._observed: dict[Any, dict[Any, Held]] = {}
         # (handle, channel) -> ids handled
         self._handled: dict[tuple[Any, Any], set[Any]] = {}
+        # channel -> the sets above of its handles (forgetting visits only these)
+        self._handled_in: dict[Any, list[set[Any]]] = {}
         # channel -> handle -> (position, first subscribe ok)
         self._subs: dict[Any, dict[Any, tuple[int, Event]]] = {}
         # (handle, channel) -> "head" | "start" of its first subscribe
@@ -109,6 +111,7 @@ class LossCheck(Check):
         ids = self._handled.get(hc)
         if ids is None:
             ids = self._handled[hc] = set()
+            self._handled_in.setdefault(hc[1], []).append(ids)
         ids.add(event["value"]["id"])
 
     @on("post", "invoke")
@@ -187,9 +190,8 @@ class LossCheck(Check):
         posts = self._posts.get(channel)
         rec = None if posts is None else posts.pop(mid, None)
         self._observed.get(channel, {}).pop(mid, None)
-        for (_handle, ch), ids in self._handled.items():
-            if ch == channel:
-                ids.discard(mid)
+        for ids in self._handled_in.get(channel, ()):
+            ids.discard(mid)
         if rec is None or again or rec[2] is None:
             return
         self._forgotten_in[channel] = self._forgotten_in.get(channel, 0) + 1

@@ -40,6 +40,8 @@ class RedeliveryCheck(Check):
         super().__init__(*args)
         # (handle, channel) -> id -> times handled
         self._seen: dict[tuple[Any, Any], dict[Any, int]] = {}
+        # channel -> (handle, its dict above) (forgetting visits only these)
+        self._seen_in: dict[Any, list[tuple[Any, dict[Any, int]]]] = {}
         # handle -> [handled, distinct, redelivered, extra] of forgotten messages
         self._tally: dict[Any, list[int]] = {}
 
@@ -55,13 +57,12 @@ class RedeliveryCheck(Check):
         seen = self._seen.get(hc)
         if seen is None:
             seen = self._seen[hc] = {}
+            self._seen_in.setdefault(hc[1], []).append((hc[0], seen))
         mid = event["value"]["id"]
         seen[mid] = seen.get(mid, 0) + 1
 
     def forget(self, channel: Any, seq: int, mid: Any, again: bool) -> None:
-        for (handle, ch), by_id in self._seen.items():
-            if ch != channel:
-                continue
+        for handle, by_id in self._seen_in.get(channel, ()):
             n = by_id.pop(mid, 0)
             if n:
                 tally = self._tally.setdefault(handle, [0, 0, 0, 0])
