@@ -295,13 +295,17 @@ def follow(
     *,
     interval: float = 0.05,
     sleep: Callable[[float], None] = time.sleep,
+    idle: Callable[[], object] = lambda: None,
 ) -> Iterator[Event]:
     """The feed's events as one blocking generator, for the single pass:
-    polls every ``interval`` while ``running()``, then drains the rest."""
+    polls every ``interval`` while ``running()``, then drains the rest.
+    ``idle`` is called each time the pass has caught up with the run (its
+    housekeeping then competes with no event)."""
     while running():
         events = feed.poll()
         if events:
             yield from events
         else:
+            idle()
             sleep(interval)
     yield from feed.finish()

@@ -18,6 +18,12 @@ verdict is there to compare with the run's. What the check cost while it
 went (its process's memory, the run directory's disk, its lag) is sampled
 beside it into ``soak.json`` (:mod:`knell.soak_telemetry`).
 
+The pass frees what it forgets, but on Linux the C allocator keeps freed
+pages resident (:func:`knell.platform.trim_heap` says why): each time the
+pass has caught up with the run, at most every :data:`TRIM_EVERY`
+seconds, the heap is trimmed, so the process's memory follows the
+check's live state rather than its history.
+
 An error of the online check itself (a part it cannot read) ends the
 online check and is said as knell's problem; it never stops the run or
 counts against the bus (the offline check reads the parts again and names
@@ -37,12 +43,46 @@ from knell.checker.base import CheckConfig
 from knell.checker.online import Found, check_online
 from knell.errors import KnellError
 from knell.history_feed import WINDOW, HistoryFeed, follow
+from knell.platform import trim_heap
 from knell.rundir import atomic_write
 from knell.soak_telemetry import SoakTelemetry
 
-__all__ = ["ONLINE_FILE", "OnlineRun"]
+__all__ = ["ONLINE_FILE", "TRIM_EVERY", "OnlineRun"]
 
 ONLINE_FILE = "online.json"
+
+TRIM_EVERY = 5.0
+"""Least seconds between two heap trims of the online check: a trim walks
+every arena (a few milliseconds for a soak's heap), and what it gives back
+accrues at the pace of forgetting, a few megabytes a minute at most."""
+
+
+class HeapTrim:
+    """Trim the heap when called, at most every ``every`` seconds; counts
+    the trims and the time they took (``online.json``)."""
+
+    def __init__(
+        self,
+        every: float = TRIM_EVERY,
+        *,
+        trim: Callable[[], bool] = trim_heap,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.every = every
+        self.trims = 0
+        self.seconds = 0.0
+        self._trim = trim
+        self._clock = clock
+        self._last = clock()
+
+    def __call__(self) -> None:
+        now = self._clock()
+        if now - self._last < self.every:
+            return
+        if self._trim():
+            self.trims += 1
+        self._last = self._clock()
+        self.seconds += self._last - now
 
 
 class OnlineRun:
@@ -71,6 +111,7 @@ class OnlineRun:
         self._feed: HistoryFeed | None = None
         self._run_dir: Path | None = None
         self._telemetry: SoakTelemetry | None = None
+        self._trim = HeapTrim()
         self.soak: dict[str, Any] | None = None
         """The soak's cost (:func:`knell.soak_telemetry.summarize`), once it ended."""
 
@@ -91,7 +132,9 @@ class OnlineRun:
     def _check(self, feed: HistoryFeed, config: CheckConfig) -> None:
         try:
             verdict, _ = check_online(
-                follow(feed, lambda: not self._over.is_set()), config, on_anomaly=self._found
+                follow(feed, lambda: not self._over.is_set(), idle=self._trim),
+                config,
+                on_anomaly=self._found,
             )
             self.valid = verdict.valid
             self.checks = {
@@ -162,6 +205,7 @@ class OnlineRun:
             "valid": self.valid,
             "problem": self.problem,
             "checks": self.checks,
+            "heap_trims": {"count": self._trim.trims, "seconds": round(self._trim.seconds, 3)},
             "written": time.time_ns(),
             "anomalies": [
                 {

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import orjson
+import pytest
 
 from knell.checker.base import CheckConfig
 from knell.history_files import LineEncoder, part_path
@@ -90,3 +91,26 @@ def test_a_part_it_cannot_read_ends_only_the_online_check(tmp_path: Path) -> Non
     assert online.problem is not None and "producer-1.0.jsonl:1" in online.problem
     assert said == [online.problem]
     assert json.loads((tmp_path / ONLINE_FILE).read_text())["problem"] == online.problem
+
+
+def test_the_heap_is_trimmed_at_most_every_interval_when_the_pass_is_idle() -> None:
+    from knell.online_run import HeapTrim
+
+    now = [0.0]
+    calls: list[float] = []
+
+    def trim() -> bool:
+        calls.append(now[0])
+        now[0] += 0.25  # a trim takes time
+        return True
+
+    heap = HeapTrim(5.0, trim=trim, clock=lambda: now[0])
+    for t in (1.0, 4.9, 5.0, 6.0, 10.2, 10.3):
+        now[0] = t
+        heap()
+    # counted from the end of the last trim (5.25): 10.2 is too soon
+    assert calls == [5.0, 10.3]
+    assert heap.trims == 2 and heap.seconds == pytest.approx(0.5)
+    bare = HeapTrim(0.0, trim=lambda: False)  # a C library that cannot trim
+    bare()
+    assert bare.trims == 0

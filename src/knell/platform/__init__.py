@@ -52,6 +52,7 @@ if sys.platform == "win32":
         signal_session,
         start_zygote,
         suspend_tree,
+        trim_heap,
         user_exists,
     )
 else:
@@ -83,6 +84,7 @@ else:
         signal_session,
         start_zygote,
         suspend_tree,
+        trim_heap,
         user_exists,
     )
 
@@ -114,5 +116,6 @@ __all__ = [
     "signal_session",
     "start_zygote",
     "suspend_tree",
+    "trim_heap",
     "user_exists",
 ]

@@ -71,6 +71,7 @@ __all__ = [
     "signal_session",
     "start_zygote",
     "suspend_tree",
+    "trim_heap",
     "user_exists",
 ]
 
@@ -269,6 +270,35 @@ def peak_rss() -> int | None:
 
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return int(peak if sys.platform == "darwin" else peak * 1024)  # KiB on Linux
+
+
+def trim_heap() -> bool:
+    """Give the C allocator's free pages back to the kernel; whether it could.
+
+    A long-lived multi-threaded Python process (the runner with its online
+    check) allocates its larger objects through glibc's malloc, which keeps
+    one arena per thread that allocates and returns a freed page only when
+    it sits at an arena's top. Memory the check frees when it forgets
+    settled messages therefore stays resident, scattered between live
+    blocks, and the process's RSS creeps although its live objects do not
+    grow. ``malloc_trim`` walks every arena and releases each wholly free
+    page (``madvise``), which is the one thing no Python library does.
+    Other C libraries (musl, macOS) have no such call: False, nothing done."""
+    trim = getattr(_libc(), "malloc_trim", None)
+    if trim is None:
+        return False
+    trim(0)
+    return True
+
+
+_LIBC: list[Any] = []
+
+
+def _libc() -> Any:
+    """The C library of this process, loaded once."""
+    if not _LIBC:
+        _LIBC.append(ctypes.CDLL(None))
+    return _LIBC[0]
 
 
 def _pdeathsig_preexec(parent: int) -> Callable[[], None]:

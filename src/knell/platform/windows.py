@@ -74,6 +74,7 @@ __all__ = [
     "signal_session",
     "start_zygote",
     "suspend_tree",
+    "trim_heap",
     "user_exists",
 ]
 
@@ -275,6 +276,12 @@ def peak_rss() -> int | None:
     info = psutil.Process().memory_info()
     peak = getattr(info, "peak_wset", None)
     return int(peak) if peak is not None else None
+
+
+def trim_heap() -> bool:
+    """The Windows heap gives freed pages back on its own: nothing to do
+    (see the POSIX counterpart for why Linux needs it)."""
+    return False
 
 
 def leash_child() -> dict[str, Any]:
