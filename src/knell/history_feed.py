@@ -52,7 +52,7 @@ from pathlib import Path
 import orjson
 
 from knell.history import Event, HistoryError
-from knell.history_files import ZstdBlocks, part_identity, part_paths
+from knell.history_files import PartsWatch, ZstdBlocks, part_identity
 
 __all__ = ["WINDOW", "HistoryFeed", "follow"]
 
@@ -132,6 +132,8 @@ class HistoryFeed:
         feed releases in time order), so the number says it for them all."""
         self._retired_unnumbered: set[Path] = set()
         """Retired parts whose name carries no incarnation (a few, if any)."""
+        self.watch = PartsWatch(folder)
+        """Lists the folder only when it changed (a soak's grows all along)."""
 
     # reading -----------------------------------------------------------
 
@@ -184,19 +186,20 @@ class HistoryFeed:
                 "stopped mid-write: killed, or out of disk space)"
             )
 
-    def _discover(self, now: float) -> None:
+    def _discover(self, now: float, *, force: bool = False) -> None:
         """Register parts that appeared (unread until the next poll: see the
         module docstring); read the incarnations they supersede (their
-        process is gone) to their end and mark them done."""
-        for path in part_paths(self.folder):
-            if path in self.parts:
-                continue
-            process, incarnation = part_identity(path)
-            if (
-                path in self._retired_unnumbered
-                if incarnation is None
-                else incarnation <= self._retired.get(process, -1)
-            ):
+        process is gone) to their end and mark them done. Nothing to do
+        while the folder is unchanged (:class:`PartsWatch`)."""
+        listed = self.watch.listing(force=force)
+        if listed is None:
+            return
+        for name in listed:
+            process, incarnation = part_identity(name)
+            if incarnation is not None and incarnation <= self._retired.get(process, -1):
+                continue  # most names of a soak's folder: decided without a Path
+            path = self.folder / name
+            if path in self.parts or path in self._retired_unnumbered:
                 continue
             compressed = path.name.endswith(".zst")
             self.parts[path] = _Part(
@@ -275,7 +278,7 @@ class HistoryFeed:
     def finish(self) -> list[Event]:
         """The run is over: read every part to its end, release the rest."""
         now = self.clock()
-        self._discover(now)
+        self._discover(now, force=True)
         for part in sorted(self.parts.values(), key=lambda p: p.name):
             self._drain(part, now)
         out = self._release(now, everything=True)

@@ -31,7 +31,8 @@ from __future__ import annotations
 import io
 import os
 import tempfile
-from collections.abc import Iterable, Iterator
+import time
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
@@ -47,6 +48,7 @@ __all__ = [
     "PART_SUFFIX",
     "HistoryFileError",
     "LineEncoder",
+    "PartsWatch",
     "ZstdBlocks",
     "count_events",
     "file_chunks",
@@ -55,6 +57,8 @@ __all__ = [
     "merged_path",
     "open_lines",
     "open_merged_writer",
+    "part_identity",
+    "part_names",
     "part_path",
     "part_paths",
     "plain_copy",
@@ -91,10 +95,10 @@ def part_path(folder: Path, process: str, incarnation: int) -> Path:
     return folder / f"{process}.{incarnation}{PART_SUFFIX}"
 
 
-def part_identity(path: Path) -> tuple[str, int | None]:
-    """``(process, incarnation)`` from a part's name (``p.3.jsonl.zst``);
-    incarnation ``None`` for a name that carries none."""
-    name = path.name
+def part_identity(path: Path | str) -> tuple[str, int | None]:
+    """``(process, incarnation)`` from a part's path or name
+    (``p.3.jsonl.zst``); incarnation ``None`` for a name that carries none."""
+    name = path if isinstance(path, str) else path.name
     for suffix in (PART_SUFFIX, ".jsonl"):
         if name.endswith(suffix):
             name = name[: -len(suffix)]
@@ -105,6 +109,24 @@ def part_identity(path: Path) -> tuple[str, int | None]:
     return process, int(number)
 
 
+def part_names(folder: Path) -> list[str]:
+    """The names of the parts in ``folder`` (as :func:`part_paths` finds
+    them), sorted as strings: what a frequent look at a folder of thousands
+    of parts needs, without a ``Path`` made and compared per file."""
+    try:
+        with os.scandir(folder) as entries:
+            names = [
+                e.name
+                for e in entries
+                if not e.name.startswith(".")
+                and (e.name.endswith(PART_SUFFIX) or e.name.endswith(".jsonl"))
+            ]
+    except OSError:
+        return []
+    names.sort()
+    return names
+
+
 def part_paths(folder: Path) -> list[Path]:
     """Every part in ``folder``, compressed or plain (older runs), sorted."""
     try:
@@ -112,6 +134,63 @@ def part_paths(folder: Path) -> list[Path]:
     except OSError:
         return []
     return sorted(found)
+
+
+class PartsWatch:
+    """A folder's parts, listed again only when the folder may have changed.
+
+    A soak's ``history/`` gains a part per restarted incarnation (thousands
+    an hour), and the online feed and the progress display look for new
+    parts many times a second: listing the folder each time would make a
+    poll cost grow with the soak's length. Creating a file changes its
+    folder's modification time, so :meth:`listing` lists only when that
+    time moved since the last listing. Two guards make the shortcut safe.
+    The kernel stamps times from a coarse clock (a tick of some
+    milliseconds), so a part created in the same tick as the stamp just
+    read would leave it unchanged: a stamp is trusted only once the folder
+    was quiet for :attr:`QUIET_NS` before the listing. And a file system
+    that does not keep the time, or a clock stepped back, is caught by a
+    listing at least every :attr:`RELIST_EVERY` seconds."""
+
+    QUIET_NS = 100_000_000
+    RELIST_EVERY = 1.0
+
+    def __init__(
+        self,
+        folder: Path,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], int] = time.time_ns,
+    ) -> None:
+        self.folder = folder
+        self.listings = 0
+        """How many times the folder was listed."""
+        self._clock = clock
+        self._wall = wall
+        self._stamp: int | None = None
+        self._at = 0.0
+
+    def listing(self, *, force: bool = False) -> list[str] | None:
+        """The names of the folder's parts (:func:`part_names`) if it may have
+        changed since the last listing (or ``force``), else None."""
+        now = self._clock()
+        try:
+            stamp: int | None = os.stat(self.folder).st_mtime_ns
+        except OSError:
+            stamp = None
+        if (
+            not force
+            and stamp is not None
+            and stamp == self._stamp
+            and now - self._at < self.RELIST_EVERY
+        ):
+            return None
+        found = part_names(self.folder)
+        self.listings += 1
+        quiet = stamp is not None and self._wall() - stamp >= self.QUIET_NS
+        self._stamp = stamp if quiet else None
+        self._at = now
+        return found
 
 
 def merged_path(run_dir: Path) -> Path:

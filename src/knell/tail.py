@@ -27,7 +27,7 @@ import orjson
 
 from knell.errors import KnellError
 from knell.history import Event
-from knell.history_files import ZstdBlocks, part_identity, part_paths
+from knell.history_files import PartsWatch, ZstdBlocks, part_identity
 
 __all__ = ["HistoryTail"]
 
@@ -44,11 +44,17 @@ class HistoryTail:
         self._retired: dict[str, int] = {}
         """Process -> its highest incarnation whose part was read to the end
         after a newer one appeared (never read again)."""
+        self._watch = PartsWatch(folder)
+        self._paths: list[Path] = []
+        """The parts still read: the last listing, less those retired since."""
 
     def poll(self) -> list[Event]:
         """The events appended since the last poll, file by file."""
         events: list[Event] = []
-        paths = part_paths(self.folder)
+        listed = self._watch.listing()
+        if listed is not None:
+            self._paths = [self.folder / n for n in listed if not self._gone(n)]
+        paths = self._paths
         newest: dict[str, int] = {}
         for path in paths:
             process, incarnation = part_identity(path)
@@ -64,7 +70,13 @@ class HistoryTail:
             if superseded:
                 assert incarnation is not None
                 self._retire(path, process, incarnation)
+        self._paths = [p for p in paths if not self._gone(p)]
         return events
+
+    def _gone(self, path: Path | str) -> bool:
+        """Whether ``path`` (or a part's name) is a retired part (never read again)."""
+        process, incarnation = part_identity(path)
+        return incarnation is not None and incarnation <= self._retired.get(process, -1)
 
     def _retire(self, path: Path, process: str, incarnation: int) -> None:
         """Forget a part whose writer is gone and that was read to its end."""

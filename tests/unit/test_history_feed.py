@@ -162,11 +162,11 @@ class RacingFeed(HistoryFeed):
 
     race: list[Part]
 
-    def _discover(self, now: float) -> None:
+    def _discover(self, now: float, *, force: bool = False) -> None:
         for part in self.race:
             part.write(7)
         self.race = []
-        super()._discover(now)
+        super()._discover(now, force=force)
 
 
 def test_a_killed_incarnation_is_read_to_its_end_before_it_stops_holding(

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import lzma
+import os
 import shutil
 import threading
+import time
 from pathlib import Path
 
 import orjson
@@ -18,6 +20,7 @@ from knell.history_files import (
     MERGED,
     MERGED_PLAIN,
     HistoryFileError,
+    PartsWatch,
     ZstdBlocks,
     count_events,
     file_lines,
@@ -292,3 +295,71 @@ def test_the_tail_forgets_a_part_once_a_newer_incarnation_appeared(tmp_path: Pat
     assert [(e["incarnation"], e["f"]) for e in tail.poll()] == [(2, "post")]
     first.close()
     second.close()
+    assert tail._paths == [part_path(folder, "consumer-1", 2)]  # the retired part is not visited
+
+
+class _Clocks:
+    """A monotonic clock and a wall clock the test moves by hand."""
+
+    def __init__(self, wall: int) -> None:
+        self.now = 0.0
+        self.wall = wall
+
+
+def _watch(folder: Path) -> tuple[PartsWatch, _Clocks]:
+    """A watch of ``folder``, whose time is set ten seconds back (so that a
+    part created now surely moves it, whatever the kernel's tick)."""
+    old = time.time_ns() - 10 * 10**9
+    os.utime(folder, ns=(old, old))
+    clocks = _Clocks(old + 10 * PartsWatch.QUIET_NS)
+    watch = PartsWatch(folder, clock=lambda: clocks.now, wall=lambda: clocks.wall)
+    return watch, clocks
+
+
+def test_a_quiet_unchanged_folder_is_not_listed_again(tmp_path: Path) -> None:
+    """A soak's feed polls twenty times a second over a folder of thousands
+    of parts: it lists them only when a part was created since."""
+    folder = tmp_path / "history"
+    _part(folder, "p", 1)
+    watch, clocks = _watch(folder)
+    assert watch.listing() == [part_path(folder, "p", 1).name]
+    clocks.now += 0.5
+    assert watch.listing() is None
+    assert watch.listings == 1
+    newer = _part(folder, "q", 1)  # the folder's time moves
+    assert watch.listing() == sorted([part_path(folder, "p", 1).name, newer.name])
+    assert watch.listing(force=True) is not None and watch.listings == 3
+
+
+def test_a_stamp_from_the_last_tick_is_not_trusted(tmp_path: Path) -> None:
+    """The kernel stamps a folder from a coarse clock: a part created in the
+    tick of the stamp just read would leave it unchanged, so a folder
+    changed less than QUIET_NS before a listing is listed again next time."""
+    folder = tmp_path / "history"
+    _part(folder, "p", 1)
+    watch, clocks = _watch(folder)
+    clocks.wall = folder.stat().st_mtime_ns + PartsWatch.QUIET_NS // 2
+    watch.listing()
+    assert watch.listing() is not None
+    clocks.wall += PartsWatch.QUIET_NS
+    assert watch.listing() is not None  # quiet now: trusted from here on
+    assert watch.listing() is None
+
+
+def test_an_unchanged_folder_is_still_listed_every_relist_interval(tmp_path: Path) -> None:
+    """A file system that keeps no folder time, or a clock stepped back:
+    a part is found at most RELIST_EVERY seconds late."""
+    folder = tmp_path / "history"
+    _part(folder, "p", 1)
+    watch, clocks = _watch(folder)
+    watch.listing()
+    clocks.now += PartsWatch.RELIST_EVERY - 0.01
+    assert watch.listing() is None
+    clocks.now += 0.02
+    assert watch.listing() is not None
+
+
+def test_a_missing_folder_is_listed_each_time(tmp_path: Path) -> None:
+    watch = PartsWatch(tmp_path / "not-yet")
+    assert watch.listing() == [] and watch.listing() == []
+    assert watch.listings == 2
