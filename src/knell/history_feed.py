@@ -33,7 +33,10 @@ Parts that appear later: a writer creates its file before it stamps its
 first event, and each poll reads the known parts *before* it lists the
 folder, so a part found by a listing holds only times after every event
 already read. It is registered empty and holds the window like any live
-part.
+part. The folder is listed only when it may have changed
+(:class:`knell.history_files.PartsWatch`): a day-long soak's folder holds
+tens of thousands of parts, and a listing of them at every poll (twenty a
+second) cost more than the check.
 
 An event read after an event later than it was released (its part lagged
 more than ``W``) is released at once and counted in :attr:`HistoryFeed.late`:

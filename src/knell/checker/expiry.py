@@ -107,7 +107,9 @@ class ExpiryCheck(Check):
         super().__init__(*args)
         self._by_seq: dict[tuple[Any, int], _Post] = {}
         self._by_id: dict[Any, _Post] = {}
-        self._arms: dict[tuple[Any, Any], int] = {}  # (process, incarnation) -> arm invoke ns
+        # process -> (incarnation, its latest arm's invoke ns): one entry per
+        # process, not per incarnation (a soak restarts a waiter every second)
+        self._arms: dict[Any, tuple[Any, int]] = {}
         self._handed: set[Any] = set()  # ids a claim or receive ever returned
         # channel -> id -> post: not handed out (yet) and maybe still live
         self._waiting: dict[Any, dict[Any, _Post]] = {}
@@ -236,14 +238,15 @@ class ExpiryCheck(Check):
 
     @on("arm", "invoke")
     def _arm(self, event: Event) -> None:
-        self._arms[(event.get("process"), event.get("incarnation"))] = event["time"]
+        self._arms[event.get("process")] = (event.get("incarnation"), event["time"])
 
     @on("wake", "ok")
     def _wake(self, event: Event) -> None:
-        armed = self._arms.get((event.get("process"), event.get("incarnation")))
+        arm = self._arms.get(event.get("process"))
         post = self._by_seq.get((event.get("channel"), event["value"]["seq"]))
-        if armed is None or post is None:
+        if arm is None or arm[0] != event.get("incarnation") or post is None:
             return
+        armed = arm[1]
         self._reads += 1
         if armed >= post.expired_from:
             self._report(
