@@ -66,7 +66,13 @@ forgotten before the end, except in a run that forgets
 (:mod:`knell.checker.settle`): there the wakes naming a settled message
 are judged when it is forgotten (its post ok long since logged), and a
 wake naming one already forgotten is judged by its own ``sender``, its
-latency unknown (counted as unmatched).
+latency unknown (counted as unmatched), and is not held against
+``repeated-ring``: what a waiter's rings named is dropped for a message
+once it is forgotten, as a second copy of a message is passed over by the
+other checks (``spurious-ring`` needs only the arm's cursors and still
+judges it). Per waiter process, only its newest
+incarnation's acks, rings and cursors are kept (a soak restarts a waiter
+every second; an earlier incarnation's process is gone).
 """
 
 from __future__ import annotations
@@ -127,6 +133,10 @@ class WakeCheck(Check):
         # ack count when it rang for it
         self._acks: dict[tuple[Any, Any], int] = {}
         self._rung: dict[tuple[Any, Any], dict[tuple[Any, Any], int]] = {}
+        # process -> its newest incarnation seen: what the four dicts above
+        # keep of an earlier one goes when a newer one appears (its process is
+        # gone; a soak restarts a waiter every second)
+        self._incarnation: dict[Any, Any] = {}
         self._wakes: list[Event] = []
         # (channel, seq) -> its wakes not yet judged, when the pass forgets
         self._wakes_at: dict[tuple[Any, Any], list[Event]] = {}
@@ -167,6 +177,8 @@ class WakeCheck(Check):
                 witness(arm.invoke, event),
             )
             return
+        if forgotten is not None and forgotten.has(channel, seq):
+            return  # what rang for a forgotten message is not kept (module docstring)
         rung = self._rung.setdefault(key, {})
         acks = self._acks.get(key, 0)
         before = rung.get((channel, seq))
@@ -189,7 +201,7 @@ class WakeCheck(Check):
 
     @on("ack", "ok")
     def _ack_ok(self, event: Event) -> None:
-        key = (event["process"], event.get("incarnation"))
+        key = self._life(event)
         self._acks[key] = self._acks.get(key, 0) + 1
         self._cursor_ok(event)
 
@@ -198,6 +210,7 @@ class WakeCheck(Check):
         value = (event.get("value") or {}).get("cursor")
         self._raise_cursor(event.get("handle"), event.get("channel"), value)
         if isinstance(value, int):
+            self._life(event)
             key = (event["process"], event.get("incarnation"), event.get("handle"))
             seen = self._seen.get(key)
             if seen is None:
@@ -245,6 +258,7 @@ class WakeCheck(Check):
     @on("arm", "invoke")
     def _arm_invoke(self, event: Event) -> None:
         self._arms += 1
+        self._life(event)
         handle = event.get("handle")
         arm = _Arm(
             event, handle, self._seen.get((event["process"], event.get("incarnation"), handle), {})
@@ -258,6 +272,22 @@ class WakeCheck(Check):
                 arm.backlog.append((channel, top[0], top[1]))
         self._active[id(event)] = arm
         self._armed[(event["process"], event.get("incarnation"))] = arm
+
+    def _life(self, event: Event) -> tuple[Any, Any]:
+        """``(process, incarnation)`` of ``event``; the first event of a newer
+        incarnation drops what was kept of the earlier ones of its process."""
+        process, incarnation = event["process"], event.get("incarnation")
+        known = self._incarnation.get(process, incarnation)
+        if known != incarnation:
+            if isinstance(known, int) and isinstance(incarnation, int) and incarnation < known:
+                return (process, incarnation)  # a late event of a gone incarnation
+            for table in (self._armed, self._acks, self._rung):
+                for key in [k for k in table if k[0] == process and k[1] != incarnation]:
+                    del table[key]
+            for key3 in [k for k in self._seen if k[0] == process and k[1] != incarnation]:
+                del self._seen[key3]
+        self._incarnation[process] = incarnation
+        return (process, incarnation)
 
     def _disarm(self, inv: Event) -> _Arm | None:
         arm = self._active.pop(id(inv), None)
@@ -338,6 +368,8 @@ class WakeCheck(Check):
         post = None if by_seq is None else by_seq.pop(seq, None)
         for wake in self._wakes_at.pop((channel, seq), ()):
             self._judge(wake, post)
+        for rung in self._rung.values():  # one per live waiter incarnation
+            rung.pop((channel, seq), None)
 
     def _judge(self, wake: Event, post: tuple[Any, Any, Held] | None) -> None:
         """Judge one wake against the first post ok at its seq (``None``:

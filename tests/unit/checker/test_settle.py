@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from knell.checker import CheckConfig, check_events
 from knell.checker.dispatch import run_pass
+from knell.checker.expiry import ExpiryCheck
 from knell.checker.loss import LossCheck
 from knell.checker.registry import CHECKS
 from knell.checker.seq import SeqCheck
@@ -228,3 +229,68 @@ def test_the_checks_that_forget_keep_state_bounded_by_the_horizon() -> None:
         sizes.append((settling.live(), len(loss._posts["events"])))
     assert sizes[0] == sizes[1]
     assert sizes[0][0] <= 110
+
+
+def _waiter_life(h: History, incarnation: int, seq: int) -> None:
+    """One incarnation of waiter-1: subscribe, arm, ring for ``seq``, ack it."""
+    kw = {"handle": "r", "channel": "events", "incarnation": incarnation}
+    h.invoke("waiter-1", "subscribe", {"at": "head"}, **kw)
+    h.ok("waiter-1", "subscribe", {"cursor": seq - 1}, **kw)
+    arm = h.invoke("waiter-1", "arm", {"timeout": 5.0}, handle="r", incarnation=incarnation)
+    h.post("p1", "events", f"m{seq}", seq, key=f"m{seq}")
+    h.ok("waiter-1", "wake", {"seq": seq, "sender": "p1", "reason": "post"}, **kw)
+    h.ok("waiter-1", "arm", {"rang": True}, handle="r", incarnation=incarnation)
+    del arm
+    for handle in ("w", "x", "r"):
+        process = "waiter-1" if handle == "r" else f"c-{handle}"
+        inc = incarnation if handle == "r" else 1
+        h.ok(
+            process,
+            "handle",
+            {"seq": seq, "id": f"m{seq}"},
+            handle=handle,
+            channel="events",
+            incarnation=inc,
+        )
+        h.invoke(process, "ack", {"up_to": seq}, handle=handle, channel="events", incarnation=inc)
+        h.ok(process, "ack", {"cursor": seq}, handle=handle, channel="events", incarnation=inc)
+    h.sleep(0.05)
+
+
+def test_a_waiter_restarted_again_and_again_leaves_only_its_newest_incarnation() -> None:
+    """A soak restarts a waiter every second: the wake check keeps the acks,
+    rings and cursors of its newest incarnation only, and what rang for a
+    forgotten message goes with it, so its state does not grow with the
+    number of restarts or of rings."""
+    h = History()
+    _start(h)
+    for incarnation in range(1, 201):
+        _waiter_life(h, incarnation, incarnation)
+    checks = [factory(FORGET, None) for factory in CHECKS]
+    settling = Settling(1.0, [c for c in checks if hasattr(c, "forget")])
+    for check in checks:
+        check.forgotten = settling.forgotten
+    run_pass(h.events, [*checks, settling])
+    wake = next(c for c in checks if isinstance(c, WakeCheck))
+    waiter = [k for k in wake._seen if k[0] == "waiter-1"]
+    assert waiter == [("waiter-1", 200, "r")]
+    assert {k for k in wake._acks if k[0] == "waiter-1"} == {("waiter-1", 200)}
+    assert set(wake._rung) <= {("waiter-1", 200)}
+    assert sum(len(r) for r in wake._rung.values()) <= 1
+    expiry = next(c for c in checks if isinstance(c, ExpiryCheck))
+    assert expiry._arms == {"waiter-1": (200, expiry._arms["waiter-1"][1])}
+    assert settling.forgotten.has("events", 150)
+    result = wake.result()
+    assert result.valid is True, result.to_json()
+    assert result.counts["rang"] == 200
+
+
+def test_a_late_event_of_a_gone_incarnation_leaves_the_newest_alone() -> None:
+    h = History()
+    _start(h)
+    _waiter_life(h, 2, 1)
+    h.ok("waiter-1", "cursor", {"cursor": 0}, handle="r", channel="events", incarnation=1)
+    checks = [factory(KEEP, None) for factory in CHECKS]
+    run_pass(h.events, checks)
+    wake = next(c for c in checks if isinstance(c, WakeCheck))
+    assert ("waiter-1", 2, "r") in wake._seen and ("waiter-1", 2) in wake._acks
