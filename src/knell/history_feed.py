@@ -63,6 +63,9 @@ WINDOW = 1.0
 """Seconds an event waits at most for a silent live part (see the module
 docstring: a bound on a live worker's write latency)."""
 
+TORN_KEPT = 20
+"""Torn tails the feed keeps words for (the merge reports every one)."""
+
 MAX_READ = 8 << 20
 """Bytes read from one part per poll (a backlog is caught up over polls)."""
 
@@ -122,6 +125,9 @@ class HistoryFeed:
         self.late = 0
         """Events released after an event later than them (out of order)."""
         self.torn: list[str] = []
+        """The first :data:`TORN_KEPT` torn tails, said (a soak tears one per
+        kill: the rest are counted in :attr:`torn_count`)."""
+        self.torn_count = 0
         self.last_time: int | None = None
         """Time of the last event released."""
         self._last_key: tuple[int, str] | None = None
@@ -184,6 +190,9 @@ class HistoryFeed:
         part.done = part.drained = True
         pending = len(part.partial) + (part.blocks.pending if part.blocks else 0)
         if pending:
+            self.torn_count += 1
+            if len(self.torn) >= TORN_KEPT:
+                return
             self.torn.append(
                 f"{part.path}: torn last event skipped ({pending} bytes: its writer "
                 "stopped mid-write: killed, or out of disk space)"

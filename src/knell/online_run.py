@@ -202,6 +202,7 @@ class OnlineRun:
             "window": self.window,
             "events": feed.released if feed else 0,
             "late": feed.late if feed else 0,
+            "torn": feed.torn_count if feed else 0,
             "valid": self.valid,
             "problem": self.problem,
             "checks": self.checks,

@@ -10,7 +10,7 @@ from pathlib import Path
 import orjson
 
 from knell.history import merge_histories
-from knell.history_feed import HistoryFeed
+from knell.history_feed import TORN_KEPT, HistoryFeed
 from knell.history_files import LineEncoder, file_lines, part_path
 
 
@@ -154,6 +154,20 @@ def test_a_torn_last_block_is_skipped_and_reported(tmp_path: Path) -> None:
         fh.write(a.encoder.encode(b'{"time": 11, "process": "a"')[:5])
     assert times(feed.finish()) == [(10, "a")]
     assert len(feed.torn) == 1 and "torn" in feed.torn[0]
+    assert feed.torn_count == 1
+
+
+def test_a_soaks_torn_tails_are_counted_and_a_few_said(tmp_path: Path) -> None:
+    """A soak tears a part per kill: the feed says the first few and counts
+    the rest, so what it keeps does not grow with the soak."""
+    feed = HistoryFeed(tmp_path, window=60.0, clock=Clock())
+    for incarnation in range(TORN_KEPT + 5):
+        part = Part(tmp_path, "a", incarnation)
+        part.write(10 + incarnation)
+        with open(part.path, "ab") as fh:
+            fh.write(part.encoder.encode(b'{"time": 99, "process": "a"')[:5])
+    feed.finish()
+    assert len(feed.torn) == TORN_KEPT and feed.torn_count == TORN_KEPT + 5
 
 
 class RacingFeed(HistoryFeed):
