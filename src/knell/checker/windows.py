@@ -42,10 +42,12 @@ _NS = 1_000_000_000
 _FOREVER = float("inf")
 
 
-@dataclass
+@dataclass(slots=True)
 class Window:
     """One fault, from its apply to its confirmed heal (``end`` is None
-    while it was never healed)."""
+    while it was never healed). It keeps what the checks ask of it, not
+    the apply and heal events: a soak applies a fault a second, and its
+    windows are kept for the whole run."""
 
     kind: str
     """The fault kind's name (``kill``, ``store-pause``...)."""
@@ -55,8 +57,8 @@ class Window:
     end: int | None
     grace_ns: int
     radius: Radius
-    apply: Event
-    heal: Event | None = None
+    clock: bool = False
+    """Whether this is a clock fault (it moves a clock, stops nothing)."""
 
     def overlaps(self, t0: int, t1: int, *, grace: bool = True) -> bool:
         """Whether the window was in force at some moment of ``[t0, t1]``."""
@@ -71,11 +73,6 @@ class Window:
         """The last moment (ns) the window touches anything, grace included
         (infinite while it was never healed)."""
         return _FOREVER if self.end is None else self.end + self.grace_ns
-
-    @property
-    def clock(self) -> bool:
-        """Whether this is a clock fault (it moves a clock, stops nothing)."""
-        return self.apply.get("f") in APPLY_FS
 
     def touches(self, process: str, *, indirect: bool) -> bool:
         return process in self.radius.processes or (indirect and process in self.radius.indirect)
@@ -121,9 +118,14 @@ class FaultWindows(Consumer):
         self._by_process: dict[str, list[Window]] = {}
         self._reach: dict[str, list[float]] = {}
         """Process -> the running maximum of :attr:`Window.reach` over its
-        windows in list order (rebuilt when a window opens, heals or is
-        forgotten): the first window that can still overlap ``t0`` is found
-        by bisection instead of a walk over every fault of the run."""
+        windows in list order: the first window that can still overlap
+        ``t0`` is found by bisection instead of a walk over every fault of
+        the run. Kept up to date from the window that changed onwards (a
+        window opens last, and heals last or nearly), never rebuilt whole:
+        a rebuild per fault made a day-long soak's checker quadratic."""
+        self._radii: dict[Any, Radius] = {}
+        """One :class:`Radius` per distinct blast radius (a soak's thousands
+        of kills of one worker share one)."""
         self.clocks = ClockTimeline()
         """Every clock's offset over the run (:mod:`knell.checker.clocks`),
         read in the same pass: the checks that time a promise ask it."""
@@ -148,9 +150,7 @@ class FaultWindows(Consumer):
             return
         if opened is not None and opened.end is None and event["type"] != "invoke":
             return  # the completion of an apply whose invoke opened the window
-        radius = Radius.from_json(value.get("radius"))
-        if not radius.processes and isinstance(target, str):
-            radius = Radius(processes=frozenset({target}))
+        radius = self._radius(value.get("radius"), target)
         grace = value["grace_s"] if "grace_s" in value else self._kind(key_of_kind).grace
         effect = value.get("effect") or self._kind(key_of_kind).effect
         window = Window(
@@ -161,21 +161,59 @@ class FaultWindows(Consumer):
             end=None,
             grace_ns=int(float(grace) * _NS) if isinstance(grace, (int, float)) else 0,
             radius=radius,
-            apply=event,
+            clock=event["f"] in APPLY_FS,
         )
         self.windows.append(window)
         self._open[key] = window
         for process in radius.processes | radius.indirect:
             self._by_process.setdefault(process, []).append(window)
-            self._reach.pop(process, None)
+            reach = self._reach.get(process)
+            if reach is not None:
+                reach.append(max(reach[-1], window.reach) if reach else window.reach)
 
-    def _forget(self, window: Window) -> None:
-        self.windows.remove(window)
+    def _radius(self, data: Any, target: Any) -> Radius:
+        """The blast radius an apply recorded (its target alone if it
+        recorded none), shared with every earlier window of the same."""
+        key = (repr(data), target)
+        radius = self._radii.get(key)
+        if radius is None:
+            radius = Radius.from_json(data)
+            if not radius.processes and isinstance(target, str):
+                radius = Radius(processes=frozenset({target}))
+            self._radii[key] = radius
+        return radius
+
+    def _changed(self, window: Window) -> None:
+        """``window``'s reach changed (it healed): redo the running maxima
+        of its processes from its place on."""
         for process in window.radius.processes | window.radius.indirect:
             listed = self._by_process.get(process)
-            if listed is not None and window in listed:
-                listed.remove(window)
-            self._reach.pop(process, None)
+            at = None if listed is None else _last_index(listed, window)
+            if at is not None:
+                self._redo(process, at)
+
+    def _forget(self, window: Window) -> None:
+        """An apply that did not take: its window was never one."""
+        at = _last_index(self.windows, window)
+        if at is not None:
+            del self.windows[at]
+        for process in window.radius.processes | window.radius.indirect:
+            listed = self._by_process.get(process)
+            at = None if listed is None else _last_index(listed, window)
+            if listed is not None and at is not None:
+                del listed[at]
+                self._redo(process, at)
+
+    def _redo(self, process: str, at: int) -> None:
+        """The running maxima of ``process``'s windows from index ``at`` on."""
+        reach = self._reach.get(process)
+        if reach is None:
+            return  # built when first asked
+        del reach[at:]
+        top = reach[-1] if reach else -_FOREVER
+        for later in self._by_process[process][at:]:
+            top = max(top, later.reach)
+            reach.append(top)
 
     def _healed(self, event: Event) -> None:
         if event["process"] != "nemesis":
@@ -191,9 +229,7 @@ class FaultWindows(Consumer):
         window = self._open.pop(key, None)
         if window is not None:
             window.end = int(event["time"])
-            window.heal = event
-            for process in window.radius.processes | window.radius.indirect:
-                self._reach.pop(process, None)
+            self._changed(window)
 
     # -- queries ---------------------------------------------------------------
 
@@ -228,6 +264,15 @@ class FaultWindows(Consumer):
 
     def to_json(self) -> list[dict[str, Any]]:
         return [w.to_json() for w in self.windows]
+
+
+def _last_index(windows: list[Window], window: Window) -> int | None:
+    """Where ``window`` is in ``windows``, looked for from the end (where
+    the window that changes nearly always is)."""
+    for at in range(len(windows) - 1, -1, -1):
+        if windows[at] is window:
+            return at
+    return None
 
 
 def _running_max(windows: list[Window]) -> list[float]:

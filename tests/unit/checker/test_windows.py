@@ -72,3 +72,48 @@ def test_indexed_lookup_matches_the_walk_over_every_window() -> None:
             assert windows.touching(process, t0, t0 + 50, **kw) is _walk(
                 windows, process, t0, t0 + 50, **kw
             )
+
+
+def test_the_index_is_kept_up_to_date_after_every_change() -> None:
+    """The running maxima are updated from the window that changed on, not
+    rebuilt: after any apply, heal or failed apply, with the index built by
+    a lookup in between, they equal a rebuild from scratch."""
+    from knell.checker.windows import _running_max
+
+    rng = random.Random(7)
+    for _ in range(200):
+        windows = FaultWindows()
+        open_faults: list[int] = []
+        for fault in range(rng.randint(1, 30)):
+            target = rng.choice(PROCESSES)
+            value: dict[str, object] = {
+                "fault": fault,
+                "target": target,
+                "grace_s": rng.choice((0, 1e-7)),
+                "radius": {"processes": [target], "indirect": rng.sample(PROCESSES, 1)},
+            }
+            windows._applied(_nemesis("invoke", "kill", rng.randint(0, 1000), value))
+            if rng.random() < 0.15:
+                windows._applied(_nemesis("fail", "kill", rng.randint(0, 1000), value))
+            else:
+                open_faults.append(fault)
+            if open_faults and rng.random() < 0.6:
+                healed = open_faults.pop(rng.randrange(len(open_faults)))
+                windows._healed(
+                    _nemesis("info", "restart", rng.randint(0, 1000), {"fault": healed})
+                )
+            windows.touching(rng.choice(PROCESSES), 0, 1)  # builds an index to keep
+            for process, listed in windows._by_process.items():
+                if process in windows._reach:
+                    assert windows._reach[process] == _running_max(listed)
+
+
+def test_a_soaks_thousands_of_kills_share_one_radius_and_keep_no_event() -> None:
+    windows = FaultWindows()
+    for fault in range(1000):
+        value = {"fault": fault, "target": "waiter-1", "radius": {"processes": ["waiter-1"]}}
+        windows._applied(_nemesis("invoke", "kill", fault * 10, value))
+        windows._healed(_nemesis("info", "restart", fault * 10 + 5, {"fault": fault}))
+    assert len(windows.windows) == 1000 and len(windows._radii) == 1
+    assert len({id(w.radius) for w in windows.windows}) == 1
+    assert not any(isinstance(getattr(w, f), dict) for w in windows.windows for f in w.__slots__)
