@@ -8,6 +8,8 @@ before, what settled is tallied and dropped.
 
 from __future__ import annotations
 
+from typing import Any
+
 from knell.checker import CheckConfig, check_events
 from knell.checker.dispatch import run_pass
 from knell.checker.expiry import ExpiryCheck
@@ -212,6 +214,17 @@ def test_wakes_are_judged_when_their_message_is_forgotten() -> None:
     assert forgot.counts == kept.counts
 
 
+def _forgetting_pass(h: History) -> tuple[list[Any], Settling]:
+    """Every check over ``h`` with a 1 s horizon, and the settling that
+    forgot for them (their state is read after)."""
+    checks = [factory(FORGET, None) for factory in CHECKS]
+    settling = Settling(1.0, [c for c in checks if hasattr(c, "forget")])
+    for check in checks:
+        check.forgotten = settling.forgotten
+    run_pass(h.events, [*checks, settling])
+    return checks, settling
+
+
 def test_the_checks_that_forget_keep_state_bounded_by_the_horizon() -> None:
     """The state left at the end of a 20 s history with a 1 s horizon is
     about a twentieth of the messages, whatever the history's length."""
@@ -220,11 +233,7 @@ def test_the_checks_that_forget_keep_state_bounded_by_the_horizon() -> None:
         h = History()
         _start(h)
         _steady(h, n)
-        checks = [factory(FORGET, None) for factory in CHECKS]
-        settling = Settling(1.0, [c for c in checks if hasattr(c, "forget")])
-        for check in checks:
-            check.forgotten = settling.forgotten
-        run_pass(h.events, [*checks, settling])
+        checks, settling = _forgetting_pass(h)
         loss = next(c for c in checks if isinstance(c, LossCheck))
         sizes.append((settling.live(), len(loss._posts["events"])))
     assert sizes[0] == sizes[1]
@@ -236,11 +245,10 @@ def _waiter_life(h: History, incarnation: int, seq: int) -> None:
     kw = {"handle": "r", "channel": "events", "incarnation": incarnation}
     h.invoke("waiter-1", "subscribe", {"at": "head"}, **kw)
     h.ok("waiter-1", "subscribe", {"cursor": seq - 1}, **kw)
-    arm = h.invoke("waiter-1", "arm", {"timeout": 5.0}, handle="r", incarnation=incarnation)
+    h.invoke("waiter-1", "arm", {"timeout": 5.0}, handle="r", incarnation=incarnation)
     h.post("p1", "events", f"m{seq}", seq, key=f"m{seq}")
     h.ok("waiter-1", "wake", {"seq": seq, "sender": "p1", "reason": "post"}, **kw)
     h.ok("waiter-1", "arm", {"rang": True}, handle="r", incarnation=incarnation)
-    del arm
     for handle in ("w", "x", "r"):
         process = "waiter-1" if handle == "r" else f"c-{handle}"
         inc = incarnation if handle == "r" else 1
@@ -266,11 +274,7 @@ def test_a_waiter_restarted_again_and_again_leaves_only_its_newest_incarnation()
     _start(h)
     for incarnation in range(1, 201):
         _waiter_life(h, incarnation, incarnation)
-    checks = [factory(FORGET, None) for factory in CHECKS]
-    settling = Settling(1.0, [c for c in checks if hasattr(c, "forget")])
-    for check in checks:
-        check.forgotten = settling.forgotten
-    run_pass(h.events, [*checks, settling])
+    checks, settling = _forgetting_pass(h)
     wake = next(c for c in checks if isinstance(c, WakeCheck))
     waiter = [k for k in wake._seen if k[0] == "waiter-1"]
     assert waiter == [("waiter-1", 200, "r")]
