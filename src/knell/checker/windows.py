@@ -25,8 +25,9 @@ as the only process touched.
 
 from __future__ import annotations
 
+from array import array
 from bisect import bisect_left
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,12 +43,22 @@ _NS = 1_000_000_000
 _FOREVER = float("inf")
 
 
+_CLOCK = 1
+"""Column flag: a clock fault's window (it moves a clock, stops nothing)."""
+_HEALED = 2
+"""Column flag: the heal was seen (``end`` holds its time)."""
+_DEAD = 4
+"""Column flag: the apply failed, so the window never was one."""
+_OTHER = -(2**63)
+"""In the fault column: the fault's number is not a 64-bit int (kept apart)."""
+
+
 @dataclass(slots=True)
 class Window:
     """One fault, from its apply to its confirmed heal (``end`` is None
-    while it was never healed). It keeps what the checks ask of it, not
-    the apply and heal events: a soak applies a fault a second, and its
-    windows are kept for the whole run."""
+    while it was never healed): what the checks ask of it, not the apply
+    and heal events. A view, made when asked for: :class:`FaultWindows`
+    keeps every window in columns (see there)."""
 
     kind: str
     """The fault kind's name (``kill``, ``store-pause``...)."""
@@ -90,7 +101,17 @@ class Window:
 
 
 class FaultWindows(Consumer):
-    """Builds every fault window of a history in the single pass."""
+    """Builds every fault window of a history in the single pass.
+
+    **Why columns.** A soak applies about a fault a second and every
+    window is kept to the end (a check may still ask about an operation
+    that began long ago, and the report lists them all), so a window's
+    size is a soak's growth per fault: as an object with its own list
+    entries it cost about 300 bytes, 26 MB a day. Kept as one row of typed
+    arrays (times, grace, flags, and numbers into shared tables of names
+    and blast radii) it costs about 45 bytes and 12 per process it
+    touched. :class:`Window` objects are made only for what is asked: a
+    lookup's answer, the list for the report."""
 
     name = "fault-windows"
 
@@ -113,22 +134,74 @@ class FaultWindows(Consumer):
         handlers += [Handler("event", f, EVENT_TYPES, "_healed") for f in self._by_heal]
         handlers += [Handler("event", f, EVENT_TYPES, "_clock") for f in CLOCK_FS]
         self.handlers = tuple(handlers)  # type: ignore[misc]  # per instance: fault kinds vary
-        self.windows: list[Window] = []
-        self._open: dict[Any, Window] = {}
-        self._by_process: dict[str, list[Window]] = {}
-        self._reach: dict[str, list[float]] = {}
-        """Process -> the running maximum of :attr:`Window.reach` over its
-        windows in list order: the first window that can still overlap
-        ``t0`` is found by bisection instead of a walk over every fault of
-        the run. Kept up to date from the window that changed onwards (a
-        window opens last, and heals last or nearly), never rebuilt whole:
-        a rebuild per fault made a day-long soak's checker quadratic."""
-        self._radii: dict[Any, Radius] = {}
+        # The columns: row n is the n-th apply, in history order.
+        self._start = array("q")
+        self._end = array("q")
+        self._grace = array("q")
+        self._flags = array("B")
+        self._kinds = array("I")  # into _names
+        self._effects = array("I")  # into _names
+        self._radius_of = array("I")  # into _radius_list
+        self._faults = array("q")  # _OTHER: in _other_faults
+        self._other_faults: dict[int, Any] = {}
+        self._names: list[str] = []
+        self._name_ids: dict[str, int] = {}
+        self._dead = 0
+        self._open: dict[Any, int] = {}
+        """Fault -> the row of its window, while it is not healed."""
+        self._by_process: dict[str, array[int]] = {}
+        """Process -> the rows of the windows that touch it, in order."""
+        self._reach: dict[str, array[float]] = {}
+        """Process -> the running maximum of a window's reach over its rows
+        in list order: the first window that can still overlap ``t0`` is
+        found by bisection instead of a walk over every fault of the run.
+        Kept up to date from the window that changed onwards (a window
+        opens last, and heals last or nearly), never rebuilt whole: a
+        rebuild per fault made a day-long soak's checker quadratic."""
+        self._radii: dict[Any, int] = {}
+        self._radius_list: list[Radius] = []
         """One :class:`Radius` per distinct blast radius (a soak's thousands
         of kills of one worker share one)."""
         self.clocks = ClockTimeline()
         """Every clock's offset over the run (:mod:`knell.checker.clocks`),
         read in the same pass: the checks that time a promise ask it."""
+
+    # -- the columns -------------------------------------------------------------
+
+    def _name(self, text: str) -> int:
+        at = self._name_ids.get(text)
+        if at is None:
+            at = self._name_ids[text] = len(self._names)
+            self._names.append(text)
+        return at
+
+    def _row_reach(self, row: int) -> float:
+        if not self._flags[row] & _HEALED:
+            return _FOREVER
+        return self._end[row] + self._grace[row]
+
+    def _view(self, row: int) -> Window:
+        fault = self._faults[row]
+        flags = self._flags[row]
+        return Window(
+            kind=self._names[self._kinds[row]],
+            fault=self._other_faults.get(row) if fault == _OTHER else fault,
+            effect=self._names[self._effects[row]],
+            start=self._start[row],
+            end=self._end[row] if flags & _HEALED else None,
+            grace_ns=self._grace[row],
+            radius=self._radius_list[self._radius_of[row]],
+            clock=bool(flags & _CLOCK),
+        )
+
+    @property
+    def windows(self) -> list[Window]:
+        """Every window that applied, in the order they opened (made now)."""
+        flags = self._flags
+        return [self._view(row) for row in range(len(flags)) if not flags[row] & _DEAD]
+
+    def __len__(self) -> int:
+        return len(self._flags) - self._dead
 
     def _clock(self, event: Event) -> None:
         self.clocks.feed(event)
@@ -144,62 +217,70 @@ class FaultWindows(Consumer):
         key = fault if fault is not None else (name, target)
         opened = self._open.get(key)
         if event["type"] == "fail":  # it did not apply: it never was a window
-            if opened is not None and opened.end is None:
+            if opened is not None:
                 del self._open[key]
                 self._forget(opened)
             return
-        if opened is not None and opened.end is None and event["type"] != "invoke":
+        if opened is not None and event["type"] != "invoke":
             return  # the completion of an apply whose invoke opened the window
         radius = self._radius(value.get("radius"), target)
         grace = value["grace_s"] if "grace_s" in value else self._kind(key_of_kind).grace
         effect = value.get("effect") or self._kind(key_of_kind).effect
-        window = Window(
-            kind=name,
-            fault=fault,
-            effect=str(effect),
-            start=int(event["time"]),
-            end=None,
-            grace_ns=int(float(grace) * _NS) if isinstance(grace, (int, float)) else 0,
-            radius=radius,
-            clock=event["f"] in APPLY_FS,
-        )
-        self.windows.append(window)
-        self._open[key] = window
-        for process in radius.processes | radius.indirect:
-            self._by_process.setdefault(process, []).append(window)
+        row = len(self._flags)
+        self._start.append(int(event["time"]))
+        self._end.append(0)
+        self._grace.append(int(float(grace) * _NS) if isinstance(grace, (int, float)) else 0)
+        self._flags.append(_CLOCK if event["f"] in APPLY_FS else 0)
+        self._kinds.append(self._name(name))
+        self._effects.append(self._name(str(effect)))
+        self._radius_of.append(radius)
+        if type(fault) is int and _OTHER < fault < 2**63:
+            self._faults.append(fault)
+        else:
+            self._faults.append(_OTHER)
+            self._other_faults[row] = fault
+        self._open[key] = row
+        touched = self._radius_list[radius]
+        for process in touched.processes | touched.indirect:
+            self._by_process.setdefault(process, array("I")).append(row)
             reach = self._reach.get(process)
             if reach is not None:
-                reach.append(max(reach[-1], window.reach) if reach else window.reach)
+                reach.append(_FOREVER)  # an open window reaches for ever
 
-    def _radius(self, data: Any, target: Any) -> Radius:
+    def _radius(self, data: Any, target: Any) -> int:
         """The blast radius an apply recorded (its target alone if it
-        recorded none), shared with every earlier window of the same."""
+        recorded none), shared with every earlier window of the same: its
+        number in :attr:`_radius_list`."""
         key = (repr(data), target)
-        radius = self._radii.get(key)
-        if radius is None:
+        at = self._radii.get(key)
+        if at is None:
             radius = Radius.from_json(data)
             if not radius.processes and isinstance(target, str):
                 radius = Radius(processes=frozenset({target}))
-            self._radii[key] = radius
-        return radius
+            at = self._radii[key] = len(self._radius_list)
+            self._radius_list.append(radius)
+        return at
 
-    def _changed(self, window: Window) -> None:
-        """``window``'s reach changed (it healed): redo the running maxima
+    def _touched(self, row: int) -> frozenset[str]:
+        radius = self._radius_list[self._radius_of[row]]
+        return radius.processes | radius.indirect
+
+    def _changed(self, row: int) -> None:
+        """Row ``row``'s reach changed (it healed): redo the running maxima
         of its processes from its place on."""
-        for process in window.radius.processes | window.radius.indirect:
+        for process in self._touched(row):
             listed = self._by_process.get(process)
-            at = None if listed is None else _last_index(listed, window)
+            at = None if listed is None else _last_index(listed, row)
             if at is not None:
                 self._redo(process, at)
 
-    def _forget(self, window: Window) -> None:
+    def _forget(self, row: int) -> None:
         """An apply that did not take: its window was never one."""
-        at = _last_index(self.windows, window)
-        if at is not None:
-            del self.windows[at]
-        for process in window.radius.processes | window.radius.indirect:
+        self._flags[row] |= _DEAD
+        self._dead += 1
+        for process in self._touched(row):
             listed = self._by_process.get(process)
-            at = None if listed is None else _last_index(listed, window)
+            at = None if listed is None else _last_index(listed, row)
             if listed is not None and at is not None:
                 del listed[at]
                 self._redo(process, at)
@@ -212,7 +293,7 @@ class FaultWindows(Consumer):
         del reach[at:]
         top = reach[-1] if reach else -_FOREVER
         for later in self._by_process[process][at:]:
-            top = max(top, later.reach)
+            top = max(top, self._row_reach(later))
             reach.append(top)
 
     def _healed(self, event: Event) -> None:
@@ -226,10 +307,11 @@ class FaultWindows(Consumer):
             if fault is not None
             else (str(value.get("kind") or kind_name), value.get("target"))
         )
-        window = self._open.pop(key, None)
-        if window is not None:
-            window.end = int(event["time"])
-            self._changed(window)
+        row = self._open.pop(key, None)
+        if row is not None:
+            self._end[row] = int(event["time"])
+            self._flags[row] |= _HEALED
+            self._changed(row)
 
     # -- queries ---------------------------------------------------------------
 
@@ -253,35 +335,36 @@ class FaultWindows(Consumer):
             return None
         reach = self._reach.get(process)
         if reach is None:
-            reach = self._reach[process] = _running_max(listed)
-        # No window before ``first`` reaches t0, with or without grace.
-        for window in listed[bisect_left(reach, t0) :]:
-            if not clocks and window.clock:
+            reach = self._reach[process] = self._running_max(listed)
+        # No window before the first reach >= t0 reaches t0, with or without grace.
+        for at in range(bisect_left(reach, t0), len(listed)):
+            row = listed[at]
+            if not clocks and self._flags[row] & _CLOCK:
                 continue
+            window = self._view(row)
             if window.touches(process, indirect=indirect) and window.overlaps(t0, t1, grace=grace):
                 return window
         return None
+
+    def _running_max(self, rows: Iterable[int]) -> array[float]:
+        """``out[i]``: the largest reach of the windows of ``rows[: i + 1]``
+        (non-decreasing, so it can be bisected whatever order the windows
+        opened in)."""
+        out = array("d")
+        top = -_FOREVER
+        for row in rows:
+            top = max(top, self._row_reach(row))
+            out.append(top)
+        return out
 
     def to_json(self) -> list[dict[str, Any]]:
         return [w.to_json() for w in self.windows]
 
 
-def _last_index(windows: list[Window], window: Window) -> int | None:
-    """Where ``window`` is in ``windows``, looked for from the end (where
-    the window that changes nearly always is)."""
-    for at in range(len(windows) - 1, -1, -1):
-        if windows[at] is window:
+def _last_index(rows: array[int], row: int) -> int | None:
+    """Where ``row`` is in ``rows``, looked for from the end (where the
+    window that changes nearly always is)."""
+    for at in range(len(rows) - 1, -1, -1):
+        if rows[at] == row:
             return at
     return None
-
-
-def _running_max(windows: list[Window]) -> list[float]:
-    """``out[i]``: the largest :attr:`Window.reach` of ``windows[: i + 1]``
-    (non-decreasing, so it can be bisected whatever order the windows
-    opened in)."""
-    out: list[float] = []
-    top = -_FOREVER
-    for window in windows:
-        top = max(top, window.reach)
-        out.append(top)
-    return out
