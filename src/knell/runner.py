@@ -37,6 +37,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from knell.buses import (
     EXEC_CWD_VAR,
     DriverError,
@@ -53,10 +55,11 @@ from knell.checker.clocks import scan
 from knell.checker.wellformed import WellFormed
 from knell.errors import KnellError
 from knell.final_phase import FINAL_ROLES, Final, finals
-from knell.history import HistoryReader, HistoryWriter, merge_histories
+from knell.history import HistoryError, HistoryReader, HistoryWriter, merge_histories
 from knell.history_files import (
     MERGED,
     MERGED_PLAIN,
+    marked_lines,
     merged_path,
     part_path,
     part_paths,
@@ -511,11 +514,32 @@ class _Run:
         self.nemesis.write("info", "stop", {"roles": list(roles)})
 
     def handles(self) -> list[tuple[str, str]]:
-        """Every (handle, channel) that any process tried to subscribe."""
+        """Every (handle, channel) that any process tried to subscribe.
+
+        Only the lines that name a subscription are parsed (a block search,
+        :func:`knell.history_files.marked_lines`): a day's soak holds
+        millions of events and a few subscriptions per incarnation, and the
+        drain waits on this list. A line that names one but is not a whole
+        event (a torn last line) is passed over here; the check reads every
+        part whole and reports it."""
         seen: dict[tuple[str, str], None] = {}
         for path in part_paths(self.run_dir / "history"):
-            for event in HistoryReader(path):
-                if event.get("f") == "subscribe" and event.get("type") == "invoke":
+            try:
+                lines = list(marked_lines(path, b'"subscribe"'))
+            except OSError as exc:
+                raise HistoryError(f"{path}: cannot read history: {exc.strerror}") from None
+            for line in lines:
+                try:
+                    event = orjson.loads(line)
+                except orjson.JSONDecodeError:
+                    continue
+                if (
+                    isinstance(event, dict)
+                    and event.get("f") == "subscribe"
+                    and event.get("type") == "invoke"
+                    and "handle" in event
+                    and "channel" in event
+                ):
                     seen[(str(event["handle"]), str(event["channel"]))] = None
         return list(seen)
 

@@ -15,6 +15,7 @@ import orjson
 import pytest
 import zstandard
 
+from knell import history_files
 from knell.history import HistoryError, HistoryReader, HistoryWriter, merge_histories
 from knell.history_files import (
     MERGED,
@@ -25,6 +26,7 @@ from knell.history_files import (
     count_events,
     file_lines,
     history_lines,
+    marked_lines,
     merged_path,
     open_merged_writer,
     part_path,
@@ -55,6 +57,28 @@ def test_a_part_is_a_zstd_stream_of_the_events_it_was_given(tmp_path: Path) -> N
     assert [e["value"]["id"] for e in events] == [f"producer-1:{i}" for i in range(200)]
     plain = sum(len(orjson.dumps(e)) + 1 for e in events)
     assert path.stat().st_size < plain / 4  # each event against the ones before it
+
+
+@pytest.mark.parametrize("chunk", [5, 97, 1 << 22])
+def test_the_marked_lines_of_a_part_are_those_a_line_by_line_read_finds(
+    tmp_path: Path, chunk: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The block search the final drain and the clock scan use: every line
+    naming the mark, whole, wherever the blocks cut (mid-mark included),
+    and a torn last part of a line left for the parser to refuse."""
+    path = part_path(tmp_path, "consumer-1", 1)
+    writer = HistoryWriter(path, "consumer-1", 1)
+    for i in range(300):
+        f = "subscribe" if i % 37 == 0 else "fetch"
+        writer.write("invoke", f, {"n": i}, handle=f"h{i % 3}", channel="events")
+    writer.close()
+    torn = path.read_bytes() + b"x"  # a torn block: not a line of the file
+    path.write_bytes(torn)
+    monkeypatch.setattr(history_files, "MARK_CHUNK", chunk)
+    wanted = [line for line in file_lines(path) if b'"subscribe"' in line]
+    assert len(wanted) == 9
+    assert list(marked_lines(path, b'"subscribe"')) == wanted
+    assert list(marked_lines(path, b'"no-such-mark"')) == []
 
 
 def test_a_part_cut_at_any_byte_yields_its_whole_events_and_reports_the_torn_rest(

@@ -30,7 +30,8 @@ The history is synthetic but shaped like a real run (see
 ``python -m knell.bench.checker MODE PATH`` is the child: MODE is
 ``parse`` (orjson), ``parse-msgspec`` (typed msgspec; reported as
 unavailable when msgspec is not installed), ``read`` (knell's history
-reader, no checks), ``check`` (every check fed, as for a bare history),
+reader, no checks), ``floor`` (the pass of ``check`` with every check's
+handlers returning at once), ``check`` (every check fed, as for a bare history),
 ``check-scoped`` (the scenario known, as a run checks: a broadcast run's
 other contracts' checks dormant, and settled messages forgotten after
 :data:`FORGET_AFTER`, :mod:`knell.checker.settle`) or ``knell-check``
@@ -115,6 +116,9 @@ def _child(mode: str, path: Path) -> dict[str, Any]:
         verdict = check_history(path)
         events = verdict.events
         valid = verdict.valid
+    elif mode == "floor":
+        verdict = _dispatch_floor(path)
+        events = verdict.events
     elif mode == "check-scoped":
         verdict = check_history(
             path,
@@ -136,6 +140,37 @@ def _child(mode: str, path: Path) -> dict[str, Any]:
         "valid": valid,
         "maxrss": peak_rss(),
     }
+
+
+def _dispatch_floor(path: Path) -> Any:
+    """The pass of ``check`` with every check's handlers returning at once:
+    the reader, the fault windows, the pairing of operations, the
+    deliveries, and one call per interested check per event, and no
+    check's work. What the single pass costs before any check judges
+    anything: the floor under any checker written as checks fed by one
+    dispatch in this interpreter."""
+    from knell.checker import CheckConfig
+    from knell.checker.clocks import scan
+    from knell.checker.registry import CHECKS
+    from knell.checker.verdict import CheckFactory, check_events
+    from knell.checker.windows import FaultWindows
+    from knell.history import HistoryReader
+
+    def idle(*_: Any) -> None:
+        return None
+
+    def idling(factory: CheckFactory) -> CheckFactory:
+        def make(config: CheckConfig, windows: FaultWindows) -> Any:
+            check = factory(config, windows)
+            for handler in type(check).handlers:
+                setattr(check, handler.method, idle)  # found before the class's method
+            return check
+
+        return make
+
+    return check_events(
+        HistoryReader(path), CheckConfig(), checks=[idling(f) for f in CHECKS], clocks=scan(path)
+    )
 
 
 def _msgspec_decoder() -> Callable[[bytes], Any] | None:
@@ -185,7 +220,7 @@ def run_checker_bench(work: Path, *, short: bool, say: Callable[[str], None] = p
         f"checker: generated {synth.events} events, {synth.messages} messages "
         f"({synth.bytes / MB:.0f} MB) in {time.perf_counter() - started:.1f} s"
     )
-    modes = ["parse", "parse-msgspec", "read", "check", "check-scoped"]
+    modes = ["parse", "parse-msgspec", "read", "floor", "check", "check-scoped"]
     runs: dict[str, list[dict[str, Any]]] = {mode: [] for mode in modes}
     for index in range(rounds):
         order = modes if index % 2 == 0 else modes[::-1]
@@ -282,6 +317,7 @@ def _rows(runs: dict[str, list[dict[str, Any]]], synth: SynthStats) -> list[Row]
             "time ratio read / parse",
             extra={"round_ratios": per_round("read", "parse")},
         ),
+        *_floor_rows(measured, cpu, per_round, events, orjson_name),
         Row(
             section="checker",
             name="knell check, end to end",
@@ -318,6 +354,37 @@ def _rows(runs: dict[str, list[dict[str, Any]]], synth: SynthStats) -> list[Row]
         ),
     ]
     return rows
+
+
+def _floor_rows(
+    measured: Callable[[str], list[dict[str, Any]]],
+    cpu: Callable[[str], float],
+    per_round: Callable[[str, str], list[float]],
+    events: int,
+    orjson_name: str,
+) -> list[Row]:
+    """The dispatch floor against the parse (none when it was not measured):
+    what the pass costs before any check's work, so what part of the
+    check's ratio is the checks' own."""
+    if not measured("floor"):
+        return []
+    return [
+        Row(
+            section="checker",
+            name="the single pass with every check idle (the dispatch floor)",
+            value=events / cpu("floor"),
+            unit="events/s",
+            baseline=events / cpu("parse"),
+            baseline_name=orjson_name,
+            ratio=statistics.median(per_round("floor", "parse")),
+            note="check's pass with every handler of every check returning at once: the "
+            "reader, fault windows, operation pairing, deliveries and one call per "
+            "interested check per event, and no check's work; time ratio floor / parse "
+            f"(the checks' own work: check / floor = "
+            f"{statistics.median(per_round('check', 'floor')):.2f})",
+            extra={"round_ratios": per_round("floor", "parse")},
+        ),
+    ]
 
 
 def _per_message_row(name: str, per_message: float | None, note: str) -> Row:

@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from knell.history import Event
-from knell.history_files import file_chunks
+from knell.history_files import marked_lines
 
 __all__ = [
     "APPLY_FS",
@@ -248,52 +248,26 @@ def clock_events(events: Iterable[Event]) -> list[Event]:
 
 
 _MARK = b'"clock-'
-_CHUNK = 1 << 22
 
 
 def scan(path: Path) -> list[Event]:
     """The clock events of a history file, read ahead of the pass: only
     lines that mention a clock event are parsed (an unreadable one is left
-    to the pass, which reports it).
-
-    The file is searched in large blocks rather than line by line: clock
-    events are a handful among millions, and a block search skips the rest
-    at memory speed, where splitting every line would cost a fifth of the
-    pass it runs ahead of."""
+    to the pass, which reports it). Clock events are a handful among
+    millions, so the file is searched in blocks
+    (:func:`knell.history_files.marked_lines`), not split into lines."""
     found: list[Event] = []
     try:
-        tail = b""
-        for chunk in _blocks(path):
-            block = tail + chunk
-            cut = len(block) if not chunk else block.rfind(b"\n") + 1
-            _scan_block(block, cut, found)
-            tail = block[cut:]
+        for line in marked_lines(path, _MARK):
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(event, dict):
+                found.extend(clock_events([event]))
     except OSError:
         return []  # the pass reads the file again and reports why it cannot
     return found
-
-
-def _blocks(path: Path) -> Iterable[bytes]:
-    """The history file's bytes (plain or zstd, decompressed), ending with
-    an empty block."""
-    yield from file_chunks(path, _CHUNK)
-    yield b""
-
-
-def _scan_block(block: bytes, end: int, found: list[Event]) -> None:
-    """Parse the lines of ``block[:end]`` that mention a clock event."""
-    at = block.find(_MARK, 0, end)
-    while at != -1:
-        start = block.rfind(b"\n", 0, at) + 1
-        stop = block.find(b"\n", at, end)
-        stop = end if stop == -1 else stop + 1
-        try:
-            event = json.loads(block[start:stop])
-        except ValueError:
-            event = None
-        if isinstance(event, dict):
-            found.extend(clock_events([event]))
-        at = block.find(_MARK, stop, end)
 
 
 class ClockTimeline:

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import zstandard
 
-from knell.checker import clocks
+from knell import history_files
 from knell.checker.atmostonce import RoleExclusiveCheck, StrandedListedCheck
 from knell.checker.clocks import STORE, ClockTimeline, scan
 from knell.checker.dispatch import run_pass
@@ -405,5 +405,5 @@ def test_the_block_scan_finds_what_a_line_by_line_read_finds(
     else:
         path.write_bytes(text)
     expected = [e for e in h.events if e["f"].startswith("clock-")]
-    monkeypatch.setattr(clocks, "_CHUNK", chunk)
+    monkeypatch.setattr(history_files, "MARK_CHUNK", chunk)
     assert scan(path) == expected
