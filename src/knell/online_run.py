@@ -41,6 +41,7 @@ from typing import Any
 
 from knell.checker.base import CheckConfig
 from knell.checker.online import Found, check_online
+from knell.checker.settle import kept_whole
 from knell.errors import KnellError
 from knell.history_feed import WINDOW, HistoryFeed, follow
 from knell.platform import trim_heap
@@ -114,10 +115,21 @@ class OnlineRun:
         self._trim = HeapTrim()
         self.soak: dict[str, Any] | None = None
         """The soak's cost (:func:`knell.soak_telemetry.summarize`), once it ended."""
+        self.kept_whole: list[str] = []
+        """The tested contracts whose checks keep every message to the end
+        (:func:`knell.checker.settle.kept_whole`): said when the check starts."""
 
     def start(self, run_dir: Path, config: CheckConfig) -> None:
         """Follow ``run_dir``'s parts from now on, in a thread."""
         self._run_dir = run_dir
+        self.kept_whole = kept_whole(config.contracts, config.forget_after)
+        if self.kept_whole:
+            self.say(
+                f"online: the {' and '.join(self.kept_whole)} checks keep every message "
+                "until the run ends (only settled broadcast messages are forgotten, and only "
+                "when no handle reads from the start), so the check's memory grows with the "
+                "run's length (docs/soaks.md)"
+            )
         self._feed = HistoryFeed(run_dir / "history", window=self.window)
         self._thread = threading.Thread(
             target=self._check, args=(self._feed, config), name="online-check", daemon=True
@@ -207,6 +219,7 @@ class OnlineRun:
             "problem": self.problem,
             "checks": self.checks,
             "heap_trims": {"count": self._trim.trims, "seconds": round(self._trim.seconds, 3)},
+            "kept_whole": self.kept_whole,
             "written": time.time_ns(),
             "anomalies": [
                 {

@@ -83,7 +83,7 @@ def test_a_part_it_cannot_read_ends_only_the_online_check(tmp_path: Path) -> Non
     (tmp_path / "history").mkdir()
     said: list[str] = []
     online = OnlineRun(window=0.1, say=said.append)
-    online.start(tmp_path, CheckConfig())
+    online.start(tmp_path, CheckConfig(contracts=("broadcast",), forget_after=10.0))
     part = tmp_path / "history" / "producer-1.0.jsonl"
     part.write_bytes(b"not json\n" + _post("producer-1", 1, "a"))
     online.end()
@@ -114,3 +114,30 @@ def test_the_heap_is_trimmed_at_most_every_interval_when_the_pass_is_idle() -> N
     bare = HeapTrim(0.0, trim=lambda: False)  # a C library that cannot trim
     bare()
     assert bare.trims == 0
+
+
+@pytest.mark.parametrize(
+    ("contracts", "forget_after", "kept"),
+    [
+        (("broadcast",), 10.0, []),
+        (("broadcast", "queue"), 10.0, ["queue"]),
+        (("broadcast",), None, ["broadcast"]),  # a handle reads from the start
+        (None, None, ["broadcast", "queue", "at-most-once", "stream"]),  # a bare history
+    ],
+)
+def test_a_check_that_will_keep_every_message_says_so_when_it_starts(
+    tmp_path: Path, contracts: tuple[str, ...] | None, forget_after: float | None, kept: list[str]
+) -> None:
+    """A soak of a contract whose checks do not forget yet grows with its
+    length: the user hears it at the start, not from the OOM killer."""
+    (tmp_path / "history").mkdir()
+    said: list[str] = []
+    online = OnlineRun(window=0.1, say=said.append)
+    online.start(tmp_path, CheckConfig(contracts=contracts, forget_after=forget_after))
+    online.end()
+    assert online.kept_whole == kept
+    warned = [line for line in said if "keep every message" in line]
+    assert len(warned) == (1 if kept else 0)
+    if kept:
+        assert f"the {' and '.join(kept)} checks" in warned[0]
+    assert json.loads((tmp_path / ONLINE_FILE).read_text())["kept_whole"] == kept

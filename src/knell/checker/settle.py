@@ -54,10 +54,28 @@ from __future__ import annotations
 from collections import deque
 from typing import Any, Protocol, runtime_checkable
 
+from knell.buses.contract import BROADCAST, QUEUE, ROLES, STREAM
 from knell.checker.consumer import Consumer, on
 from knell.history import Event
 
-__all__ = ["Forgetter", "Forgotten", "Settling"]
+__all__ = ["FORGETS", "Forgetter", "Forgotten", "Settling", "kept_whole"]
+
+FORGETS: tuple[str, ...] = (BROADCAST,)
+"""The contracts whose settled messages the pass forgets. The queue, the
+at-most-once and the stream checks keep every message they saw until the
+run ends (each keeps its own book of leases, holds or pages): a soak of
+those contracts grows with its length (``docs/soaks.md`` gives the figure)."""
+
+
+def kept_whole(contracts: tuple[str, ...] | None, forget_after: float | None) -> list[str]:
+    """The tested contracts whose checks will keep every message of a run
+    (what a soak should say up front): all of them when the run forgets
+    nothing (``forget_after`` None: a bare history, or a handle joined at
+    the start), else those not in :data:`FORGETS`."""
+    tested = list(contracts) if contracts is not None else [BROADCAST, QUEUE, ROLES, STREAM]
+    if forget_after is None:
+        return tested
+    return [c for c in tested if c not in FORGETS]
 
 
 @runtime_checkable
