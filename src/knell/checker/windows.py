@@ -226,10 +226,12 @@ class FaultWindows(Consumer):
         radius = self._radius(value.get("radius"), target)
         grace = value["grace_s"] if "grace_s" in value else self._kind(key_of_kind).grace
         effect = value.get("effect") or self._kind(key_of_kind).effect
+        start = _i64(event["time"])
+        grace_ns = _i64(float(grace) * _NS) if isinstance(grace, (int, float)) else 0
         row = len(self._flags)
-        self._start.append(int(event["time"]))
+        self._start.append(start)
         self._end.append(0)
-        self._grace.append(int(float(grace) * _NS) if isinstance(grace, (int, float)) else 0)
+        self._grace.append(grace_ns)
         self._flags.append(_CLOCK if event["f"] in APPLY_FS else 0)
         self._kinds.append(self._name(name))
         self._effects.append(self._name(str(effect)))
@@ -309,7 +311,7 @@ class FaultWindows(Consumer):
         )
         row = self._open.pop(key, None)
         if row is not None:
-            self._end[row] = int(event["time"])
+            self._end[row] = _i64(event["time"])
             self._flags[row] |= _HEALED
             self._changed(row)
 
@@ -359,6 +361,18 @@ class FaultWindows(Consumer):
 
     def to_json(self) -> list[dict[str, Any]]:
         return [w.to_json() for w in self.windows]
+
+
+def _i64(value: Any) -> int:
+    """``value`` as an int of the 64-bit columns; one beyond them is an
+    event the windows cannot read (a ValueError, charged as malformed)."""
+    try:
+        number = int(value)
+    except OverflowError:  # an infinite float
+        raise ValueError(f"{value!r} does not fit a 64-bit time") from None
+    if not _OTHER < number < 2**63:
+        raise ValueError(f"{value!r} does not fit a 64-bit time")
+    return number
 
 
 def _last_index(rows: array[int], row: int) -> int | None:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import random
 import tracemalloc
 
+import pytest
+
 from knell.checker.windows import FaultWindows, Window
 from knell.history import Event
 
@@ -136,3 +138,16 @@ def test_a_soaks_thousands_of_kills_share_one_radius_and_keep_no_event() -> None
     assert len(windows) == 10_000 and len(windows._radii) == 1
     assert len({id(w.radius) for w in windows.windows}) == 1
     assert not any(isinstance(getattr(w, f), dict) for w in windows.windows for f in w.__slots__)
+
+
+def test_a_time_beyond_the_columns_is_an_unreadable_event_not_a_crash() -> None:
+    """A hand-made history may carry any int: one that does not fit the
+    64-bit columns is a ValueError (the pass charges it as malformed and
+    the checks that rely on windows say "unknown"), and nothing is half
+    recorded."""
+    windows = FaultWindows()
+    for value in ({"fault": 1, "target": "a"}, {"fault": 1, "target": "a", "grace_s": 1e300}):
+        time = 2**70 if "grace_s" not in value else 5
+        with pytest.raises(ValueError, match="64-bit"):
+            windows._applied(_nemesis("invoke", "kill", time, value))
+    assert len(windows) == 0 and windows.windows == [] and not windows._open
