@@ -248,6 +248,21 @@ def _rows(runs: dict[str, list[dict[str, Any]]], synth: SynthStats) -> list[Row]
 
     events = synth.events
     orjson_name = "orjson parse of every line into dicts, nothing kept"
+
+    def versus_parse(mode: str, name: str, note: str) -> Row:
+        """A mode's rate, its time against the orjson parse's round by round."""
+        return Row(
+            section="checker",
+            name=name,
+            value=events / cpu(mode),
+            unit="events/s",
+            baseline=events / cpu("parse"),
+            baseline_name=orjson_name,
+            ratio=statistics.median(per_round(mode, "parse")),
+            note=note,
+            extra={"round_ratios": per_round(mode, "parse")},
+        )
+
     msgspec_name = "msgspec typed decode of every line (a Struct), nothing kept"
     check_ratio = statistics.median(per_round("check", "parse"))
     valid = {str(r["valid"]) for r in runs["check"]}
@@ -305,19 +320,27 @@ def _rows(runs: dict[str, list[dict[str, Any]]], synth: SynthStats) -> list[Row]
             )
         )
     rows += [
-        Row(
-            section="checker",
-            name="history reader alone (no checks)",
-            value=events / cpu("read"),
-            unit="events/s",
-            baseline=events / cpu("parse"),
-            baseline_name=orjson_name,
-            ratio=statistics.median(per_round("read", "parse")),
-            note="knell.history.read_history: torn-line handling and event validation; "
+        versus_parse(
+            "read",
+            "history reader alone (no checks)",
+            "knell.history.read_history: torn-line handling and event validation; "
             "time ratio read / parse",
-            extra={"round_ratios": per_round("read", "parse")},
         ),
-        *_floor_rows(measured, cpu, per_round, events, orjson_name),
+        *(
+            [
+                versus_parse(
+                    "floor",
+                    "the single pass with every check idle (the dispatch floor)",
+                    "check's pass with every handler of every check returning at once: the "
+                    "reader, fault windows, operation pairing, deliveries and one call per "
+                    "interested check per event, and no check's work; time ratio floor / "
+                    "parse (the checks' own work: check / floor = "
+                    f"{statistics.median(per_round('check', 'floor')):.2f})",
+                )
+            ]
+            if measured("floor")
+            else []
+        ),
         Row(
             section="checker",
             name="knell check, end to end",
@@ -354,37 +377,6 @@ def _rows(runs: dict[str, list[dict[str, Any]]], synth: SynthStats) -> list[Row]
         ),
     ]
     return rows
-
-
-def _floor_rows(
-    measured: Callable[[str], list[dict[str, Any]]],
-    cpu: Callable[[str], float],
-    per_round: Callable[[str, str], list[float]],
-    events: int,
-    orjson_name: str,
-) -> list[Row]:
-    """The dispatch floor against the parse (none when it was not measured):
-    what the pass costs before any check's work, so what part of the
-    check's ratio is the checks' own."""
-    if not measured("floor"):
-        return []
-    return [
-        Row(
-            section="checker",
-            name="the single pass with every check idle (the dispatch floor)",
-            value=events / cpu("floor"),
-            unit="events/s",
-            baseline=events / cpu("parse"),
-            baseline_name=orjson_name,
-            ratio=statistics.median(per_round("floor", "parse")),
-            note="check's pass with every handler of every check returning at once: the "
-            "reader, fault windows, operation pairing, deliveries and one call per "
-            "interested check per event, and no check's work; time ratio floor / parse "
-            f"(the checks' own work: check / floor = "
-            f"{statistics.median(per_round('check', 'floor')):.2f})",
-            extra={"round_ratios": per_round("floor", "parse")},
-        ),
-    ]
 
 
 def _per_message_row(name: str, per_message: float | None, note: str) -> Row:
