@@ -29,6 +29,7 @@ from knell.stores.base import StoreError
 from knell.stores.redis.replicated import ReplicatedRedis
 from knell.stores.redis.sentinel import RedisSentinel
 from knell.stores.redis.server import RedisServer
+from knell.stores.redis.tilt import TILT_WAIT, tilted
 from knell.stores.server import ServerStore
 from tests.histories import history_text
 from tests.integration.conftest import REPO
@@ -287,3 +288,31 @@ def test_a_whole_run_on_a_replicated_redis_crashing_its_primary_and_partitioning
         for each in proofs
         for proof in each.values()
     ), proofs
+
+
+def test_a_failover_after_a_stall_waits_until_no_sentinel_is_in_tilt(
+    replicated: ReplicatedRedis,
+) -> None:
+    """A machine that stalls puts every Sentinel in TILT mode for 30 s
+    (here each Sentinel is frozen for 3 s, so its timer runs late). A
+    primary killed then can never be replaced: when the TILT ends no
+    replica qualifies, its link having broken too long before the primary
+    was marked down (knell.stores.redis.tilt; a CI run lost a compose
+    failover this way). The failover waits the TILT out, says how long,
+    and then promotes as usual."""
+    frozen = [psutil.Process(s._server.pid) for s in replicated.sentinels if s._server]
+    assert len(frozen) == 3
+    for proc in frozen:
+        proc.suspend()
+    time.sleep(3)
+    for proc in frozen:
+        proc.resume()
+    deadline = time.monotonic() + 5
+    while not tilted(replicated._sentinel_infos()):
+        assert time.monotonic() < deadline, "no Sentinel went into TILT after a 3 s stall"
+        time.sleep(0.1)
+    done = replicated.fail_over("kill")
+    assert done["new"] in ("redis-1", "redis-2"), done
+    assert 15 < done["tilt_waited_s"] <= TILT_WAIT, done
+    assert not tilted(replicated._sentinel_infos())
+    assert client(replicated, done["new"]).set("after-tilt", "1")

@@ -66,8 +66,13 @@ class ComposedStore(Store):
     def wait_ready(self, timeout: float = 30.0) -> float:
         import time
 
+        from knell.stores.compose.errors import ComposeError
+
         started = time.monotonic()
-        self.inner.wait_ready(timeout)
+        try:
+            self.inner.wait_ready(timeout)
+        except ComposeError as exc:
+            raise StoreError(str(exc)) from exc
         return time.monotonic() - started
 
     def crash(self) -> None:

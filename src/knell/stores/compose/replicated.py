@@ -19,7 +19,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from knell.stores.base import StoreError
 from knell.stores.compose.adapter import ComposedStore
+from knell.stores.compose.errors import ComposeError
 from knell.stores.compose.links import set_enabled
 from knell.stores.compose.store import ComposeStore
 from knell.stores.replicated import FailoverHow
@@ -88,8 +90,15 @@ class ComposedReplicated(ComposedStore):
         self.history[0]["since"] = time.time()
 
     def wait_ready(self, timeout: float = 30.0) -> float:
+        """The seconds until the primary answers through its link; a
+        :class:`StoreError` (the Store contract: the final phase treats it
+        as a store that did not come back, not as knell's failure) if it
+        does not within ``timeout``, as when a failover promoted nobody."""
         started = time.monotonic()
-        self.stack.wait_ready([self._primary], timeout=timeout)
+        try:
+            self.stack.wait_ready([self._primary], timeout=timeout)
+        except ComposeError as exc:
+            raise StoreError(str(exc)) from exc
         return time.monotonic() - started
 
     def fence(self, how: FailoverHow) -> Fenced:

@@ -55,6 +55,7 @@ from knell.stores.compose.replicated import ComposedReplicated
 from knell.stores.compose.store import ComposeStore
 from knell.stores.redis.sentinel import SERVICE
 from knell.stores.redis.sentinel_url import NODES
+from knell.stores.redis.tilt import TiltWatch, info_fields, wait_out_tilt
 from knell.stores.replicated import FailoverHow
 
 __all__ = [
@@ -127,6 +128,9 @@ class ComposedReplicatedRedis(ComposedReplicated):
         """``ip:port`` as a Sentinel may name a node -> its service: each
         node's own address, and the replication link's for the first
         primary (module docstring)."""
+        self._tilt_waited = 0.0
+        """Seconds :meth:`hold_replication` waited for the Sentinels to
+        leave TILT, reported with the failover that follows it."""
 
     # -- nodes -----------------------------------------------------------------
 
@@ -245,6 +249,7 @@ class ComposedReplicatedRedis(ComposedReplicated):
             raise StoreError("redis: replication can be held back only before the first failover")
         toxic: dict[str, object] = {"name": HOLD, "type": "timeout", "stream": "downstream",
                  "attributes": {"timeout": 0}}  # fmt: skip
+        self._tilt_waited = wait_out_tilt(self._sentinel_infos)
         add_toxic(self.stack.toxiproxy_url, REPLICATION.name, toxic)
         self.lagging = True
         return 1
@@ -274,6 +279,8 @@ class ComposedReplicatedRedis(ComposedReplicated):
                 f"replica is left with {len(live) - 1} replicas and refuses every write: "
                 "no failover can succeed"
             )
+        tilt = self._tilt_waited + wait_out_tilt(self._sentinel_infos)
+        self._tilt_waited = 0.0
         started = time.monotonic()
         fenced = self.fence(how)
         deadline = started + FAILOVER_TIMEOUT
@@ -286,7 +293,19 @@ class ComposedReplicatedRedis(ComposedReplicated):
             "promoted": round(promoted, 3),
             "writable": round(time.monotonic() - started, 3),
             "promoted_by": "sentinel",
+            **({"tilt_waited_s": round(tilt, 3)} if tilt else {}),
         }
+
+    def _sentinel_infos(self) -> dict[str, dict[str, str]]:
+        """Each answering Sentinel's ``INFO sentinel`` fields, by node name
+        (:mod:`knell.stores.redis.tilt`)."""
+        found = {}
+        for sentinel in self.sentinels:
+            try:
+                found[_node(sentinel)] = info_fields(self._ask(sentinel, "INFO", "sentinel"))
+            except (RedisError, OSError, StoreError):
+                continue
+        return found
 
     def _named(self) -> list[str]:
         """The primary's service as each Sentinel that answers names it."""
@@ -302,14 +321,16 @@ class ComposedReplicatedRedis(ComposedReplicated):
 
     def _promoted(self, old: str, deadline: float) -> str:
         """The node a majority of the Sentinels names instead of ``old``."""
+        tilt = TiltWatch(self._sentinel_infos)
         while True:
             moved = [s for s in self._named() if s != old]
             if len(moved) * 2 > len(self.sentinels):
                 return max(set(moved), key=moved.count)
+            tilt.look()
             if time.monotonic() >= deadline:
                 raise StoreError(
                     f"redis: the sentinels promoted no replica within {FAILOVER_TIMEOUT:g} s "
-                    f"after {_node(old)} was fenced"
+                    f"after {_node(old)} was fenced{tilt.note()}"
                 )
             time.sleep(0.05)
 

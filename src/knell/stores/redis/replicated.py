@@ -63,6 +63,7 @@ from knell.stores.redis.cluster_links import ClusterLinks
 from knell.stores.redis.sentinel import SERVICE, RedisSentinel
 from knell.stores.redis.sentinel_url import NODES
 from knell.stores.redis.server import RedisServer
+from knell.stores.redis.tilt import TiltWatch, info_fields, wait_out_tilt
 from knell.stores.replicated import FailoverHow
 
 __all__ = ["SENTINELS", "ReplicatedRedis"]
@@ -324,6 +325,17 @@ class ReplicatedRedis(Store):
                 return node
         raise StoreError(f"redis sentinels name 127.0.0.1:{port} as primary, not one of ours")
 
+    def _sentinel_infos(self) -> dict[str, dict[str, str]]:
+        """Each answering Sentinel's ``INFO sentinel`` fields, by name
+        (:mod:`knell.stores.redis.tilt`)."""
+        found = {}
+        for sentinel in self.sentinels:
+            try:
+                found[sentinel.name] = info_fields(sentinel.ask("INFO", "sentinel"))
+            except (RedisError, OSError):
+                continue
+        return found
+
     def _sentinel_primaries(self) -> list[int]:
         """The primary's port as each Sentinel that answers names it."""
         found = []
@@ -349,6 +361,7 @@ class ReplicatedRedis(Store):
         if how not in ("kill", "isolate"):
             raise StoreError(f"fail_over how must be 'kill' or 'isolate', got {how!r}")
         self._can_fail_over()
+        tilt = wait_out_tilt(self._sentinel_infos)
         old = self.primary()
         node = self.node(old)
         started = time.monotonic()
@@ -370,6 +383,7 @@ class ReplicatedRedis(Store):
             "writable": round(time.monotonic() - started, 3),
             "promoted_by": "sentinel",
             "old_state": node.process_state(),
+            **({"tilt_waited_s": tilt} if tilt else {}),
         }
 
     def _can_fail_over(self) -> None:
@@ -403,6 +417,7 @@ class ReplicatedRedis(Store):
         if self._split is not None:
             raise StoreError(f"redis: a split brain is on already ({self._split} is cut off)")
         self._can_fail_over()
+        tilt = wait_out_tilt(self._sentinel_infos)
         old = self.primary()
         node = self.node(old)
         started = time.monotonic()
@@ -425,6 +440,7 @@ class ReplicatedRedis(Store):
             "writable": round(time.monotonic() - started, 3),
             "promoted_by": "sentinel",
             "old_state": "running" if state in ("running", "sleeping", "disk-sleep") else state,
+            **({"tilt_waited_s": tilt} if tilt else {}),
         }
 
     def unsplit(self) -> dict[str, Any]:
@@ -467,13 +483,16 @@ class ReplicatedRedis(Store):
     def _promoted(self, old: RedisServer, deadline: float, when: str) -> RedisServer:
         """The node a majority of the Sentinels names instead of ``old``,
         once they do."""
+        tilt = TiltWatch(self._sentinel_infos)
         while True:
             moved = [port for port in self._sentinel_primaries() if self._at(port) is not old]
             if len(moved) * 2 > len(self.sentinels):
                 return self._at(max(set(moved), key=moved.count))
+            tilt.look()
             if time.monotonic() >= deadline:
                 raise StoreError(
-                    f"redis: the sentinels promoted no replica within {FAILOVER_TIMEOUT:g} s {when}"
+                    f"redis: the sentinels promoted no replica within {FAILOVER_TIMEOUT:g} s "
+                    f"{when}{tilt.note()}"
                 )
             time.sleep(0.05)
 
@@ -584,12 +603,7 @@ class ReplicatedRedis(Store):
             return {}
         finally:
             conn.disconnect()
-        out = {}
-        for line in str(text).splitlines():
-            key, sep, value = line.partition(":")
-            if sep:
-                out[key.strip()] = value.strip()
-        return out
+        return info_fields(text)
 
 
 def _admin(node: RedisServer) -> Connection:
