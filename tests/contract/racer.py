@@ -1,8 +1,10 @@
 """A racing process for the contract tests.
 
-``python -m tests.contract.racer URL ROLE NAME COUNT START_AT [SEED]`` opens
-the bus, connects, sleeps until the wall-clock ``START_AT`` (so every racer
-starts in the same millisecond), runs its role and prints one JSON line:
+``python -m tests.contract.racer URL ROLE NAME COUNT [SEED]`` opens the
+bus, connects, prints ``ready`` and waits for a line on its stdin (the
+test's barrier: it writes ``go`` to every racer once all are ready, so
+they start within a millisecond of each other), runs its role and prints
+one JSON line:
 
 * ``post``: COUNT posts of ``NAME:i`` on channel ``race``: ``{"seqs": [...],
   "failed": n}`` (posts refused with an error are counted, not fatal);
@@ -25,15 +27,15 @@ import json
 import os
 import random
 import sys
-import time
 
 from knell.buses import BusError, open_bus
 
 
-def main(url: str, role: str, name: str, count: int, start_at: float, seed: int) -> None:
+def main(url: str, role: str, name: str, count: int, seed: int) -> None:
     bus = open_bus(url, os.environ.get("KNELL_RACE_DRIVER") or None)
     bus.head("race")  # connected before the start
-    time.sleep(max(0.0, start_at - time.time()))
+    print("ready", flush=True)
+    sys.stdin.readline()
     out: dict[str, object]
     if role == "post":
         seqs, failed = [], 0
@@ -68,5 +70,5 @@ def main(url: str, role: str, name: str, count: int, start_at: float, seed: int)
 
 
 if __name__ == "__main__":
-    url, role, name, count, start_at, *rest = sys.argv[1:]
-    main(url, role, name, int(count), float(start_at), int(rest[0]) if rest else 0)
+    url, role, name, count, *rest = sys.argv[1:]
+    main(url, role, name, int(count), int(rest[0]) if rest else 0)

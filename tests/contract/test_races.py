@@ -11,7 +11,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from typing import Any
 
 import pytest
@@ -26,23 +25,19 @@ def race(
     url: str, *racers: tuple[str, str, int, int], driver: str | None = None
 ) -> list[dict[str, Any]]:
     """Run racers ``(role, name, count, seed)`` at once (through ``driver``
-    when given); their JSON outputs."""
+    when given); their JSON outputs.
+
+    A barrier, not a clock: each racer opens its bus and says ``ready``,
+    and only when every one has does each get ``go``. A start time a fixed
+    while ahead lost the race on a loaded CI machine, where one racer took
+    longer than that to import and the other had posted all of its
+    messages before it began."""
     env = {**os.environ, "KNELL_RACE_DRIVER": driver or ""}
-    start_at = time.time() + 1.5
     procs = [
         subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "tests.contract.racer",
-                url,
-                role,
-                name,
-                str(count),
-                f"{start_at:.6f}",
-                str(seed),
-            ],
+            [sys.executable, "-m", "tests.contract.racer", url, role, name, str(count), str(seed)],
             cwd=REPO,
+            stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -50,12 +45,28 @@ def race(
         )
         for role, name, count, seed in racers
     ]
-    outputs = []
-    for proc in procs:
-        out, err = proc.communicate(timeout=120)
-        assert proc.returncode == 0, err
-        outputs.append(json.loads(out))
-    return outputs
+    try:
+        for proc in procs:
+            assert proc.stdout is not None
+            said = proc.stdout.readline()
+            if said.strip() != "ready":
+                _, err = proc.communicate(timeout=30)
+                raise AssertionError(f"a racer did not get ready ({said!r}): {err}")
+        for proc in procs:
+            assert proc.stdin is not None
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+        outputs = []
+        for proc in procs:
+            out, err = proc.communicate(timeout=120)
+            assert proc.returncode == 0, err
+            outputs.append(json.loads(out))
+        return outputs
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
 
 
 def test_concurrent_posts_get_dense_distinct_seqs(url: str) -> None:
