@@ -49,9 +49,6 @@ WIRE_LIMITS: dict[tuple[str, str], str] = {
         "names with ':' and spaces: the HTTP protocol refuses them by design (NAME_RULE in "
         "knell.buses.http_protocol), before anything is sent"
     ),
-    ("test_one_claim_sweeps_many_lapsed_leases_oldest_first", "bridge"): (
-        "timing-bound: thirty HTTP round trips do not fit in the test's 50 ms leases"
-    ),
 }
 """Contract tests a wire cannot pass for a reason of the wire, not the
 contract; each is skipped on that wire alone, with the reason."""

@@ -264,18 +264,22 @@ def test_a_bus_declares_its_contracts_and_open_bus_checks_their_methods(tmp_path
 
 
 def test_one_claim_sweeps_many_lapsed_leases_oldest_first(one: Q) -> None:
+    # Leases of a second, and waits until each has lapsed by the bus's own
+    # stamps: 50 ms leases lapsed before thirty claims were made on a
+    # loaded CI machine.
+    lease = 1.0
     one.declare_queue("jobs", 2)
     for i in range(30):
         one.post("jobs", f"m{i}", "p")
-    first = [one.claim("jobs", f"c{i}", 0.05) for i in range(30)]
+    first = [one.claim("jobs", f"c{i}", lease) for i in range(30)]
     assert [c.seq for c in first if c is not None] == list(range(1, 31))
-    assert one.claim("jobs", "late", 1.0) is None  # every message leased
-    time.sleep(0.08)  # all thirty lapse together, with one delivery left each
-    again = [one.claim("jobs", "b", 0.05) for _ in range(30)]
+    assert one.claim("jobs", "late", lease) is None  # every message leased
+    _sleep_past(first)  # all thirty lapse, with one delivery left each
+    again = [one.claim("jobs", "b", lease) for _ in range(30)]
     assert [(c.seq, c.deliveries) for c in again if c is not None] == [(i, 2) for i in range(1, 31)]
-    assert one.claim("jobs", "b", 1.0) is None
+    assert one.claim("jobs", "b", lease) is None
     assert one.dead("jobs") == []
-    time.sleep(0.08)  # their last leases lapse: dead, listed before any claim sweeps them
+    _sleep_past(again)  # their last leases lapse: dead, listed before any claim sweeps them
     listed = one.dead("jobs")
     assert [d.seq for d in listed] == list(range(1, 31))
     assert [d.died_at for d in listed] == pytest.approx(
@@ -283,6 +287,11 @@ def test_one_claim_sweeps_many_lapsed_leases_oldest_first(one: Q) -> None:
     )
     assert one.claim("jobs", "b", 1.0) is None  # swept now: still dead, never claimable
     assert [(d.seq, d.deliveries) for d in one.dead("jobs")] == [(i, 2) for i in range(1, 31)]
+
+
+def _sleep_past(claims: list[Any]) -> None:
+    """Until every claim's lease has lapsed by its own ``expires_at``."""
+    time.sleep(max(0.0, max(c.expires_at for c in claims if c is not None) - time.time()) + 0.03)
 
 
 def test_dead_pages_by_seq_over_swept_and_unswept_letters(one: Q) -> None:

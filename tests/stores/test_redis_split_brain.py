@@ -98,9 +98,15 @@ def test_after_a_split_both_sides_take_writes_and_the_heal_throws_the_old_side_a
         replicated.split(promote_after=0.0, fence=False)
     healed = replicated.unsplit()
     assert healed["old"] == "redis-0" and healed["role"] == "replica", healed
-    assert healed["primary"] == done["new"]
+    # Usually the split's new primary; on a loaded machine the Sentinels
+    # (down after 1 s) may fail over once more before the heal (a CI run
+    # saw redis-2 lead by then): either way not the old side.
+    assert healed["primary"] in ("redis-1", "redis-2"), healed
+    assert replicated.primary() == healed["primary"]
     assert old.info("replication")["role"] == "slave"
-    assert old.get("knell:split") == "new-side"  # its acknowledged write is gone
+    leader = direct(replicated, healed["primary"])
+    # its acknowledged write is gone: it holds what the primary holds
+    assert old.get("knell:split") == leader.get("knell:split") != "old-side"
     assert old.get("knell:before") == "both"
 
 
@@ -110,7 +116,7 @@ def test_a_fenced_split_kills_the_old_primary_and_the_heal_brings_it_back_a_repl
     done = replicated.split(promote_after=0.0, fence=True)
     assert done["old_state"] == "dead" and not replicated.node("redis-0").running
     healed = replicated.unsplit()
-    assert healed["role"] == "replica" and healed["primary"] == done["new"]
+    assert healed["role"] == "replica" and healed["primary"] in ("redis-1", "redis-2"), healed
     assert direct(replicated, "redis-0").info("replication")["role"] == "slave"
     with pytest.raises(StoreError, match="no split brain to heal"):
         replicated.unsplit()
