@@ -87,7 +87,8 @@ class CheckConfig:
     ``scenario.json``); a check of anything else is kept dormant
     (:mod:`knell.checker.dormant`). ``None``: not known, every check is fed.
     ``forget_after``: seconds of history after which a settled broadcast
-    message is forgotten (:mod:`knell.checker.settle`); ``None`` (the
+    message, or a queue's settled done message, is forgotten
+    (:mod:`knell.checker.settle`, :mod:`knell.checker.queue.settle`); ``None`` (the
     default for a bare history): nothing is forgotten.
     """
 

@@ -136,6 +136,13 @@ class ExpiryCheck(Check):
         store = self.windows.clocks.clock(STORE)
         return reading if store is None else store.first_reaching(0, reading)
 
+    def forget(self, channel: Any, seq: int, mid: Any, again: bool) -> None:
+        """A settled message forgotten (:mod:`knell.checker.settle`): its
+        hand-out matters only for a post with an expiry, and one without
+        has long completed by then, so its id need not be kept."""
+        if mid not in self._by_id:
+            self._handed.discard(mid)
+
     # -- posts -------------------------------------------------------------------
 
     @on_op("post", "ok")

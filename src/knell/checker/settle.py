@@ -44,8 +44,10 @@ What is never forgotten, and why:
   nothing more is forgotten there, and ``no-loss`` answers "unknown" for
   what was already forgotten (the runner does not forget at all in a
   scenario with such a joiner);
-* messages with no owing handle (a queue's, a stream's, a channel nobody
-  subscribed to): their own contract's checks keep them;
+* messages with no owing handle (a stream's, a channel nobody subscribed
+  to): their own contract's checks keep them; a queue's done messages
+  have their own rule (:mod:`knell.checker.queue.settle`), which forgets
+  them through :meth:`Settling.forget` and the same bitmap;
 * non-integer seqs (the bitmap needs a position).
 """
 
@@ -60,11 +62,12 @@ from knell.history import Event
 
 __all__ = ["FORGETS", "Forgetter", "Forgotten", "Settling", "kept_whole"]
 
-FORGETS: tuple[str, ...] = (BROADCAST,)
-"""The contracts whose settled messages the pass forgets. The queue, the
-at-most-once and the stream checks keep every message they saw until the
-run ends (each keeps its own book of leases, holds or pages): a soak of
-those contracts grows with its length (``docs/soaks.md`` gives the figure)."""
+FORGETS: tuple[str, ...] = (BROADCAST, QUEUE)
+"""The contracts whose settled messages the pass forgets (a queue's done
+messages by :mod:`knell.checker.queue.settle`). The at-most-once and the
+stream checks keep every message they saw until the run ends (each keeps
+its own book of holds or pages): a soak of those contracts grows with its
+length (``docs/soaks.md`` gives the figure)."""
 
 
 def kept_whole(contracts: tuple[str, ...] | None, forget_after: float | None) -> list[str]:
@@ -163,6 +166,7 @@ class Settling(Consumer):
         """``forgetters`` may be added to until the pass starts (the pass
         adds its own table of messages shown)."""
         self._after = int(after * 1e9)
+        self.after_s = after
         self.forgetters = forgetters
         self.forgotten = Forgotten()
         self._subs: dict[Any, tuple[Any, ...]] = {}
@@ -223,7 +227,7 @@ class Settling(Consumer):
         if self.forgotten.has(channel, seq):
             # a retry answered with the original seq of a forgotten message
             del pending[mid]
-            self._forget(channel, seq, mid)
+            self.forget(channel, seq, mid)
             return
         msg.seq = seq
         self._settle(channel, mid, msg, event["time"])
@@ -288,9 +292,11 @@ class Settling(Consumer):
             pending = self._pending.get(channel)
             if pending is None or pending.pop(mid, None) is None:
                 continue  # its channel stopped forgetting (a join at the start)
-            self._forget(channel, seq, mid)
+            self.forget(channel, seq, mid)
 
-    def _forget(self, channel: Any, seq: int, mid: Any) -> None:
+    def forget(self, channel: Any, seq: int, mid: Any) -> None:
+        """Mark ``seq`` forgotten and have every forgetter drop ``mid``
+        (also for a queue message, :mod:`knell.checker.queue.settle`)."""
         again = not self.forgotten.mark(channel, seq)
         for forgetter in self.forgetters:
             forgetter.forget(channel, seq, mid, again)

@@ -38,6 +38,8 @@ from knell.checker.clocks import clock_events, scan
 from knell.checker.consumer import Consumer
 from knell.checker.dispatch import PassResult, run_pass
 from knell.checker.dormant import dormant, watch, woken
+from knell.checker.queue.book import QueueCheck
+from knell.checker.queue.settle import QueueSettling
 from knell.checker.registry import CHECKS
 from knell.checker.settle import Forgetter, Settling
 from knell.checker.windows import FaultWindows
@@ -245,9 +247,10 @@ def check_events(
     watcher = watch(asleep.values())
     fed = [c for c in instances if c.name not in asleep]
     settling = _settling(config, fed)
+    settlers = [] if settling is None else [settling, _queue_settling(settling, windows, fed)]
     passed = run_pass(
         events,
-        [windows, *fed, *extra, *([watcher] if asleep else []), *([settling] if settling else [])],
+        [windows, *fed, *extra, *([watcher] if asleep else []), *settlers],
         pause_gc=pause_gc,
     )
     for check in instances:
@@ -290,6 +293,17 @@ def _settling(config: CheckConfig, fed: Sequence[Check]) -> Settling | None:
     for check in fed:
         check.forgotten = settling.forgotten
     return settling
+
+
+def _queue_settling(settling: Settling, windows: FaultWindows, fed: Sequence[Check]) -> Consumer:
+    """The forgetting of a queue's done and dead messages
+    (:mod:`knell.checker.queue.settle`), through ``settling``; the queue
+    checks read which forgotten messages ended dead."""
+    queue = QueueSettling(settling, windows)
+    for check in fed:
+        if isinstance(check, QueueCheck):
+            check.dead_forgotten = queue.dead
+    return queue
 
 
 def _time(event: Event | None) -> int | None:

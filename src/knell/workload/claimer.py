@@ -59,7 +59,9 @@ def _queue(worker: Worker) -> QueueBus:
 
 
 def _held(claim: Claim, consumer: str) -> dict[str, Any]:
-    return {"consumer": consumer, "id": claim.body, "msg": claim.id}
+    # the seq lets the checker know a done message it has since forgotten
+    # (knell.checker.queue.settle) by its bit, without keeping its id
+    return {"consumer": consumer, "id": claim.body, "msg": claim.id, "seq": claim.seq}
 
 
 def declare(worker: Worker, channel: str, max_deliveries: int, *, retry: bool = True) -> int:

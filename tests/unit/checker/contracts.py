@@ -76,8 +76,11 @@ class QueueHistory(History):
         mid: str,
         outcome: str = "ok",
         lease: float | None = None,
+        seq: int | None = None,
     ) -> Pair:
         value: dict[str, Any] = {"consumer": consumer, "id": mid, "msg": f"{channel}/x"}
+        if seq is not None:
+            value["seq"] = seq  # as the claimer records it (a forgotten message is known by it)
         if lease is not None:
             value["lease_s"] = lease
         inv = self.invoke(process, f, value, channel=channel)
@@ -90,8 +93,12 @@ class QueueHistory(History):
             done = self.info(process, f, {**value, "error": "timeout"}, channel=channel)
         return inv, done
 
-    def work(self, process: str, channel: str, consumer: str, mid: str) -> Event:
-        value = {"consumer": consumer, "id": mid, "msg": f"{channel}/x"}
+    def work(
+        self, process: str, channel: str, consumer: str, mid: str, seq: int | None = None
+    ) -> Event:
+        value: dict[str, Any] = {"consumer": consumer, "id": mid, "msg": f"{channel}/x"}
+        if seq is not None:
+            value["seq"] = seq
         return self.ok(process, "work", value, channel=channel)
 
     def dead(self, process: str, channel: str, entries: Sequence[tuple[str, int, int]]) -> Pair:

@@ -26,6 +26,7 @@ __all__ = [
     "DeadLetterDroppedBus",
     "DoneFromLapsedHolderBus",
     "DoneNotTerminalBus",
+    "DoneRecycledBus",
     "LeaseNeverExpiresBus",
 ]
 
@@ -201,3 +202,43 @@ class DoneNotTerminalBus(_Mutant):
 
     def _done_state(self) -> str:
         return "'ready'"  # the bug: done lets go of the lease, as a release would
+
+
+RECYCLE_AGE = 4.0
+"""Seconds after its done that the recycling sweep may hand a message out again."""
+
+
+@mutant(
+    "done-recycled",
+    failure_mode="A retention sweep puts old done work back in the queue",
+    killed_by=("done-terminal",),
+    scenarios=("queue-kill-claimers",),
+    rule="a retention sweep deletes (or archives) done rows; it never changes their state",
+)
+class DoneRecycledBus(_Mutant):
+    """Failure mode: old finished work comes back, long after its done.
+
+    A retention sweep meant to clear done rows out of the hot table writes
+    the wrong state: at most once a second per bus connection, at a
+    claim, the oldest message done more than :data:`RECYCLE_AGE` seconds
+    ago is made ready again, and the claim hands it out. ``done`` itself is
+    right, so the finished work comes back seconds to minutes later: in a
+    soak, after the checker settled and forgot the message
+    (:mod:`knell.checker.queue.settle`), which must still name the claim.
+    Proven by ``done-terminal``.
+    """
+
+    _recycled_at = 0.0
+
+    def claim(self, channel: str, consumer: str, lease_s: float) -> Claim | None:
+        now = time.time()
+        if now - self._recycled_at >= 1.0:
+            self._recycled_at = now
+            with self._lock, self._write() as db:
+                db.execute(  # the bug: "retired" written as ready
+                    "UPDATE claims SET state = 'ready', consumer = NULL, updated_at = :now"
+                    " WHERE channel = :channel AND seq = (SELECT MIN(seq) FROM claims"
+                    " WHERE channel = :channel AND state = 'done' AND updated_at <= :old)",
+                    {"channel": channel, "now": now, "old": now - RECYCLE_AGE},
+                )
+        return super().claim(channel, consumer, lease_s)

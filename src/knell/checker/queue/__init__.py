@@ -7,7 +7,8 @@ ends done or dead), :mod:`.expiry` (a lapsed lease comes back within
 lease + sweep), :mod:`.dead` (dead after exactly max_deliveries) and
 :mod:`.duplicates` (a metric: work a lapsed holder did anyway).
 :mod:`.book` is what they share: how a lease's bounds are read off the
-history.
+history. :mod:`.settle` decides when a done message may be forgotten, so a
+long queue soak is checked at a flat cost.
 """
 
 from __future__ import annotations

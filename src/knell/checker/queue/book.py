@@ -29,6 +29,10 @@ that had lapsed). A client's clock never counts.
 hook per lease-related operation. Messages are keyed by the body's unique
 id, never by the bus's own id: knell matches deliveries to posts without
 trusting the bus.
+
+A done or dead message is forgotten once settled (:mod:`knell.checker.queue.settle`):
+:meth:`QueueCheck.forget` drops its book, and a later claim of it is not
+booked but handed to :meth:`QueueCheck.claimed_forgotten`.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from typing import Any
 from knell.checker.base import Check
 from knell.checker.clocks import STORE, ClockTimeline
 from knell.checker.consumer import on, on_op
+from knell.checker.settle import Forgotten
 from knell.history import Event
 
 __all__ = ["NS", "TOLERANCE_NS", "Lease", "QueueCheck", "QueueSettings", "ns"]
@@ -126,10 +131,12 @@ class QueueCheck(Check):
         """per message, its leases that may still be surely live (pruned when
         they lapse or their holder ends them, so a message claimed a million
         times stays cheap)"""
-        self._holders: dict[tuple[Any, Any, Any], Lease] = {}
+        self._holders: dict[Key, dict[Any, Lease]] = {}
         self._untaken: dict[Key, list[Lease]] = {}
         self.now = 0
         """The time of the latest event this check was fed."""
+        self.dead_forgotten: Forgotten | None = None
+        """The forgotten messages that ended dead (set with the forgetting)."""
 
     def setting(self, channel: Any) -> QueueSettings:
         found = self.settings.get(channel)
@@ -139,7 +146,25 @@ class QueueCheck(Check):
 
     def held(self, channel: Any, mid: Any, consumer: Any) -> Lease | None:
         """The latest lease ``consumer`` got on message ``mid``."""
-        return self._holders.get((channel, mid, consumer))
+        held = self._holders.get((channel, mid))
+        return None if held is None else held.get(consumer)
+
+    def is_forgotten(self, channel: Any, seq: Any) -> bool:
+        """Whether message ``seq`` of ``channel`` was done, settled and
+        forgotten (:mod:`knell.checker.queue.settle`)."""
+        return self.forgotten is not None and self.forgotten.has(channel, seq)
+
+    def was_dead(self, channel: Any, seq: Any) -> bool:
+        """Whether a forgotten message ended dead (not done)."""
+        return self.dead_forgotten is not None and self.dead_forgotten.has(channel, seq)
+
+    def forget(self, channel: Any, seq: int, mid: Any, again: bool) -> None:
+        """Drop the book of a settled done message (see the module
+        docstring); a subclass drops its own records too."""
+        key = (channel, mid)
+        self.live.pop(key, None)
+        self._untaken.pop(key, None)
+        self._holders.pop(key, None)
 
     def _book(self, key: Key, lease: Lease) -> None:
         """File a new lease: it takes the message from every earlier holder
@@ -158,7 +183,10 @@ class QueueCheck(Check):
             kept.append(earlier)
         kept.append(lease)
         self._untaken[key] = kept
-        self._holders[(key[0], key[1], lease.consumer)] = lease
+        held = self._holders.get(key)
+        if held is None:
+            held = self._holders[key] = {}
+        held[lease.consumer] = lease
         at = lease.ok["time"]
         live = [e for e in self.live.get(key, ()) if e.sure_until > at and e.ended is None]
         live.append(lease)
@@ -182,6 +210,9 @@ class QueueCheck(Check):
         value = done["value"]
         if value.get("id") is None or invoke is None:
             self.claimed(invoke, done, None)
+            return
+        if self.is_forgotten(done["channel"], value.get("seq")):
+            self.claimed_forgotten(invoke, done)
             return
         lease_ns = ns(value["lease_s"])
         lease = Lease(
@@ -269,6 +300,10 @@ class QueueCheck(Check):
         """A claim completed ok: ``lease`` is None when nothing was claimable.
         Called before the new lease is filed: :attr:`live` holds the
         message's earlier leases that may still be live."""
+
+    def claimed_forgotten(self, invoke: Event, done: Event) -> None:
+        """A claim completed ok with a message done and forgotten since
+        (:mod:`knell.checker.queue.settle`): it is not booked."""
 
     def verb(self, invoke: Event | None, done: Event, lease: Lease | None) -> None:
         """A renew, done or release by a holder completed (any outcome)."""

@@ -19,6 +19,12 @@ never dead).
 
 The check reads ``max_deliveries`` from the channel's ``declare`` (the
 bus's own answer, so the first declaration wins).
+
+A done or dead message forgotten once settled
+(:mod:`knell.checker.queue.settle`) drops its claims and listing (counted);
+a listing that names it after that is passed over; a claim of a forgotten
+dead message is still ``claimed-after-dead``, witnessed by the claim (of a
+done one, ``done-terminal``'s finding).
 """
 
 from __future__ import annotations
@@ -47,6 +53,8 @@ class DeadLetterCheck(QueueCheck):
         self._unknown: dict[Any, int] = {}
         self._dead: dict[tuple[Any, Any], Event] = {}
         self._reported: set[tuple[tuple[Any, Any], str]] = set()
+        self._forgotten = 0
+        self._forgotten_dead = 0
 
     @on_op("claim", "info", "lost")
     def _claim_unknown(self, invoke: Event | None, done: Event | None) -> None:
@@ -82,6 +90,27 @@ class DeadLetterCheck(QueueCheck):
                 [self.setting(key[0]).declared, *claims],
             )
 
+    def forget(self, channel: Any, seq: int, mid: Any, again: bool) -> None:
+        super().forget(channel, seq, mid, again)
+        if self._claims.pop((channel, mid), None) is not None:
+            self._forgotten += 1
+        if self._dead.pop((channel, mid), None) is not None:
+            self._forgotten_dead += 1
+
+    def claimed_forgotten(self, invoke: Event, done: Event) -> None:
+        value = done["value"]
+        if not self.was_dead(done["channel"], value["seq"]):
+            return
+        self._report(
+            "claimed-after-dead",
+            None
+            if self.log.full
+            else f"message {value['id']} (channel {done['channel']}, seq {value['seq']}) was "
+            f"claimed by {value.get('consumer')} after a dead-letter listing showed it dead "
+            f"(long before: knell had settled and forgotten it)",
+            witness(invoke, done),
+        )
+
     def _flag(self, key: tuple[Any, Any], kind: str, message: str, events: list[Any]) -> None:
         if (key, kind) in self._reported:
             return
@@ -93,6 +122,8 @@ class DeadLetterCheck(QueueCheck):
         channel = done["channel"]
         most = self.setting(channel).max_deliveries
         for entry in done["value"]["messages"]:
+            if self.is_forgotten(channel, entry.get("seq")):
+                continue
             key = (channel, entry["id"])
             self._dead.setdefault(key, done)
             if most is None:
@@ -110,4 +141,6 @@ class DeadLetterCheck(QueueCheck):
                 )
 
     def result(self) -> CheckResult:
-        return self._result({"dead": len(self._dead), "claimed": len(self._claims)})
+        claimed = len(self._claims) + self._forgotten
+        dead = len(self._dead) + self._forgotten_dead
+        return self._result({"dead": dead, "claimed": claimed})

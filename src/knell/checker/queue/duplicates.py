@@ -12,6 +12,10 @@ message is finished, before its ``done``): messages worked on by more than
 one consumer, extra work beyond one per message, and the ``done``, ``renew``
 and ``release`` calls refused as ``lease-lost`` (a lapsed holder trying to
 finish).
+
+A done message forgotten once settled (:mod:`knell.checker.queue.settle`)
+is folded into the counts; a ``work`` record of it after that is passed
+over (its claim is ``done-terminal``'s finding).
 """
 
 from __future__ import annotations
@@ -32,9 +36,22 @@ class DuplicateWorkCheck(Check):
         super().__init__(*args)
         self._workers: dict[tuple[Any, Any], set[Any] | Any] = {}
         self._late = 0
+        self._folded = [0, 0, 0]  # forgotten: worked, worked by several, extra work
+
+    def forget(self, channel: Any, seq: int, mid: Any, again: bool) -> None:
+        seen = self._workers.pop((channel, mid), None)
+        if seen is None or again:
+            return
+        self._folded[0] += 1
+        if isinstance(seen, set):
+            self._folded[1] += 1
+            self._folded[2] += len(seen) - 1
 
     @on("work", "ok")
     def _work(self, event: Event) -> None:
+        forgotten = self.forgotten
+        if forgotten is not None and forgotten.has(event["channel"], event["value"].get("seq")):
+            return
         key = (event["channel"], event["value"]["id"])
         consumer = event["value"]["consumer"]
         seen = self._workers.get(key)
@@ -51,13 +68,14 @@ class DuplicateWorkCheck(Check):
             self._late += 1
 
     def result(self) -> CheckResult:
-        worked = len(self._workers)
         twice = [s for s in self._workers.values() if isinstance(s, set)]
-        extra = sum(len(s) - 1 for s in twice)
+        worked = len(self._workers) + self._folded[0]
+        several = len(twice) + self._folded[1]
+        extra = sum(len(s) - 1 for s in twice) + self._folded[2]
         return self._result(
-            {"worked": worked, "duplicate-work": len(twice), "late-finishes-refused": self._late},
+            {"worked": worked, "duplicate-work": several, "late-finishes-refused": self._late},
             {
-                "duplicate-work-rate": round(len(twice) / worked, 6) if worked else None,
+                "duplicate-work-rate": round(several / worked, 6) if worked else None,
                 "extra-work": extra,
             },
         )

@@ -107,8 +107,8 @@ class LeaseExpiryCheck(QueueCheck):
         if event["type"] == "invoke":
             self._pending_posts.setdefault(key, event["time"])
             return
-        if key[1] in ch.msgs:
-            return
+        if key[1] in ch.msgs or self.is_forgotten(key[0], event["value"]["seq"]):
+            return  # known, or a retry answered with a done message's seq
         invoked = self._pending_posts.pop(key, event["time"])
         self._track(ch, key[1], _Msg(int(event["value"]["seq"]), event, invoked))
 
@@ -171,6 +171,22 @@ class LeaseExpiryCheck(QueueCheck):
             msg.deliveries += 1
             msg.lease = lease
             msg.released = None
+
+    def claimed_forgotten(self, invoke: Event, done: Event) -> None:
+        """A claim returned a done message forgotten since: judged as any
+        claim that returned that seq (it is done-terminal's finding)."""
+        ch = self._channel(done["channel"])
+        ch.outstanding.pop((done["process"], done.get("incarnation")), None)
+        self._judge(done["channel"], ch, invoke, done, int(done["value"]["seq"]))
+
+    def forget(self, channel: Any, seq: int, mid: Any, again: bool) -> None:
+        """Drop a settled done message (:mod:`knell.checker.queue.settle`):
+        done, it was closed already; its heap entry is dropped when met."""
+        super().forget(channel, seq, mid, again)
+        ch = self._channels.get(channel)
+        if ch is not None:
+            ch.msgs.pop(mid, None)
+        self._pending_posts.pop((channel, mid), None)
 
     def verb(self, invoke: Event | None, done: Event, lease: Lease | None) -> None:
         msg = self._channel(done["channel"]).msgs.get(done["value"]["id"])

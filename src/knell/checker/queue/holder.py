@@ -18,6 +18,10 @@ resurrects a lease over someone else's.
   lease was surely live when the refusal came back (before ``sure_until``,
   not ended). Contract refusals are not errors for ``availability``, so
   this check keeps a bus from refusing its holders for free.
+
+A done message forgotten once settled (:mod:`knell.checker.queue.settle`)
+had every lease lapse before: a renew, done or release of it accepted
+after that is ``stale-holder-accepted``, witnessed by itself alone.
 """
 
 from __future__ import annotations
@@ -41,7 +45,21 @@ class LeaseHolderCheck(QueueCheck):
         self._refused = 0
 
     def verb(self, invoke: Event | None, done: Event, lease: Lease | None) -> None:
-        if invoke is None or lease is None:
+        if invoke is None:
+            return
+        if lease is None:
+            value = done["value"]
+            if done["type"] == "ok" and self.is_forgotten(done["channel"], value.get("seq")):
+                self._accepted += 1
+                self._report(
+                    "stale-holder-accepted",
+                    None
+                    if self.log.full
+                    else f"{done['f']} of message {value['id']} (channel {done['channel']}) by "
+                    f"{value.get('consumer')} was accepted though the message had been done and "
+                    f"every lease of it had lapsed (knell had settled and forgotten it)",
+                    witness(invoke, done),
+                )
             return
         f = done["f"]
         mid = done["value"]["id"]

@@ -21,10 +21,13 @@ undecided: the result is "unknown", with the reason.
 
 What it keeps, and for how long: per message its post invoke and the proof
 that it landed (packed, :mod:`knell.checker.keep`), its last claim and its
-state, for the whole run, on every channel. Which channels are queues is
-known only once one is declared or claimed, which may come after its first
-posts, and a message is lost only when the final phase finds the queue
-empty, so none can be forgotten before the end.
+state, on every channel. Which channels are queues is known only once one
+is declared or claimed, which may come after its first posts, and a
+message is lost only when the final phase finds the queue empty, so an
+open message is kept to the end. A done or dead message is settled and
+forgotten (:mod:`knell.checker.queue.settle`): it can no longer be lost,
+so it is counted done, dead (or expiring) and dropped, and a dead-letter
+listing that names it later is passed over.
 
 A message posted with ``expires_at`` (counted as ``expiring``) is not
 judged here: an expired message is rightly neither done nor dead, which
@@ -60,6 +63,7 @@ class QueueLossCheck(QueueCheck):
         self._drain_failed: dict[Any, Event] = {}
         self._drain_began: dict[Any, int] = {}
         self._last_listing: dict[Any, Event] = {}
+        self._folded: dict[Any, list[int]] = {}  # channel -> forgotten [done, expiring, dead]
 
     def _msg(self, channel: Any, mid: Any) -> _Msg:
         by_id = self._msgs.setdefault(channel, {})
@@ -67,6 +71,21 @@ class QueueLossCheck(QueueCheck):
         if msg is None:
             msg = by_id[mid] = [None, None, None, None]
         return msg
+
+    def forget(self, channel: Any, seq: int, mid: Any, again: bool) -> None:
+        super().forget(channel, seq, mid, again)
+        by_id = self._msgs.get(channel)
+        msg = None if by_id is None else by_id.pop(mid, None)
+        if msg is None or again or msg[1] is None:
+            return
+        folded = self._folded.get(channel)
+        if folded is None:
+            folded = self._folded[channel] = [0, 0, 0]
+        post = msg[0]
+        if post is not None and "expires_at" in post["value"]:
+            folded[1] += 1
+        else:
+            folded[2 if msg[3] == _DEAD else 0] += 1
 
     @on("post", "invoke", "ok")
     def _post(self, event: Event) -> None:
@@ -109,6 +128,8 @@ class QueueLossCheck(QueueCheck):
     def _dead(self, invoke: Event | None, done: Event) -> None:
         self._last_listing[done["channel"]] = done
         for entry in done["value"]["messages"]:
+            if self.is_forgotten(done["channel"], entry.get("seq")):
+                continue  # done, settled and forgotten: not dead
             msg = self._msg(done["channel"], entry["id"])
             if msg[3] != _DONE:
                 msg[3] = _DEAD
@@ -140,6 +161,11 @@ class QueueLossCheck(QueueCheck):
             drained = self._drained.get(channel)
             began = self._drain_began.get(channel)
             unresolved = 0
+            done_before, expiring_before, dead_before = self._folded.get(channel, (0, 0, 0))
+            counts["messages"] += done_before + dead_before
+            counts["done"] += done_before
+            counts["dead"] += dead_before
+            counts["expiring"] += expiring_before
             for mid, (post, proof, last, state) in self._msgs.get(channel, {}).items():
                 if proof is None:
                     continue  # never known to have landed

@@ -7,7 +7,10 @@ resurrects done messages makes finished work run again, silently.
 
 Anomaly ``claimed-after-done``: a claim that returned a message and was
 invoked after a ``done`` of that message had completed ok. Witness: the
-done (invoke and ok) and the claim (invoke and ok).
+done (invoke and ok) and the claim (invoke and ok). A done message is
+forgotten once settled (:mod:`knell.checker.queue.settle`); a claim of it
+after that is still this anomaly (every claim invoked before its done
+completed had completed by then), witnessed by the claim alone.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ class DoneTerminalCheck(QueueCheck):
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
         self._done: dict[tuple[Any, Any], tuple[Event | None, Event]] = {}
+        self._forgotten = 0
 
     def verb(self, invoke: Event | None, done: Event, lease: Lease | None) -> None:
         if done["f"] == "done" and done["type"] == "ok":
@@ -49,5 +53,24 @@ class DoneTerminalCheck(QueueCheck):
             witness(finished[0], finished[1], invoke, done),
         )
 
+    def claimed_forgotten(self, invoke: Event, done: Event) -> None:
+        value = done["value"]
+        if self.was_dead(done["channel"], value["seq"]):
+            return  # dead, not done: dead-letter's finding
+        self._report(
+            "claimed-after-done",
+            None
+            if self.log.full
+            else f"message {value['id']} (channel {done['channel']}, seq {value['seq']}) was "
+            f"claimed by {value.get('consumer')} after it had been marked done (its done "
+            f"completed long before: knell had settled and forgotten it)",
+            witness(invoke, done),
+        )
+
+    def forget(self, channel: Any, seq: int, mid: Any, again: bool) -> None:
+        super().forget(channel, seq, mid, again)
+        if self._done.pop((channel, mid), None) is not None:
+            self._forgotten += 1
+
     def result(self) -> CheckResult:
-        return self._result({"done": len(self._done)})
+        return self._result({"done": len(self._done) + self._forgotten})

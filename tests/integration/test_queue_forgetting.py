@@ -1,0 +1,38 @@
+"""A queue run long enough that the checker forgets its done messages
+(knell.checker.queue.settle) still catches a bus that hands finished work
+out again long after its done: the ``done-recycled`` mutant, whose
+recycled messages are settled and forgotten by the time they come back."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.integration.conftest import knell
+
+pytestmark = pytest.mark.integration
+
+BUS = "knell.buses.mutants:done_recycled"
+
+
+def test_a_claim_of_a_forgotten_done_message_is_still_caught(tmp_path: Path) -> None:
+    proc = knell(
+        "run", "queue-kill-claimers", "--bus", BUS, "--duration", "25s", "--no-page",
+        "--reports", str(tmp_path), CI="1", timeout=240,
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr
+    (run,) = (tmp_path / "queue-kill-claimers").glob("2*")
+    results = json.loads((run / "results.json").read_text())
+    assert results["forgetting"]["messages"] > 100, results["forgetting"]
+    terminal = results["checks"]["checks"]["done-terminal"]
+    assert terminal["valid"] is False
+    found = [a for a in terminal["anomalies"] if a["kind"] == "claimed-after-done"]
+    # some came back while their done was still kept (witness: done and
+    # claim), later ones after it was forgotten (witness: the claim alone)
+    forgotten = [a for a in found if "forgotten" in a["message"]]
+    assert forgotten, [a["message"] for a in found]
+    assert all(len(a["witness"]) == 2 for a in forgotten)
+    assert all(w["f"] == "claim" for a in forgotten for w in a["witness"])
