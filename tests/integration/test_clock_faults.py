@@ -212,7 +212,11 @@ def test_a_skewed_process_writes_true_history_times(targets: Any) -> None:
     assert faked
     for s in faked:  # its own wall clock said +60 s meanwhile
         assert s["offsets"][-1] > 59
-        assert abs(s["history"] - s["true"]) < 0.005, s
+    # the history within a few ms of true time: the median sample, and every
+    # one far below the 60 s skew (a process descheduled between its two
+    # reads on a loaded machine measures the pause: a CI run saw 8.7 ms)
+    gaps = sorted(abs(s["history"] - s["true"]) for s in faked)
+    assert gaps[len(gaps) // 2] < 0.005 and gaps[-1] < 0.5, faked
     events = _events(t.run_dir / "samples" / "consumer-1.1.jsonl")
     other = _events(t.run_dir / "samples" / "consumer-2.1.jsonl")
     first, last = min(e["time"] for e in other), max(e["time"] for e in other)
