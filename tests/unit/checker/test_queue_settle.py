@@ -11,18 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from knell.checker import CheckConfig, check_events
+from knell.checker import CheckConfig, check_events, queue
 from knell.checker.base import Check
 from knell.checker.expiry import ExpiryCheck
-from knell.checker.queue import (
-    DeadLetterCheck,
-    DoneTerminalCheck,
-    DuplicateWorkCheck,
-    LeaseExclusiveCheck,
-    LeaseExpiryCheck,
-    LeaseHolderCheck,
-    QueueLossCheck,
-)
 from knell.checker.queue.book import QueueCheck
 from knell.checker.registry import CHECKS
 
@@ -32,15 +23,7 @@ from .contracts import QueueHistory, clock_change
 ROLES = ("producer", "claimer")
 FORGET = CheckConfig(contracts=("queue",), roles=ROLES, forget_after=1.0)
 KEEP = CheckConfig(contracts=("queue",), roles=ROLES)
-QUEUE_CHECKS: list[type[Check]] = [
-    DeadLetterCheck,
-    DoneTerminalCheck,
-    DuplicateWorkCheck,
-    LeaseExclusiveCheck,
-    LeaseExpiryCheck,
-    LeaseHolderCheck,
-    QueueLossCheck,
-]
+QUEUE_CHECKS: list[type[Check]] = [getattr(queue, name) for name in queue.__all__]
 
 
 def _work(h: QueueHistory, first: int, n: int, *, lease: float = 0.5) -> None:
