@@ -358,6 +358,11 @@ class ClaimerSpec(_ProcessBase):
         description="every N rounds, read the queue as a broadcast channel (must be refused)",
     )
     idle: Duration = Field(default=ClaimerParams.idle, description="sleep when nothing to claim")
+    dead_every: Duration = Field(
+        default=ClaimerParams.dead_every,
+        ge=0,
+        description="list the dead letters this often during the run (0 = only at the end)",
+    )
 
 
 class HolderSpec(_ProcessBase):

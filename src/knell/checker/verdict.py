@@ -247,7 +247,8 @@ def check_events(
     watcher = watch(asleep.values())
     fed = [c for c in instances if c.name not in asleep]
     settling = _settling(config, fed)
-    settlers = [] if settling is None else [settling, _queue_settling(settling, windows, fed)]
+    queue = None if settling is None else _queue_settling(settling, windows, fed)
+    settlers = [] if settling is None or queue is None else [settling, queue]
     passed = run_pass(
         events,
         [windows, *fed, *extra, *([watcher] if asleep else []), *settlers],
@@ -276,6 +277,7 @@ def check_events(
         else {
             "after": config.forget_after,
             "messages": settling.forgotten.count,
+            "dead": 0 if queue is None else queue.dead.count,
             "passed_over": settling.forgotten.passed_over,
         },
     )
@@ -295,7 +297,9 @@ def _settling(config: CheckConfig, fed: Sequence[Check]) -> Settling | None:
     return settling
 
 
-def _queue_settling(settling: Settling, windows: FaultWindows, fed: Sequence[Check]) -> Consumer:
+def _queue_settling(
+    settling: Settling, windows: FaultWindows, fed: Sequence[Check]
+) -> QueueSettling:
     """The forgetting of a queue's done and dead messages
     (:mod:`knell.checker.queue.settle`), through ``settling``; the queue
     checks read which forgotten messages ended dead."""

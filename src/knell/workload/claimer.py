@@ -19,7 +19,12 @@ What a claimer does with a message, besides the plain claim, work, done:
   ``max_deliveries`` deliveries, they are dead;
 * release every ``release_every``-th claim (a voluntary requeue);
 * now and then read the queue as if it were a broadcast channel (must be
-  refused: ``WrongChannelKind``).
+  refused: ``WrongChannelKind``);
+* every ``dead_every`` seconds, list the dead letters (:class:`_DeadLister`),
+  so a message that died is known dead during the run: the checker can
+  then judge a claim of it at once (``claimed-after-dead``), and forget
+  it in a soak, instead of keeping every poison message's leases until
+  the final phase.
 
 The queue's final phase (:func:`run_queue_drain`) claims until the queue
 has stayed empty for ``settle`` seconds (every lease the stopped claimers
@@ -33,6 +38,7 @@ from __future__ import annotations
 
 import time
 import zlib
+from collections import deque
 from contextlib import suppress
 from typing import Any
 
@@ -44,6 +50,13 @@ __all__ = ["is_poison", "run_claimer", "run_queue_drain"]
 
 ROTATION = ("done", "renew", "release")
 DEAD_PAGE = 100
+DEAD_TRAIL = 6.0
+"""Seconds a listing during the run looks back: it starts above the
+highest seq listed this long ago, not above the last one listed, because
+messages die out of seq order (a message posted later may run out of
+deliveries sooner). One that died later than that is still listed by the
+final phase, which lists from the start; it is only kept by the checker
+until then."""
 DRAIN_RETRIES = 50
 """Failed claims the final phase tolerates (a locked store, say) before it
 gives up and the runner records the drain as unknown."""
@@ -165,13 +178,53 @@ def probe_kind(worker: Worker, channel: str, consumer: str) -> None:
         )
 
 
+class _DeadLister:
+    """Lists a channel's dead letters every ``every`` seconds during the
+    run, each listing from a trailing cursor (:data:`DEAD_TRAIL`), so a
+    listing costs what died lately, not every dead letter so far."""
+
+    def __init__(self, every: float, trail: float = DEAD_TRAIL) -> None:
+        self.every = every
+        self.trail = trail
+        self.due = time.monotonic() + every
+        self.marks: deque[tuple[float, int]] = deque([(float("-inf"), 0)])
+        """(when, highest seq listed by then), oldest first"""
+
+    def after(self, now: float) -> int:
+        """Where a listing at ``now`` starts: the highest seq listed
+        ``trail`` seconds ago."""
+        marks = self.marks
+        while len(marks) > 1 and marks[1][0] <= now - self.trail:
+            marks.popleft()
+        return marks[0][1]
+
+    def listed(self, now: float, high: int) -> None:
+        self.marks.append((now, max(high, self.marks[-1][1])))
+        self.due = now + self.every
+
+    def run(self, worker: Worker, channel: str) -> None:
+        now = time.monotonic()
+        after = high = self.after(now)
+        with suppress(OpFailed):  # a failed listing is in the history; the next one retries
+            while not worker.stopping():
+                page = dead_page(worker, channel, after)
+                if page:
+                    after = high = page[-1].seq
+                if len(page) < DEAD_PAGE:
+                    break
+        self.listed(now, high)
+
+
 def run_claimer(worker: Worker, params: ClaimerParams) -> None:
     consumer = f"{worker.name}.{worker.incarnation}"
     channel = params.channel
     declare(worker, channel, params.max_deliveries)
+    lister = _DeadLister(params.dead_every) if params.dead_every > 0 else None
     rounds = claims = finished = 0
     while not worker.stopping():
         rounds += 1
+        if lister is not None and time.monotonic() >= lister.due:
+            lister.run(worker, channel)
         if params.kind_probe_every and rounds % params.kind_probe_every == 0:
             probe_kind(worker, channel, consumer)
         try:

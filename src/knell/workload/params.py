@@ -210,6 +210,9 @@ class ClaimerParams:
     """every N rounds, read the queue as a broadcast channel (must be refused; 0 = never)"""
     idle: float = 0.02
     """seconds to sleep when nothing is claimable"""
+    dead_every: float = 0.0
+    """seconds between listings of the dead letters during the run (0 = only
+    the final phase lists them)"""
 
 
 @dataclass(frozen=True)

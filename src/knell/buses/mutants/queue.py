@@ -24,6 +24,7 @@ __all__ = [
     "AttemptsResetOnRequeueBus",
     "ClaimWithoutGuardBus",
     "DeadLetterDroppedBus",
+    "DeadOneEarlyBus",
     "DoneFromLapsedHolderBus",
     "DoneNotTerminalBus",
     "DoneRecycledBus",
@@ -160,6 +161,34 @@ class DeadLetterDroppedBus(_Mutant):
 
     def dead(self, channel: str, after: int = 0, limit: int = 100) -> list[DeadLetter]:
         return []  # nothing is ever kept
+
+
+@mutant(
+    "dead-one-early",
+    failure_mode="Off by one: a message is dead a delivery early",
+    killed_by=("dead-letter",),
+    scenarios=("queue-kill-claimers",),
+    rule="a message is dead once it was delivered max_deliveries times and "
+    "its last lease lapsed (or it was released), never sooner",
+)
+class DeadOneEarlyBus(_Mutant):
+    """Failure mode: the dead-letter step is off by one.
+
+    The bus counts deliveries from zero where the rule counts from one, so
+    a message whose lease lapsed (or that was released) after
+    ``max_deliveries - 1`` deliveries is dead: work that one more try
+    would have finished is set aside, and a message whose worker crashed
+    once is given up on sooner than the queue promised. Proven by
+    ``dead-letter`` (``dead-early``), which must count every claim that may
+    have been a delivery unseen: during the run a listing races the other
+    claimers' claims.
+    """
+
+    def _queue(self, db: sqlite3.Connection, channel: str, op: str) -> int:
+        return max(1, super()._queue(db, channel, op) - 1)  # the bug: one delivery short
+
+    def _released_state(self) -> str:
+        return super()._released_state().replace(":max", "(:max - 1)")  # the bug, on release
 
 
 @mutant(

@@ -11,8 +11,12 @@ never dead).
 * ``over-delivered``: a message claimed more than ``max_deliveries``
   times. Witness: the queue's declaration and every claim of it.
 * ``dead-early``: a message listed dead with fewer known deliveries than
-  ``max_deliveries``, even counting every claim on its channel whose
-  outcome was unknown by then as one of its deliveries. Witness: the declaration,
+  ``max_deliveries``, even counting as one of its deliveries every claim
+  on its channel that may have returned it unseen: every claim still in
+  flight when the listing returned (a claimer lists dead letters while
+  others claim), and every claim of unknown outcome (it timed out, or its
+  process died) that ended after the message's post was invoked (one
+  that ended before could not have taken it). Witness: the declaration,
   its claims, the listing.
 * ``claimed-after-dead``: a message claimed after a dead-letter listing
   showed it dead. Witness: the listing and the claim.
@@ -29,10 +33,11 @@ done one, ``done-terminal``'s finding).
 
 from __future__ import annotations
 
+from bisect import bisect_left, insort
 from typing import Any, ClassVar
 
 from knell.checker.base import CheckResult, witness
-from knell.checker.consumer import on_op
+from knell.checker.consumer import on, on_op
 from knell.checker.queue.book import Lease, QueueCheck
 from knell.history import Event
 
@@ -50,19 +55,80 @@ class DeadLetterCheck(QueueCheck):
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
         self._claims: dict[tuple[Any, Any], list[Event]] = {}
-        self._unknown: dict[Any, int] = {}
+        self._posted: dict[tuple[Any, Any], int] = {}
+        """a queue message's first post invoke: no claim that ended before
+        it could have delivered the message"""
+        self._inflight: dict[Any, set[tuple[Any, Any]]] = {}
+        """per channel, the claims invoked and not yet returned: (process,
+        incarnation)"""
+        self._unknown: dict[Any, list[int]] = {}
+        """per channel, when each claim of unknown outcome ended (sorted)"""
         self._dead: dict[tuple[Any, Any], Event] = {}
         self._reported: set[tuple[tuple[Any, Any], str]] = set()
         self._forgotten = 0
         self._forgotten_dead = 0
 
-    @on_op("claim", "info", "lost")
+    @on("post", "invoke")
+    def _post(self, event: Event) -> None:
+        setting = self.settings.get(event["channel"])
+        if setting is not None and setting.declared is not None:
+            self._posted.setdefault((event["channel"], event["value"]["id"]), event["time"])
+
+    @on("claim", "invoke")
+    def _claim_invoked(self, event: Event) -> None:
+        self.now = max(self.now, event["time"])
+        claims = self._inflight.get(event["channel"])
+        if claims is None:
+            claims = self._inflight[event["channel"]] = set()
+        claims.add((event["process"], event.get("incarnation")))
+
+    def _returned(self, event: Event) -> bool:
+        """The claim of ``event``'s process is no longer in flight; False
+        if it was not (its process's death accounted for it already)."""
+        claims = self._inflight.get(event["channel"])
+        key = (event["process"], event.get("incarnation"))
+        if claims is None or key not in claims:
+            return False
+        claims.discard(key)
+        return True
+
+    def _unknown_at(self, channel: Any, end: int) -> None:
+        insort(self._unknown.setdefault(channel, []), end)
+
+    @on_op("claim", "info", "fail", "lost")
     def _claim_unknown(self, invoke: Event | None, done: Event | None) -> None:
         event = done or invoke
-        if event is not None:
-            self._unknown[event["channel"]] = self._unknown.get(event["channel"], 0) + 1
+        if event is None or not self._returned(event):
+            return
+        if done is None:
+            self._unknown_at(event["channel"], self.now)
+        elif done["type"] == "info":
+            self._unknown_at(event["channel"], done["time"])
+
+    @on("kill", "info")
+    @on("crash", "info")
+    def _died(self, event: Event) -> None:
+        """A claim in flight in a process that died: its outcome is unknown,
+        and it ended at the death."""
+        target = (event.get("value") or {}).get("target")
+        if event["process"] != "nemesis" or target is None:
+            return
+        self.now = max(self.now, event["time"])
+        for channel, claims in self._inflight.items():
+            for key in [k for k in claims if k[0] == target]:
+                claims.discard(key)
+                self._unknown_at(channel, event["time"])
+
+    def _maybe_delivered(self, channel: Any, key: tuple[Any, Any]) -> int:
+        """How many claims on ``channel`` may have delivered message
+        ``key`` unseen, as of now (module docstring, ``dead-early``)."""
+        ends = self._unknown.get(channel, ())
+        since = self._posted.get(key)
+        unknown = len(ends) - (0 if since is None else bisect_left(ends, since))
+        return unknown + len(self._inflight.get(channel, ()))
 
     def claimed(self, invoke: Event | None, done: Event, lease: Lease | None) -> None:
+        self._returned(done)
         if lease is None:
             return
         key = (done["channel"], done["value"]["id"])
@@ -96,8 +162,10 @@ class DeadLetterCheck(QueueCheck):
             self._forgotten += 1
         if self._dead.pop((channel, mid), None) is not None:
             self._forgotten_dead += 1
+        self._posted.pop((channel, mid), None)
 
     def claimed_forgotten(self, invoke: Event, done: Event) -> None:
+        self._returned(done)
         value = done["value"]
         if not self.was_dead(done["channel"], value["seq"]):
             return
@@ -129,7 +197,9 @@ class DeadLetterCheck(QueueCheck):
             if most is None:
                 continue
             known = len(self._claims.get(key, ()))
-            unknown = self._unknown.get(channel, 0)
+            if known >= most:
+                continue
+            unknown = self._maybe_delivered(channel, key)
             if known + unknown < most:
                 self._flag(
                     key,
