@@ -41,7 +41,12 @@ def test_the_reference_bus_is_valid_on_the_stream_scenarios(scenario: str, tmp_p
 
 
 def test_there_are_stream_mutants() -> None:
-    expected = {"ring-skips-silently", "tail-after-inclusive", "ring-never-trims"}
+    expected = {
+        "ring-skips-silently",
+        "tail-after-inclusive",
+        "ring-never-trims",
+        "tail-reads-archive",
+    }
     assert set(STREAM_MUTANTS) == expected
 
 
@@ -60,3 +65,31 @@ def test_each_stream_mutant_is_caught_by_its_check(name: str, tmp_path: Path) ->
         assert checks[check]["valid"] is False, checks[check]
         counts = checks[check]["counts"]
         assert isinstance(counts, dict) and counts[kind] > 0, counts
+
+
+def test_messages_the_ring_dropped_are_forgotten_and_their_return_still_caught(
+    tmp_path: Path,
+) -> None:
+    """Long enough that the checker forgets what the ring dropped
+    (knell.checker.stream.settle): the reference stays VALID with most of
+    its messages forgotten, and a bus that hands a reader starting over the
+    messages it dropped long ago (forgotten by then) is still caught."""
+    valid = knell(
+        "run", "stream-kill-tailers", "--duration", "20s", "--no-page",
+        "--reports", str(tmp_path / "valid"), timeout=180,
+    )  # fmt: skip
+    assert valid.returncode == 0, valid.stdout + valid.stderr
+    results = json.loads(
+        (tmp_path / "valid" / "stream-kill-tailers" / "latest" / "results.json").read_text()
+    )
+    posted = results["checks"]["checks"]["ring-content"]["counts"]["compared"]
+    assert results["forgetting"]["messages"] > 1000, (results["forgetting"], posted)
+    broken = knell(
+        "run", "stream-kill-tailers", "--duration", "20s", "--no-page",
+        "--bus", STREAM_MUTANTS["tail-reads-archive"].factory,
+        "--reports", str(tmp_path / "broken"), timeout=180,
+    )  # fmt: skip
+    assert broken.returncode == 1, broken.stdout + broken.stderr
+    checks = _checks(tmp_path / "broken" / "stream-kill-tailers" / "latest")
+    tail = checks["ring-tail"]
+    assert tail["valid"] is False and tail["counts"]["first-regressed"] > 0, tail["counts"]

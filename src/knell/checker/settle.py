@@ -62,12 +62,13 @@ from knell.history import Event
 
 __all__ = ["FORGETS", "Forgetter", "Forgotten", "Settling", "kept_whole"]
 
-FORGETS: tuple[str, ...] = (BROADCAST, QUEUE)
+FORGETS: tuple[str, ...] = (BROADCAST, QUEUE, STREAM)
 """The contracts whose settled messages the pass forgets (a queue's done
-messages by :mod:`knell.checker.queue.settle`). The at-most-once and the
-stream checks keep every message they saw until the run ends (each keeps
-its own book of holds or pages): a soak of those contracts grows with its
-length (``docs/soaks.md`` gives the figure)."""
+messages by :mod:`knell.checker.queue.settle`, a stream's dropped ones by
+:mod:`knell.checker.stream.settle`). The at-most-once checks keep every
+message they saw until the run ends (each keeps its own book of holds):
+a soak of that contract grows with its length (``docs/soaks.md`` gives
+the figure)."""
 
 
 def kept_whole(contracts: tuple[str, ...] | None, forget_after: float | None) -> list[str]:

@@ -42,6 +42,7 @@ from knell.checker.queue.book import QueueCheck
 from knell.checker.queue.settle import QueueSettling
 from knell.checker.registry import CHECKS
 from knell.checker.settle import Forgetter, Settling
+from knell.checker.stream.settle import StreamSettling
 from knell.checker.windows import FaultWindows
 from knell.history import Event, HistoryReader
 
@@ -248,7 +249,9 @@ def check_events(
     fed = [c for c in instances if c.name not in asleep]
     settling = _settling(config, fed)
     queue = None if settling is None else _queue_settling(settling, windows, fed)
-    settlers = [] if settling is None or queue is None else [settling, queue]
+    settlers: list[Consumer] = (
+        [] if settling is None or queue is None else [settling, queue, StreamSettling(settling)]
+    )
     passed = run_pass(
         events,
         [windows, *fed, *extra, *([watcher] if asleep else []), *settlers],

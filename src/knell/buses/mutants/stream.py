@@ -6,8 +6,9 @@ trigger (``stream_triggers``: what a post drops, and whether ``first``
 says so) or the page query (``_held_after``: strictly after ``after``).
 The failure modes are those a ring reader cannot see for itself: a trim
 that drops messages without telling (the reader's next page silently
-starts later), a resume that repeats the last message read, and a ring
-that grows past its bound.
+starts later), a resume that repeats the last message read, a ring
+that grows past its bound, and a reader starting over that is handed
+messages the ring dropped long ago.
 
 The reference's triggers are created only when missing, and a mutant
 opens the file once as the reference first (to validate its URL), so a
@@ -16,11 +17,17 @@ mutant's own triggers replace them at every open.
 
 from __future__ import annotations
 
-from knell.buses.contract import Message
+from knell.buses.contract import Message, StreamPage
 from knell.buses.mutants.registry import mutant
 from knell.buses.mutants.sqlite import _Mutant
+from knell.buses.sqlite_stream import STREAM_GUARD
 
-__all__ = ["RingNeverTrimsBus", "RingSkipsSilentlyBus", "TailAfterInclusiveBus"]
+__all__ = [
+    "RingNeverTrimsBus",
+    "RingSkipsSilentlyBus",
+    "TailAfterInclusiveBus",
+    "TailReadsArchiveBus",
+]
 
 _DROP = (
     "DROP TRIGGER IF EXISTS stream_guard",
@@ -94,3 +101,55 @@ class RingNeverTrimsBus(_Mutant):
     (``over-count``)."""
 
     stream_triggers = (*_DROP, _GUARD_BY_HEAD)
+
+
+_TRIM_KEEPING_ROWS = """
+CREATE TRIGGER stream_trim AFTER INSERT ON messages
+WHEN EXISTS (SELECT 1 FROM streams WHERE channel = NEW.channel)
+BEGIN
+    UPDATE streams SET first = MAX(
+        first,
+        CASE WHEN max_len IS NULL THEN 1 ELSE NEW.seq - max_len + 1 END,
+        CASE WHEN max_age_s IS NULL THEN 1 ELSE 1 + COALESCE((
+            SELECT MAX(m.seq) FROM messages m WHERE m.channel = NEW.channel
+            AND m.seq >= streams.first AND m.posted_at < NEW.posted_at - streams.max_age_s
+        ), 0) END
+    ) WHERE channel = NEW.channel;
+END
+"""
+"""The reference trim, moving ``first`` but deleting nothing: the rows
+below it are kept as an archive."""
+
+
+@mutant(
+    "tail-reads-archive",
+    failure_mode="A reader starting over is handed messages the ring dropped long ago",
+    killed_by=("ring-tail:first-regressed",),
+    scenarios=("stream-kill-tailers",),
+    rule="A tail reads the ring only, from first on, whatever else the store keeps",
+)
+class TailReadsArchiveBus(_Mutant):
+    """Failure mode: the ring keeps what it trims (an archive for forensic
+    reads), and a tail from the very start (``after = 0``, a reader that
+    starts over) reads the archive too, reporting its oldest row as
+    ``first``: messages dropped minutes ago come back, and a ``first`` that
+    went back says so. Proven by ``ring-tail`` (``first-regressed``), also
+    once the checker forgot those messages (:mod:`knell.checker.stream.settle`).
+    """
+
+    stream_triggers = (*_DROP, STREAM_GUARD.replace(" IF NOT EXISTS", ""), _TRIM_KEEPING_ROWS)
+
+    def _page_of(
+        self, channel: str, after: int, limit: int, include_expired: bool = False
+    ) -> StreamPage:
+        page = super()._page_of(channel, after, limit, include_expired)
+        if after > 0 or include_expired:
+            return page
+        low = self._db.execute(
+            "SELECT MIN(seq) FROM messages WHERE channel = ?", (channel,)
+        ).fetchone()[0]
+        if low is None or int(low) >= page.first:
+            return page
+        # the bug: the archive is read as if it were the ring
+        messages, expired = self._held_after(channel, 0, int(low), limit)
+        return StreamPage(channel, messages, int(low), page.head, expired)

@@ -38,6 +38,7 @@ from typing import Any, ClassVar
 
 from knell.checker.base import CheckResult, witness
 from knell.checker.consumer import on, on_op
+from knell.checker.inflight import died_in_flight
 from knell.checker.queue.book import Lease, QueueCheck
 from knell.history import Event
 
@@ -110,12 +111,9 @@ class DeadLetterCheck(QueueCheck):
     def _died(self, event: Event) -> None:
         """A claim in flight in a process that died: its outcome is unknown,
         and it ended at the death."""
-        target = (event.get("value") or {}).get("target")
-        if event["process"] != "nemesis" or target is None:
-            return
         self.now = max(self.now, event["time"])
         for channel, claims in self._inflight.items():
-            for key in [k for k in claims if k[0] == target]:
+            for key in died_in_flight(event, claims):
                 claims.discard(key)
                 self._unknown_at(channel, event["time"])
 

@@ -39,6 +39,7 @@ from typing import Any, ClassVar
 
 from knell.checker.base import CheckResult, witness
 from knell.checker.consumer import on, on_op
+from knell.checker.inflight import died_in_flight
 from knell.checker.queue.book import NS, TOLERANCE_NS, Lease, QueueCheck
 from knell.history import Event
 
@@ -126,12 +127,9 @@ class LeaseExpiryCheck(QueueCheck):
     def _died(self, event: Event) -> None:
         """A claim in flight in a process that died: its outcome is unknown
         (it may have leased a message, until the death + its lease)."""
-        target = (event.get("value") or {}).get("target")
-        if event["process"] != "nemesis" or target is None:
-            return
         self.now = max(self.now, event["time"])
         for ch in self._channels.values():
-            for key in [k for k in ch.outstanding if k[0] == target]:
+            for key in died_in_flight(event, ch.outstanding):
                 ch.unknown.append((event["time"], ch.outstanding.pop(key)))
 
     @on("claim", "invoke")

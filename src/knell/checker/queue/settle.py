@@ -56,6 +56,7 @@ from typing import Any
 
 from knell.checker.clocks import STORE
 from knell.checker.consumer import Consumer, on, on_op
+from knell.checker.inflight import died_in_flight
 from knell.checker.queue.book import NS, ns
 from knell.checker.settle import Forgotten, Settling
 from knell.checker.windows import FaultWindows
@@ -167,11 +168,8 @@ class QueueSettling(Consumer):
     def _died(self, event: Event) -> None:
         """A SIGKILLed process writes nothing more: its claim in flight will
         never return a message."""
-        target = (event.get("value") or {}).get("target")
-        if event["process"] != "nemesis" or target is None:
-            return
         for ch in self._channels.values():
-            for key in [k for k in ch.claims if k[0] == target]:
+            for key in died_in_flight(event, ch.claims):
                 del ch.claims[key]
 
     @on(("renew", "done", "release"), "invoke")

@@ -12,6 +12,10 @@ holds). The bus trims in the post's own write, so:
   :data:`AGE_TOLERANCE` seconds after a post completed shows that post's
   message: it was older than its bound. Witness: the post's ok and the page.
 
+A post the ring surely dropped is forgotten
+(:mod:`knell.checker.stream.settle`): a page showing it again is
+``ring-tail``'s finding, so its age is no longer needed.
+
 Ages are judged by the history's clock, which on the reference bus is the
 store's own (one machine); the tolerance covers the time between a post's
 timestamp and its completion, and a reader's invoke and its read.
@@ -108,6 +112,12 @@ class RingBoundCheck(Check):
                     witness(post, invoke, done),
                 )
                 return
+
+    def forget(self, channel: Any, seq: int, mid: Any, again: bool) -> None:
+        """A post the ring surely dropped (:mod:`knell.checker.stream.settle`)."""
+        ages = self._at.get(channel)
+        if ages is not None:
+            ages.pop(seq, None)
 
     def result(self) -> CheckResult:
         return self._result({"pages-judged": self._judged})

@@ -22,7 +22,10 @@ What it keeps: the posts of stream channels only (a channel whose
 ``declare_stream`` was asked for; knell's producers declare a ring before
 their first post), packed (:mod:`knell.checker.keep`). A channel posted to
 before any declaration was asked for is not judged: its early posts were
-not kept, and an id among them would look like a phantom.
+not kept, and an id among them would look like a phantom. A post the ring
+surely dropped is forgotten (:mod:`knell.checker.stream.settle`): a page
+showing its seq again is passed over (``ring-tail`` reports that page),
+and one showing its id at a new seq is ``phantom``.
 """
 
 from __future__ import annotations
@@ -93,7 +96,10 @@ class RingContentCheck(Check):
         if at is None or asked is None or page.channel in self._unsure:
             return  # not a channel whose every post was recorded
         seq_of = self._seq_of[page.channel]
+        forgotten = self.forgotten
         for seq, mid in zip(page.seqs, page.ids, strict=True):
+            if forgotten is not None and forgotten.has(page.channel, seq):
+                continue  # below a first the ring reported: ring-tail's finding
             posted = at.get(seq)
             if posted is not None:
                 self._compared += 1
@@ -126,6 +132,15 @@ class RingContentCheck(Check):
                     witness(at[was][1], done),
                 )
                 return
+
+    def forget(self, channel: Any, seq: int, mid: Any, again: bool) -> None:
+        """A post the ring surely dropped (:mod:`knell.checker.stream.settle`)."""
+        at = self._at.get(channel)
+        if at is None:
+            return
+        at.pop(seq, None)
+        self._seq_of[channel].pop(mid, None)
+        self._asked[channel].pop(mid, None)
 
     def result(self) -> CheckResult:
         metrics: dict[str, float | int | None] = {

@@ -21,6 +21,11 @@ regression, the earlier page):
   page of the same channel that completed before this one was asked for
   (a trimmed message came back).
 
+These two are what lets a stream's dropped messages be forgotten
+(:mod:`knell.checker.stream.settle`): a page that shows one of them again
+is reported here. The check keeps one entry per rise of ``first``, and
+drops those at or below a forgotten seq.
+
 A page is one read of the ring (the reference bus reads it in one
 snapshot), so its ``head`` and its messages agree.
 
@@ -62,6 +67,14 @@ class _Firsts:
             self.times.append(time)
             self.firsts.append(first)
             self.events.append(event)
+
+    def drop_to(self, seq: int) -> None:
+        """Drop the rises to a ``first`` at or below ``seq``, a forgotten
+        seq: every page still to come was asked for after a page reporting a
+        higher ``first`` completed, and only the highest before it counts."""
+        at = bisect.bisect_right(self.firsts, seq)
+        if at:
+            del self.times[:at], self.firsts[:at], self.events[:at]
 
     def before(self, time: int) -> tuple[int, Event] | None:
         """The highest ``first`` of a page completed before ``time``."""
@@ -185,6 +198,12 @@ class RingTailCheck(Check):
                     f"{page.limit}: it left out seqs up to the head that the ring still holds",
                     witness(done),
                 )
+
+    def forget(self, channel: Any, seq: int, mid: Any, again: bool) -> None:
+        """A seq below a ``first`` that settled (:mod:`knell.checker.stream.settle`)."""
+        firsts = self._firsts.get(channel)
+        if firsts is not None and firsts.firsts and firsts.firsts[0] <= seq:
+            firsts.drop_to(seq)
 
     def result(self) -> CheckResult:
         return self._result(
