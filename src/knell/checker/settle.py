@@ -44,10 +44,12 @@ What is never forgotten, and why:
   nothing more is forgotten there, and ``no-loss`` answers "unknown" for
   what was already forgotten (the runner does not forget at all in a
   scenario with such a joiner);
-* messages with no owing handle (a stream's, a channel nobody subscribed
-  to): their own contract's checks keep them; a queue's done messages
-  have their own rule (:mod:`knell.checker.queue.settle`), which forgets
-  them through :meth:`Settling.forget` and the same bitmap;
+* messages with no owing handle (a queue's, a role's, a stream's, a
+  channel nobody subscribed to): each of those contracts has its own
+  rule (:mod:`knell.checker.queue.settle`,
+  :mod:`knell.checker.atmostonce.settle`,
+  :mod:`knell.checker.stream.settle`), which forgets them through
+  :meth:`Settling.forget` and the same bitmap;
 * non-integer seqs (the bitmap needs a position).
 """
 
@@ -62,13 +64,11 @@ from knell.history import Event
 
 __all__ = ["FORGETS", "Forgetter", "Forgotten", "Settling", "kept_whole"]
 
-FORGETS: tuple[str, ...] = (BROADCAST, QUEUE, STREAM)
-"""The contracts whose settled messages the pass forgets (a queue's done
-messages by :mod:`knell.checker.queue.settle`, a stream's dropped ones by
-:mod:`knell.checker.stream.settle`). The at-most-once checks keep every
-message they saw until the run ends (each keeps its own book of holds):
-a soak of that contract grows with its length (``docs/soaks.md`` gives
-the figure)."""
+FORGETS: tuple[str, ...] = (BROADCAST, QUEUE, ROLES, STREAM)
+"""The contracts whose settled messages the pass forgets: a queue's done
+and dead messages by :mod:`knell.checker.queue.settle`, a role's read
+ones by :mod:`knell.checker.atmostonce.settle`, a stream's dropped ones by
+:mod:`knell.checker.stream.settle`."""
 
 
 def kept_whole(contracts: tuple[str, ...] | None, forget_after: float | None) -> list[str]:

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from knell.buses.contract import BROADCAST, QUEUE, ROLES, STREAM
+from knell.checker.atmostonce.settle import RoleSettling
 from knell.checker.base import Check, CheckConfig, CheckResult, Validity, merge_validity
 from knell.checker.clocks import clock_events, scan
 from knell.checker.consumer import Consumer
@@ -250,7 +251,9 @@ def check_events(
     settling = _settling(config, fed)
     queue = None if settling is None else _queue_settling(settling, windows, fed)
     settlers: list[Consumer] = (
-        [] if settling is None or queue is None else [settling, queue, StreamSettling(settling)]
+        []
+        if settling is None or queue is None
+        else [settling, queue, StreamSettling(settling), RoleSettling(settling)]
     )
     passed = run_pass(
         events,

@@ -87,8 +87,12 @@ def receive(worker: Worker, role: str, run: str, limit: int) -> list[Delivery]:
     )
 
 
-def read(worker: Worker, role: str, run: str, body: str, msg: str, *, probe: bool = False) -> None:
-    value: dict[str, Any] = {"run": run, "id": body, "msg": msg}
+def read(
+    worker: Worker, role: str, run: str, body: str, msg: str, seq: int, *, probe: bool = False
+) -> None:
+    # the seq lets the checker know a read message it has since forgotten
+    # (knell.checker.atmostonce.settle) by its bit, without keeping its id
+    value: dict[str, Any] = {"run": run, "id": body, "msg": msg, "seq": seq}
     if probe:
         value["probe"] = True
     worker.op(
@@ -141,7 +145,7 @@ def _probe(worker: Worker, params: HolderParams, run: str) -> None:
         listed = stranded(worker, params.channel, run)
         other = next((s for s in listed if s.run != run), None)
         if other is not None:
-            read(worker, params.channel, run, other.body, other.id, probe=True)
+            read(worker, params.channel, run, other.body, other.id, other.seq, probe=True)
 
 
 class _Turn:
@@ -205,7 +209,7 @@ def _hold(
             if worker.stopping() or (not turn.keep() and lost()):
                 return
             with suppress(OpFailed):
-                read(worker, role, run, delivery.body, delivery.id)
+                read(worker, role, run, delivery.body, delivery.id, delivery.seq)
     if worker.stopping() or together:
         return
     if leave_unread:
@@ -254,7 +258,7 @@ def run_role_drain(worker: Worker, params: RoleDrainParams) -> None:
         if not got:
             break
         for delivery in got:
-            read(worker, role, run, delivery.body, delivery.id)
+            read(worker, role, run, delivery.body, delivery.id, delivery.seq)
     claim_role(worker, role, run, params.hold)  # the listing below is made as the holder
     stranded(worker, role, run)
     release_role(worker, role, run)

@@ -153,9 +153,18 @@ class RoleHistory(QueueHistory):
         return inv, self.info(process, "receive", {**value, "error": "timeout"}, channel=role)
 
     def read(
-        self, process: str, role: str, run: str, mid: str, outcome: str = "ok", probe: bool = False
+        self,
+        process: str,
+        role: str,
+        run: str,
+        mid: str,
+        outcome: str = "ok",
+        probe: bool = False,
+        seq: int | None = None,
     ) -> Pair:
         value: dict[str, Any] = {"run": run, "id": mid, "msg": f"{role}/x"}
+        if seq is not None:
+            value["seq"] = seq  # as the holder records it (a forgotten message is known by it)
         if probe:
             value["probe"] = True
         inv = self.invoke(process, "read", value, channel=role)

@@ -21,6 +21,7 @@ from knell.buses.mutants.sqlite import _Mutant
 
 __all__ = [
     "ReadByAnyRunBus",
+    "ReadRecycledBus",
     "ReceiveMarksReadBus",
     "ReceiveUncheckedUpdateBus",
     "RedeliverToNewHolderBus",
@@ -243,3 +244,52 @@ class ReceiveUncheckedUpdateBus(_Mutant):
                 [(d.role, d.seq, run, now) for d in chosen],
             )
         return chosen
+
+
+RECYCLE_AGE = 4.0
+"""Seconds after its read that the recycling sweep may deliver a message again."""
+
+
+@mutant(
+    "read-recycled",
+    failure_mode="A retention sweep puts old read messages back in the inbox",
+    killed_by=("at-most-once",),
+    scenarios=SCENARIOS,
+    rule="a retention sweep deletes (or archives) read deliveries; it never makes them pending",
+)
+class ReadRecycledBus(_Mutant):
+    """Failure mode: old read work comes back, long after its read.
+
+    A retention sweep meant to clear read deliveries out of the hot table
+    writes the wrong state: at most once a second per bus connection, at a
+    receive, the oldest message read more than :data:`RECYCLE_AGE` seconds
+    ago is delivered again, to the caller. The first delivery and the read
+    were right, so the message comes back seconds to minutes later: in a
+    soak, after the checker settled and forgot it
+    (:mod:`knell.checker.atmostonce.settle`), which must still name the
+    receive. Proven by ``at-most-once``.
+    """
+
+    _recycled_at = 0.0
+
+    def _deliver(
+        self, db: sqlite3.Connection, role: str, run: str, now: float, limit: int
+    ) -> list[Delivery]:
+        out: list[Delivery] = []
+        if now - self._recycled_at >= 1.0 and limit > 0:
+            self._recycled_at = now
+            row = db.execute(
+                "SELECT d.seq, m.body, m.sender FROM deliveries d JOIN messages m"
+                " ON m.channel = d.channel AND m.seq = d.seq WHERE d.channel = ?"
+                " AND d.read_at IS NOT NULL AND d.read_at < ? ORDER BY d.seq LIMIT 1",
+                (role, now - RECYCLE_AGE),
+            ).fetchone()
+            if row is not None:
+                db.execute(  # the bug: "retired" written as delivered anew
+                    "UPDATE deliveries SET run = ?, delivered_at = ?, read_at = NULL"
+                    " WHERE channel = ? AND seq = ?",
+                    (run, now, role, row[0]),
+                )
+                seq, body, sender = row
+                out.append(Delivery(message_id(role, int(seq)), role, int(seq), body, sender, run))
+        return out + super()._deliver(db, role, run, now, limit - len(out))

@@ -11,6 +11,12 @@ failed) and surely happened at its ok.
 each run's receives of unknown outcome, reads by recipient) and calls a
 hook per delivery and per read; messages are keyed by ``(role, body id)``,
 never by the bus's own id.
+
+A message its recipient read is forgotten once settled
+(:mod:`knell.checker.atmostonce.settle`): :meth:`RoleCheck.forget` drops
+its book, and a later receive or read of it (known by its seq) is not
+booked but handed to :meth:`RoleCheck.delivered_forgotten` or
+:meth:`RoleCheck.read_forgotten`.
 """
 
 from __future__ import annotations
@@ -50,6 +56,18 @@ class RoleCheck(Check):
         self.unknown_receives: dict[Key, int] = {}
         """(role, run) -> receives whose outcome is unknown"""
         self.roles: set[Any] = set()
+        self.forgotten_delivered = 0
+        """Messages delivered, read and forgotten since (counted, not kept)."""
+
+    def is_forgotten(self, role: Any, seq: Any) -> bool:
+        """Whether message ``seq`` of ``role`` was read, settled and forgotten."""
+        return self.forgotten is not None and self.forgotten.has(role, seq)
+
+    def forget(self, channel: Any, seq: int, mid: Any, again: bool) -> None:
+        """Drop the book of a settled read message; a subclass drops its
+        own records too."""
+        if self.delivered.pop((channel, mid), None) is not None:
+            self.forgotten_delivered += 1
 
     @on_op("receive", "ok", "info", "lost")
     def _received(self, invoke: Event | None, done: Event | None) -> None:
@@ -64,6 +82,9 @@ class RoleCheck(Check):
             return
         run = done["value"]["run"]
         for entry in done["value"]["messages"]:
+            if self.is_forgotten(role, entry.get("seq")):
+                self.delivered_forgotten(invoke, done, entry)
+                continue
             key = (role, entry["id"])
             first = self.delivered.get(key)
             if first is None:
@@ -74,12 +95,17 @@ class RoleCheck(Check):
 
     @on("read", "invoke")
     def _reading(self, event: Event) -> None:
+        if self.is_forgotten(event["channel"], event["value"].get("seq")):
+            return
         got = self.delivered.get((event["channel"], event["value"]["id"]))
         if got is not None and got.run == event["value"]["run"] and got.reading is None:
             got.reading = event
 
     @on_op("read", "ok", "fail", "info")
     def _read(self, invoke: Event | None, done: Event) -> None:
+        if self.is_forgotten(done["channel"], done["value"].get("seq")):
+            self.read_forgotten(invoke, done)
+            return
         got = self.delivered.get((done["channel"], done["value"]["id"]))
         if got is not None and got.run == done["value"]["run"]:
             if done["type"] == "ok" and got.read is None:
@@ -107,3 +133,11 @@ class RoleCheck(Check):
 
     def reading(self, invoke: Event | None, done: Event, got: Delivered | None) -> None:
         """A read completed (ok, refused, unknown)."""
+
+    def delivered_forgotten(self, invoke: Event | None, done: Event, entry: Any) -> None:
+        """A receive returned a message read and forgotten since: it is not
+        booked (a second delivery, ``at-most-once``'s finding)."""
+
+    def read_forgotten(self, invoke: Event | None, done: Event) -> None:
+        """A read of a message read and forgotten since completed: not judged
+        (who it was delivered to is forgotten)."""

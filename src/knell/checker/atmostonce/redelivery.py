@@ -8,7 +8,9 @@ departed run's unread messages to the new holder, or redelivers on every
 receive until a read, breaks exactly that.
 
 Anomaly ``redelivered``: a message that two receives (of any runs, the
-same run included) returned ok. Witness: both receives, invoke and ok.
+same run included) returned ok. Witness: both receives, invoke and ok;
+for a message read and forgotten since (:mod:`knell.checker.atmostonce.settle`),
+the second receive alone.
 """
 
 from __future__ import annotations
@@ -45,5 +47,16 @@ class AtMostOnceCheck(RoleCheck):
             witness(first.invoke, first.ok, invoke, done),
         )
 
+    def delivered_forgotten(self, invoke: Event | None, done: Event, entry: Any) -> None:
+        self._report(
+            "redelivered",
+            None
+            if self.log.full
+            else f"message {entry.get('id')} (role {done['channel']}, seq {entry.get('seq')}) "
+            f"was delivered again, to run {done['value']['run']}, long after its recipient "
+            "read it (knell had settled and forgotten it)",
+            witness(invoke, done),
+        )
+
     def result(self) -> CheckResult:
-        return self._result({"delivered": len(self.delivered)})
+        return self._result({"delivered": len(self.delivered) + self.forgotten_delivered})

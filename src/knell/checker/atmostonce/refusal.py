@@ -14,6 +14,13 @@ it: the person who should decide whether to resend never hears of it.
 * ``wrong-refusal``: a read by the run a message was delivered to, refused
   as ``not-delivered-to``. Contract refusals are not errors for
   ``availability``; this keeps a bus from refusing its recipients for free.
+
+A read of a message its recipient read and that was forgotten since
+(:mod:`knell.checker.atmostonce.settle`) is counted, not judged: who it
+was delivered to is no longer kept. The holders never read a message
+twice, nor probe one that was read (they probe stranded ones), so what
+this gives up is a bus that lets another run read a message long after
+its recipient did.
 """
 
 from __future__ import annotations
@@ -67,6 +74,13 @@ class ReadRefusalCheck(RoleCheck):
                     f"by that run was refused as not-delivered-to",
                     witness(got.invoke, got.ok, invoke, done),
                 )
+
+    def read_forgotten(self, invoke: Event | None, done: Event) -> None:
+        """Counted, not judged: who the message was delivered to is forgotten."""
+        if done["type"] == "ok":
+            self._reads += 1
+        elif done["type"] == "fail" and done["value"].get("refused") == "not-delivered-to":
+            self._refused += 1
 
     def result(self) -> CheckResult:
         return self._result({"reads-ok": self._reads, "refused-not-delivered-to": self._refused})

@@ -23,6 +23,10 @@ release): every other run had then left. Then:
 * ``listed-current``: a listed message delivered to the lister itself.
 * ``unordered``: entries not in order of delivery, oldest first.
 * ``over-cap``: more than 50 entries.
+
+A message its recipient read and that was forgotten since
+(:mod:`knell.checker.atmostonce.settle`) is known by its seq: listed in a
+judged listing, it is still ``listed-read`` (witness: the listing).
 """
 
 from __future__ import annotations
@@ -127,6 +131,17 @@ class StrandedListedCheck(RoleCheck):
         self._judged += 1
         listed = {entry["id"]: entry for entry in entries}
         for entry in entries:
+            if self.is_forgotten(role, entry.get("seq")):
+                self._report(
+                    "listed-read",
+                    None
+                    if self.log.full
+                    else f"message {entry['id']} (role {role}, seq {entry.get('seq')}) is listed "
+                    "as stranded although its recipient read it long before (knell had settled "
+                    "and forgotten it)",
+                    witness(invoke, done),
+                )
+                continue
             got = self.delivered.get((role, entry["id"]))
             if entry.get("run") == lister or (got is not None and got.run == lister):
                 self._report(

@@ -21,9 +21,11 @@ result is then "unknown", with the reason, as it is without a completed
 final phase.
 
 What it keeps, and for how long: per message its post invoke and the proof
-that it landed (packed, :mod:`knell.checker.keep`), and the messages read,
-for the whole run: a message vanished only if the last listing after the
-final phase lacks it, so none can be forgotten before the end.
+that it landed (packed, :mod:`knell.checker.keep`), and the messages read.
+A message vanished only if it was never read and the last listing after
+the final phase lacks it, so a message its recipient read is decided: once
+settled (:mod:`knell.checker.atmostonce.settle`) it is counted read and
+forgotten. Every other message is kept to the end.
 
 A message posted with ``expires_at`` (counted as ``expiring``) is not
 judged here: an expired message is rightly never delivered, which
@@ -60,6 +62,23 @@ class NothingVanishesCheck(RoleCheck):
         self._final: dict[Any, tuple[Event, Event | None]] = {}  # role -> (drain ok, listing)
         self._failed: dict[Any, Event] = {}
         self._began: dict[Any, int] = {}
+        self._folded: dict[Any, list[int]] = {}  # role -> forgotten [read, expiring]
+
+    def forget(self, channel: Any, seq: int, mid: Any, again: bool) -> None:
+        super().forget(channel, seq, mid, again)
+        by_id = self._posts.get(channel)
+        rec = None if by_id is None else by_id.pop(mid, None)
+        self._was_read.discard((channel, mid))
+        if rec is None or again or rec[1] is None:
+            return
+        post = rec[0]
+        began = self._began.get(channel)
+        if post is not None and began is not None and post["time"] >= began:
+            return  # posted during the final phase: not counted either way
+        folded = self._folded.get(channel)
+        if folded is None:
+            folded = self._folded[channel] = [0, 0]
+        folded[1 if post is not None and "expires_at" in post["value"] else 0] += 1
 
     @on("post", "invoke", "ok")
     def _post(self, event: Event) -> None:
@@ -119,6 +138,10 @@ class NothingVanishesCheck(RoleCheck):
             began = self._began.get(role)
             unresolved = 0
             beyond = 0
+            read_before, expiring_before = self._folded.get(role, (0, 0))
+            counts["messages"] += read_before
+            counts["read"] += read_before
+            counts["expiring"] += expiring_before
             for mid, (post, proof) in self._posts.get(role, {}).items():
                 if proof is None:
                     continue  # never known to have landed
