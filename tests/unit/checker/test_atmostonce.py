@@ -254,3 +254,38 @@ def test_a_full_final_list_leaves_later_deliveries_undecided() -> None:
     h.final_ok(R, "at-most-once", "role-drain-1")
     r = run(h, NothingVanishesCheck)
     assert r.valid == "unknown" and "beyond its cap" in (r.unknown_reason or "")
+
+
+def _cut_within_one_receive(h: RoleHistory) -> tuple[list[tuple[str, int]], float]:
+    """Run-1 leaves 51 messages unread, the last two from one receive: the
+    full list (50, oldest first) ends between those two, which were
+    delivered at the same instant (a soak found this)."""
+    h.claim_role("holder-1", R, "run-1")
+    early = [(f"p:{i}", i) for i in range(1, STRANDED_CAP)]
+    pair = [("p:50", 50), ("p:51", 51)]
+    for mid, seq in [*early, *pair]:
+        h.post("sender-1", R, mid, seq)
+    h.receive("holder-1", R, "run-1", early)
+    h.sleep(0.1)
+    h.receive("holder-1", R, "run-1", pair)
+    at = h.seconds() - 0.0005  # the bus's clock read inside that receive
+    h.release_role("holder-1", R, "run-1")
+    return [*early, pair[0]], at
+
+
+def test_a_full_list_may_end_between_two_messages_of_one_receive() -> None:
+    h = RoleHistory()
+    listed, at = _cut_within_one_receive(h)
+    h.claim_role("holder-2", R, "run-2")
+    h.stranded("holder-2", R, "run-2", [(m, s, "run-1", at) for m, s in listed])
+    assert run(h, StrandedListedCheck).valid is True
+
+
+def test_a_full_final_list_ending_within_one_receive_leaves_the_rest_undecided() -> None:
+    h = RoleHistory()
+    listed, at = _cut_within_one_receive(h)
+    h.final_invoke(R, "at-most-once", "role-drain-1")
+    h.stranded("role-drain-1", R, "run-9", [(m, s, "run-1", at) for m, s in listed])
+    h.final_ok(R, "at-most-once", "role-drain-1")
+    r = run(h, NothingVanishesCheck)
+    assert r.valid == "unknown" and "beyond its cap" in (r.unknown_reason or "")

@@ -16,7 +16,9 @@ post returned ok (or that a receive showed) must have been read (a read
 that returned ok, or whose outcome is unknown) or appear in that last
 listing. Otherwise it ``vanished``; witness: its post, its delivery (if
 known), the final listing and the drain. When the final list is full (the
-cap is 50) a message that may lie beyond the cap cannot be judged: the
+cap is 50) a message that may lie beyond the cap (its receive returned
+no earlier than the last listed delivery: one receive delivers several
+messages at one instant) cannot be judged: the
 result is then "unknown", with the reason, as it is without a completed
 final phase.
 
@@ -165,7 +167,7 @@ class NothingVanishesCheck(RoleCheck):
                     got is None
                     or got.invoke is None
                     or not isinstance(last_at, (int, float))
-                    or got.invoke["time"] > self.windows.clocks.true_time(last_at) + TOLERANCE_NS
+                    or got.ok["time"] >= self.windows.clocks.true_time(last_at) - TOLERANCE_NS
                 ):
                     beyond += 1
                     continue
