@@ -249,12 +249,14 @@ def check_events(
     watcher = watch(asleep.values())
     fed = [c for c in instances if c.name not in asleep]
     settling = _settling(config, fed)
-    queue = None if settling is None else _queue_settling(settling, windows, fed)
-    settlers: list[Consumer] = (
-        []
-        if settling is None or queue is None
-        else [settling, queue, StreamSettling(settling), RoleSettling(settling)]
-    )
+    queue = None
+    settlers: list[Consumer] = []
+    if settling is not None:
+        tested = config.contracts or (QUEUE, ROLES, STREAM)
+        queue = _queue_settling(settling, windows, fed) if QUEUE in tested else None
+        settlers = [settling, *([queue] if queue is not None else [])]
+        settlers += [StreamSettling(settling)] if STREAM in tested else []
+        settlers += [RoleSettling(settling)] if ROLES in tested else []
     passed = run_pass(
         events,
         [windows, *fed, *extra, *([watcher] if asleep else []), *settlers],

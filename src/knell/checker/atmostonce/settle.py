@@ -94,7 +94,9 @@ class RoleSettling(Consumer):
         """A retry of a forgotten message's post, answered with its seq:
         the checks noted it anew, so they drop it again."""
         channel, value = event["channel"], event["value"]
-        if channel in self._roles and self._settling.forgotten.has(channel, value.get("seq")):
+        if channel not in self._roles:
+            return
+        if self._settling.forgotten.has(channel, value.get("seq")):
             self._settling.forget(channel, value["seq"], value["id"])
         self._expire(event["time"])
 
