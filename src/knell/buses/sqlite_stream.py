@@ -59,7 +59,7 @@ from knell.buses.rings import check_ring
 from knell.buses.sqlite_expiry import SqliteExpiry
 from knell.buses.sqlite_kinds import ChannelKinds, wrong_kind
 
-__all__ = ["STREAM_SCHEMA", "STREAM_TRIGGERS", "TRIM_EVERY", "SqliteStream"]
+__all__ = ["MOVE_FIRST", "STREAM_SCHEMA", "STREAM_TRIGGERS", "TRIM_EVERY", "SqliteStream"]
 
 STREAM_SCHEMA = """
 CREATE TABLE IF NOT EXISTS streams (
@@ -84,10 +84,7 @@ the ring holds moves with ``first`` at every post, and the file keeps at
 most this many unreadable rows more (deleting one row per post cost four
 fifths of a post's time)."""
 
-STREAM_TRIM = f"""
-CREATE TRIGGER IF NOT EXISTS stream_trim AFTER INSERT ON messages
-WHEN EXISTS (SELECT 1 FROM streams WHERE channel = NEW.channel)
-BEGIN
+MOVE_FIRST = """
     UPDATE streams SET first = MAX(
         first,
         CASE WHEN max_len IS NULL THEN 1 ELSE NEW.seq - max_len + 1 END,
@@ -96,6 +93,13 @@ BEGIN
             AND m.seq >= streams.first AND m.posted_at < NEW.posted_at - streams.max_age_s
         ), 0) END
     ) WHERE channel = NEW.channel;
+"""
+"""The trim's first step: ``first`` moves past the count and the age bound."""
+
+STREAM_TRIM = f"""
+CREATE TRIGGER IF NOT EXISTS stream_trim AFTER INSERT ON messages
+WHEN EXISTS (SELECT 1 FROM streams WHERE channel = NEW.channel)
+BEGIN{MOVE_FIRST}
     DELETE FROM messages WHERE NEW.seq % {TRIM_EVERY} = 0 AND channel = NEW.channel
         AND seq < NEW.seq AND seq < (SELECT first FROM streams WHERE channel = NEW.channel);
 END;

@@ -13,6 +13,7 @@ from typing import Any
 
 from knell.checker import CheckConfig, CheckResult, Verdict, check_events
 from knell.checker.base import Check
+from knell.checker.registry import CHECKS
 from knell.history import Event
 
 NS = 1_000_000_000
@@ -245,6 +246,26 @@ def verdict(h: History, config: CheckConfig | None = None) -> Verdict:
 def run(h: History, check: type[Check], config: CheckConfig | None = None) -> CheckResult:
     """Run one check alone over the history."""
     return check_events(h.events, config or CheckConfig(), checks=[check]).checks[check.name]
+
+
+def check_keeping(
+    h: History, config: CheckConfig, checks: Sequence[type[Check]] | None = None
+) -> tuple[Verdict, dict[str, Any]]:
+    """The verdict, and the check instances by name, to look at what each
+    still keeps (every registered check unless ``checks`` says which)."""
+    made: list[Check] = []
+
+    def factory(cls: type[Check]) -> Any:
+        def make(*args: Any) -> Check:
+            check = cls(*args)
+            made.append(check)
+            return check
+
+        return make
+
+    picked = checks or [c for c in CHECKS if isinstance(c, type) and issubclass(c, Check)]
+    found = check_events(h.events, config, checks=[factory(c) for c in picked])
+    return found, {c.name: c for c in made}
 
 
 def indices(events: Sequence[Event]) -> list[int]:

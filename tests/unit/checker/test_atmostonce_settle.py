@@ -10,11 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from knell.checker import CheckConfig, check_events
-from knell.checker.base import Check
-from knell.checker.registry import CHECKS
+from knell.checker import CheckConfig
 
-from .builder import indices, only
+from .builder import check_keeping, indices, only
 from .contracts import RoleHistory
 
 R = "reviewer"
@@ -24,19 +22,7 @@ KEEP = CheckConfig(contracts=("at-most-once",), roles=ROLES)
 
 
 def _check(h: RoleHistory, config: CheckConfig) -> Any:
-    made: list[Check] = []
-
-    def factory(cls: type[Check]) -> Any:
-        def make(*args: Any) -> Check:
-            check = cls(*args)
-            made.append(check)
-            return check
-
-        return make
-
-    picked = [c for c in CHECKS if isinstance(c, type) and issubclass(c, Check)]
-    verdict = check_events(h.events, config, checks=[factory(c) for c in picked])
-    return verdict, {c.name: c for c in made}
+    return check_keeping(h, config)
 
 
 def _turns(h: RoleHistory, first_run: int, runs: int, *, seq: int = 1) -> int:

@@ -11,13 +11,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from knell.checker import CheckConfig, check_events, queue
+from knell.checker import CheckConfig, queue
 from knell.checker.base import Check
 from knell.checker.expiry import ExpiryCheck
 from knell.checker.queue.book import QueueCheck
-from knell.checker.registry import CHECKS
 
-from .builder import indices, only
+from .builder import check_keeping, indices, only
 from .contracts import QueueHistory, clock_change
 
 ROLES = ("producer", "claimer")
@@ -52,19 +51,7 @@ def _end(h: QueueHistory) -> None:
 
 def _check(h: QueueHistory, config: CheckConfig, checks: list[type[Check]] | None = None) -> Any:
     """The verdict, and the check instances (to look at what they keep)."""
-    made: list[Check] = []
-
-    def factory(cls: type[Check]) -> Any:
-        def make(*args: Any) -> Check:
-            check = cls(*args)
-            made.append(check)
-            return check
-
-        return make
-
-    picked = checks or [c for c in CHECKS if isinstance(c, type) and issubclass(c, Check)]
-    verdict = check_events(h.events, config, checks=[factory(c) for c in picked])
-    return verdict, {c.name: c for c in made}
+    return check_keeping(h, config, checks)
 
 
 def _kept(check: Check) -> int:

@@ -10,11 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from knell.checker import CheckConfig, check_events
-from knell.checker.base import Check
-from knell.checker.registry import CHECKS
+from knell.checker import CheckConfig
 
-from .builder import History, indices, only
+from .builder import History, check_keeping, indices, only
 from .test_stream import CH, P, declare, page
 
 ROLES = ("producer", "streamer")
@@ -24,22 +22,9 @@ RING = 5
 
 
 def _check(h: History, config: CheckConfig) -> Any:
-    """The verdict, and the check instances (to look at what they keep),
-    the stream's final phase recorded at the end."""
-    h = _ended(h)
-    made: list[Check] = []
-
-    def factory(cls: type[Check]) -> Any:
-        def make(*args: Any) -> Check:
-            check = cls(*args)
-            made.append(check)
-            return check
-
-        return make
-
-    picked = [c for c in CHECKS if isinstance(c, type) and issubclass(c, Check)]
-    verdict = check_events(h.events, config, checks=[factory(c) for c in picked])
-    return verdict, {c.name: c for c in made}
+    """The verdict and the check instances, the stream's final phase
+    recorded at the end."""
+    return check_keeping(_ended(h), config)
 
 
 def _ended(h: History) -> History:

@@ -20,7 +20,7 @@ from __future__ import annotations
 from knell.buses.contract import Message, StreamPage
 from knell.buses.mutants.registry import mutant
 from knell.buses.mutants.sqlite import _Mutant
-from knell.buses.sqlite_stream import STREAM_GUARD
+from knell.buses.sqlite_stream import MOVE_FIRST, STREAM_GUARD
 
 __all__ = [
     "RingNeverTrimsBus",
@@ -103,19 +103,10 @@ class RingNeverTrimsBus(_Mutant):
     stream_triggers = (*_DROP, _GUARD_BY_HEAD)
 
 
-_TRIM_KEEPING_ROWS = """
+_TRIM_KEEPING_ROWS = f"""
 CREATE TRIGGER stream_trim AFTER INSERT ON messages
 WHEN EXISTS (SELECT 1 FROM streams WHERE channel = NEW.channel)
-BEGIN
-    UPDATE streams SET first = MAX(
-        first,
-        CASE WHEN max_len IS NULL THEN 1 ELSE NEW.seq - max_len + 1 END,
-        CASE WHEN max_age_s IS NULL THEN 1 ELSE 1 + COALESCE((
-            SELECT MAX(m.seq) FROM messages m WHERE m.channel = NEW.channel
-            AND m.seq >= streams.first AND m.posted_at < NEW.posted_at - streams.max_age_s
-        ), 0) END
-    ) WHERE channel = NEW.channel;
-END
+BEGIN{MOVE_FIRST}END
 """
 """The reference trim, moving ``first`` but deleting nothing: the rows
 below it are kept as an archive."""
