@@ -1,9 +1,11 @@
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -26,6 +28,13 @@ def knell(
         text=True,
         timeout=timeout,
     )
+
+
+def only_results(reports: Path, scenario: str) -> dict[str, Any]:
+    """``results.json`` of the one run of ``scenario`` under ``reports``."""
+    (run,) = (reports / scenario).glob("2*")
+    results: dict[str, Any] = json.loads((run / "results.json").read_text(encoding="utf-8"))
+    return results
 
 
 @pytest.fixture

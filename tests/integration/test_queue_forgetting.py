@@ -5,12 +5,11 @@ recycled messages are settled and forgotten by the time they come back."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import knell
+from tests.integration.conftest import knell, only_results
 
 pytestmark = pytest.mark.integration
 
@@ -24,8 +23,7 @@ def test_a_claim_of_a_forgotten_done_message_is_still_caught(tmp_path: Path) -> 
     )  # fmt: skip
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr
-    (run,) = (tmp_path / "queue-kill-claimers").glob("2*")
-    results = json.loads((run / "results.json").read_text())
+    results = only_results(tmp_path, "queue-kill-claimers")
     assert results["forgetting"]["messages"] > 100, results["forgetting"]
     # poison messages listed dead during the run (dead_every) settle too
     assert results["forgetting"]["dead"] > 10, results["forgetting"]

@@ -6,22 +6,18 @@ come back. The reference bus stays VALID with most messages forgotten."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import knell
+from tests.integration.conftest import knell, only_results
 
 pytestmark = pytest.mark.integration
 
 SCENARIO = "atmostonce-holder-churn"
-
-
-def _results(reports: Path) -> dict[str, object]:
-    (run,) = (reports / SCENARIO).glob("2*")
-    results: dict[str, object] = json.loads((run / "results.json").read_text())
-    return results
+# 16 messages a second, about half read before the final phase, each
+# forgotten 10 s after its read: a 25 s run forgets some 100-150 (fewer on
+# a loaded machine); a few dozen prove the forgetting happened.
 
 
 def test_a_redelivery_of_a_forgotten_read_message_is_still_caught(tmp_path: Path) -> None:
@@ -31,9 +27,9 @@ def test_a_redelivery_of_a_forgotten_read_message_is_still_caught(tmp_path: Path
     )  # fmt: skip
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr
-    results = _results(tmp_path)
-    assert results["forgetting"]["messages"] > 100, results["forgetting"]  # type: ignore[index]
-    once = results["checks"]["checks"]["at-most-once"]  # type: ignore[index]
+    results = only_results(tmp_path, SCENARIO)
+    assert results["forgetting"]["messages"] > 40, results["forgetting"]
+    once = results["checks"]["checks"]["at-most-once"]
     assert once["valid"] is False
     found = [a for a in once["anomalies"] if a["kind"] == "redelivered"]
     # delivered again after knell forgot it: the witness is that receive alone
@@ -49,5 +45,5 @@ def test_the_reference_forgets_read_messages_and_stays_valid(tmp_path: Path) -> 
         CI="1", timeout=240,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    results = _results(tmp_path)
-    assert results["forgetting"]["messages"] > 100, results["forgetting"]  # type: ignore[index]
+    results = only_results(tmp_path, SCENARIO)
+    assert results["forgetting"]["messages"] > 40, results["forgetting"]

@@ -18,7 +18,7 @@ from typing import Any
 
 from knell.buses.contract import Claim, DeadLetter
 from knell.buses.mutants.registry import mutant
-from knell.buses.mutants.sqlite import _Mutant
+from knell.buses.mutants.sqlite import RECYCLE_AGE, _Mutant, _Recycling
 
 __all__ = [
     "AttemptsResetOnRequeueBus",
@@ -233,10 +233,6 @@ class DoneNotTerminalBus(_Mutant):
         return "'ready'"  # the bug: done lets go of the lease, as a release would
 
 
-RECYCLE_AGE = 4.0
-"""Seconds after its done that the recycling sweep may hand a message out again."""
-
-
 @mutant(
     "done-recycled",
     failure_mode="A retention sweep puts old done work back in the queue",
@@ -244,7 +240,7 @@ RECYCLE_AGE = 4.0
     scenarios=("queue-kill-claimers",),
     rule="a retention sweep deletes (or archives) done rows; it never changes their state",
 )
-class DoneRecycledBus(_Mutant):
+class DoneRecycledBus(_Recycling):
     """Failure mode: old finished work comes back, long after its done.
 
     A retention sweep meant to clear done rows out of the hot table writes
@@ -257,12 +253,9 @@ class DoneRecycledBus(_Mutant):
     Proven by ``done-terminal``.
     """
 
-    _recycled_at = 0.0
-
     def claim(self, channel: str, consumer: str, lease_s: float) -> Claim | None:
         now = time.time()
-        if now - self._recycled_at >= 1.0:
-            self._recycled_at = now
+        if self._recycle_due(now):
             with self._lock, self._write() as db:
                 db.execute(  # the bug: "retired" written as ready
                     "UPDATE claims SET state = 'ready', consumer = NULL, updated_at = :now"

@@ -17,7 +17,7 @@ import time
 from knell.buses.contract import Delivery, Stranded
 from knell.buses.leases import message_id
 from knell.buses.mutants.registry import mutant
-from knell.buses.mutants.sqlite import _Mutant
+from knell.buses.mutants.sqlite import RECYCLE_AGE, _Mutant, _Recycling
 
 __all__ = [
     "ReadByAnyRunBus",
@@ -246,10 +246,6 @@ class ReceiveUncheckedUpdateBus(_Mutant):
         return chosen
 
 
-RECYCLE_AGE = 4.0
-"""Seconds after its read that the recycling sweep may deliver a message again."""
-
-
 @mutant(
     "read-recycled",
     failure_mode="A retention sweep puts old read messages back in the inbox",
@@ -257,7 +253,7 @@ RECYCLE_AGE = 4.0
     scenarios=SCENARIOS,
     rule="a retention sweep deletes (or archives) read deliveries; it never makes them pending",
 )
-class ReadRecycledBus(_Mutant):
+class ReadRecycledBus(_Recycling):
     """Failure mode: old read work comes back, long after its read.
 
     A retention sweep meant to clear read deliveries out of the hot table
@@ -270,14 +266,11 @@ class ReadRecycledBus(_Mutant):
     receive. Proven by ``at-most-once``.
     """
 
-    _recycled_at = 0.0
-
     def _deliver(
         self, db: sqlite3.Connection, role: str, run: str, now: float, limit: int
     ) -> list[Delivery]:
         out: list[Delivery] = []
-        if now - self._recycled_at >= 1.0 and limit > 0:
-            self._recycled_at = now
+        if limit > 0 and self._recycle_due(now):
             row = db.execute(
                 "SELECT d.seq, m.body, m.sender FROM deliveries d JOIN messages m"
                 " ON m.channel = d.channel AND m.seq = d.seq WHERE d.channel = ?"

@@ -79,6 +79,27 @@ class _Mutant(SqliteBus):
         return _open(cls, url)
 
 
+RECYCLE_AGE = 4.0
+"""Seconds after a message ended (done, or read) that a recycling
+retention sweep may hand it out again."""
+
+
+class _Recycling(_Mutant):
+    """The shape of the recycling mutants: a retention sweep that runs at
+    most once a second per bus connection, at a hand-out (a claim, a
+    receive), and brings finished work back :data:`RECYCLE_AGE` seconds or
+    more after it ended: in a soak, after the checker forgot it."""
+
+    _recycled_at = 0.0
+
+    def _recycle_due(self, now: float) -> bool:
+        """Whether the sweep runs at ``now`` (and it is noted that it did)."""
+        if now - self._recycled_at < 1.0:
+            return False
+        self._recycled_at = now
+        return True
+
+
 def _set_cursor(db: sqlite3.Connection, handle: str, channel: str, value: int) -> int:
     """Write ``value`` as the cursor, whatever it was (no forward-only
     clamp); the rows updated."""

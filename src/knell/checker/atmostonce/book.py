@@ -28,7 +28,10 @@ from knell.checker.base import Check
 from knell.checker.consumer import on, on_op
 from knell.history import Event
 
-__all__ = ["Delivered", "RoleCheck"]
+__all__ = ["TOLERANCE_NS", "Delivered", "RoleCheck"]
+
+TOLERANCE_NS = 10_000_000
+"""10 ms of slack on every comparison of a history time with a bus clock reading."""
 
 Key = tuple[Any, Any]
 """(role, body id)"""
@@ -117,6 +120,17 @@ class RoleCheck(Check):
     @on_op("claim_role", "ok")
     def _role(self, invoke: Event | None, done: Event) -> None:
         self.roles.add(done["channel"])
+
+    def maybe_beyond_cap(self, got: Delivered, last_at: Any) -> bool:
+        """Whether a full stranded list whose last entry was delivered at
+        ``last_at`` (the bus's clock) may rightly leave ``got`` out: its
+        receive returned no earlier than that delivery. One receive delivers
+        several messages at one instant and the list orders those by seq, so
+        the cap may fall between two of them. False when ``last_at`` is not
+        a time (nothing to place the message against)."""
+        if isinstance(last_at, bool) or not isinstance(last_at, (int, float)):
+            return False
+        return bool(got.ok["time"] >= self.windows.clocks.true_time(last_at) - TOLERANCE_NS)
 
     def maybe_delivered_to(self, role: Any, run: Any) -> bool:
         """Whether a receive of unknown outcome by ``run`` may have delivered

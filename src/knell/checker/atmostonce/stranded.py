@@ -37,7 +37,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from knell.buses.contract import STRANDED_CAP
-from knell.checker.atmostonce.book import Delivered, Key, RoleCheck
+from knell.checker.atmostonce.book import TOLERANCE_NS, Delivered, Key, RoleCheck
 from knell.checker.base import CheckResult, witness
 from knell.checker.clocks import STORE, ClockTimeline
 from knell.checker.consumer import on, on_op
@@ -46,7 +46,6 @@ from knell.history import Event
 __all__ = ["StrandedListedCheck"]
 
 NS = 1_000_000_000
-TOLERANCE_NS = 10_000_000
 
 
 class _Hold:
@@ -171,12 +170,8 @@ class StrandedListedCheck(RoleCheck):
                 continue
             if got.reading is not None and got.reading["time"] < done["time"]:
                 continue  # its recipient may have read it first
-            if (
-                full
-                and isinstance(last_at, (int, float))
-                and got.ok["time"] >= self.windows.clocks.true_time(last_at) - TOLERANCE_NS
-            ):
-                continue  # not surely delivered before the last listed one: maybe beyond the cap
+            if full and self.maybe_beyond_cap(got, last_at):
+                continue
             self._report(
                 "missing",
                 None

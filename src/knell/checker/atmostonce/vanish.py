@@ -47,9 +47,6 @@ from knell.history import Event
 
 __all__ = ["NothingVanishesCheck"]
 
-NS = 1_000_000_000
-TOLERANCE_NS = 10_000_000
-
 
 class NothingVanishesCheck(RoleCheck):
     name: ClassVar[str] = "nothing-vanishes"
@@ -167,7 +164,7 @@ class NothingVanishesCheck(RoleCheck):
                     got is None
                     or got.invoke is None
                     or not isinstance(last_at, (int, float))
-                    or got.ok["time"] >= self.windows.clocks.true_time(last_at) - TOLERANCE_NS
+                    or self.maybe_beyond_cap(got, last_at)
                 ):
                     beyond += 1
                     continue
