@@ -4,10 +4,16 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from knell.checker import CheckResult, check_events
+from knell.history import read_history
+from knell.history_files import merged_path
+from knell.runner import _check_config
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -35,6 +41,17 @@ def only_results(reports: Path, scenario: str) -> dict[str, Any]:
     (run,) = (reports / scenario).glob("2*")
     results: dict[str, Any] = json.loads((run / "results.json").read_text(encoding="utf-8"))
     return results
+
+
+def recheck(reports: Path, scenario: str, check: str) -> CheckResult:
+    """Check the one run of ``scenario`` under ``reports`` again, as the
+    run did (its scenario's configuration, forgetting included), but
+    storing every anomaly: a run stores only the first 50 of a check's, and
+    the ones a test looks for may come later."""
+    (run,) = (reports / scenario).glob("2*")
+    config = replace(_check_config(run), max_anomalies=100_000)
+    verdict = check_events(read_history(merged_path(run)), config)
+    return verdict.checks[check]
 
 
 @pytest.fixture
