@@ -90,7 +90,11 @@ def test_wait_never_rings_for_an_expired_post(one: E, bus: OpenBus) -> None:
     timer = post_later("live", FUTURE)
     wake = one.wait("w", 2.0)
     timer.join()
-    assert wake is not None and wake.seq == 2 and wake.reason == "post"
+    # The live post is timed to land during the wait, but on a loaded machine the wait
+    # may start after it (a bridge wait is an HTTP round trip): then it rings as backlog.
+    # Either way it must ring for seq 2 and never for the expired seq 1.
+    assert wake is not None and wake.seq == 2 and wake.sender == "other"
+    assert wake.reason in ("post", "backlog")
 
 
 def test_claim_skips_expired_and_never_dead_letters_it(one: E) -> None:
