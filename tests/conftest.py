@@ -131,6 +131,18 @@ def _forbid_leashes() -> None:
 _forbid_leashes()
 
 
+def _warm_font_cache() -> None:
+    """Build matplotlib's font cache now, outside any test. Its first
+    import on a machine runs ``fc-list``: inside an in-process test that
+    draws a plot, the process guard above would refuse it, and a fresh
+    machine's first ``make test`` would fail every such test (once per
+    xdist worker) until something else had built the cache."""
+    import matplotlib.font_manager  # noqa: F401
+
+
+_warm_font_cache()
+
+
 def _in_process(item: pytest.Item) -> bool:
     return item.get_closest_marker("integration") is None
 

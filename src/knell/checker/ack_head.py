@@ -63,7 +63,7 @@ class AckHeadCheck(Check):
         bound = self._posts.get(channel, 0)
         if u <= bound:
             return
-        if self.log.full:
+        if self.log.full("ack-beyond-head"):
             self.log.count("ack-beyond-head")
             return
         self.log.add(

@@ -26,8 +26,8 @@ find them in ``history.jsonl`` and see the violation with their own eyes.
 
 :class:`Check` supplies the common parts: the configuration, the fault
 windows of the run (:mod:`knell.checker.windows`, for checks that excuse
-what happens inside a fault), and an anomaly log capped at
-``config.max_anomalies`` stored anomalies (all are counted). A check
+what happens inside a fault), and an anomaly log that counts every anomaly and stores the first
+``config.max_anomalies`` of them, and past that the first of each kind. A check
 declares its ``name`` and the ``anomaly_kinds`` it can report, and
 implements :meth:`Check.result`.
 """
@@ -54,6 +54,7 @@ __all__ = [
     "CheckResult",
     "Validity",
     "merge_validity",
+    "pick_shown",
     "witness",
 ]
 
@@ -81,14 +82,14 @@ class CheckConfig:
     seconds within which an operation must complete when no fault touches
     it (a wait gets its own timeout on top). ``max_error_rate``: the share
     of operations of one ``f`` (post, fetch...) that may fail outside fault
-    windows. ``max_anomalies``: anomalies stored per check (every anomaly
-    is still counted). ``contracts`` and ``roles``: what the scenario
+    windows. ``max_anomalies``: anomalies stored per check, and past it the first
+    of each kind (every anomaly is still counted). ``contracts`` and ``roles``: what the scenario
     tests and which worker roles it runs, when known (from
     ``scenario.json``); a check of anything else is kept dormant
     (:mod:`knell.checker.dormant`). ``None``: not known, every check is fed.
-    ``forget_after``: seconds of history after which a settled broadcast
-    message, or a queue's settled done message, is forgotten
-    (:mod:`knell.checker.settle`, :mod:`knell.checker.queue.settle`); ``None`` (the
+    ``forget_after``: seconds of history after which a settled message,
+    of any contract, is forgotten (:mod:`knell.checker.settle` and each
+    contract's ``settle`` module); ``None`` (the
     default for a bare history): nothing is forgotten.
     """
 
@@ -166,6 +167,39 @@ class CheckResult:
             "unknown_reason": self.unknown_reason,
         }
 
+    def shown(self, limit: int) -> list[Anomaly]:
+        """The stored anomalies a report has room for (:func:`pick_shown`)."""
+        return [self.anomalies[i] for i in pick_shown([a.kind for a in self.anomalies], limit)]
+
+
+def pick_shown(kinds: list[str], limit: int) -> list[int]:
+    """Which of a check's stored anomalies (given by their kinds, in stored
+    order) a report shows when it has room for ``limit``, in stored order.
+
+    The first of every kind comes first: a bug that floods one kind must
+    not crowd another kind's witness out of the report (the log stores it
+    for that reason, :class:`AnomalyLog`). The room left goes half to the
+    earliest of the rest and half spread evenly to the last of them, so a
+    bug that fires all run long is shown early, midway and late."""
+    firsts: dict[str, int] = {}
+    for index, kind in enumerate(kinds):
+        firsts.setdefault(kind, index)
+    first = set(firsts.values())
+    picked = sorted(first)[:limit]
+    rest = [i for i in range(len(kinds)) if i not in first]
+    room = limit - len(picked)
+    if len(rest) <= room:
+        return sorted(picked + rest)
+    head = room // 2
+    tail = room - head
+    last = len(rest) - 1
+    if tail == 1:
+        spread = [*range(head), last]
+    else:
+        step = (last - head) / max(1, tail - 1)
+        spread = [*range(head), *(round(head + i * step) for i in range(tail))]
+    return sorted(picked + [rest[i] for i in set(spread)])
+
 
 def _order(event: Event) -> tuple[int, int]:
     return (event.get("time", 0), event.get("index", -1))
@@ -195,27 +229,37 @@ def witness(*events: Held | None) -> list[Event]:
 
 
 class AnomalyLog:
-    """Counts every anomaly by kind, stores the first ``cap`` of them."""
+    """Counts every anomaly by kind; stores the first ``cap`` of them and,
+    beyond the cap, the first of every kind not stored yet.
 
-    __slots__ = ("cap", "counts", "stored")
+    The cap bounds a run that fires all along (a soak keeps the same memory
+    whatever it finds). The first of each kind is kept past it because a
+    check can find several kinds, and the one found late is often the
+    telling one: a bug that floods one kind must not hide a second kind's
+    witness. The kinds of a check are few, so this stays bounded."""
+
+    __slots__ = ("cap", "counts", "kinds", "stored")
 
     def __init__(self, cap: int) -> None:
         self.cap = cap
         self.counts: dict[str, int] = {}
         self.stored: list[Anomaly] = []
+        self.kinds: set[str] = set()
+        """The kinds with an anomaly in :attr:`stored`."""
 
     def add(self, kind: str, message: str, events: list[Event]) -> None:
         self.counts[kind] = self.counts.get(kind, 0) + 1
-        if len(self.stored) < self.cap:
+        if not self.full(kind):
             self.stored.append(Anomaly(kind, message, events))
+            self.kinds.add(kind)
 
-    @property
-    def full(self) -> bool:
-        """True once no more anomalies will be stored (skip building messages)."""
-        return len(self.stored) >= self.cap
+    def full(self, kind: str) -> bool:
+        """True when an anomaly of ``kind`` would not be stored, so its
+        caller may skip building the message (and :meth:`count` it)."""
+        return len(self.stored) >= self.cap and kind in self.kinds
 
     def count(self, kind: str) -> None:
-        """Count an anomaly without storing it (used when :attr:`full`)."""
+        """Count an anomaly without storing it (used when :meth:`full`)."""
         self.counts[kind] = self.counts.get(kind, 0) + 1
 
     @property
@@ -247,7 +291,7 @@ class Check(Consumer):
     def _report(self, kind: str, message: str | None, events: list[Event]) -> None:
         """Count an anomaly and store it while the log has room (``message``
         may be None only to count: callers skip building it when full)."""
-        if self.log.full or message is None:
+        if message is None or self.log.full(kind):
             self.log.count(kind)
         else:
             self.log.add(kind, message, events)

@@ -86,7 +86,7 @@ class HeadCheck(Check):
         self._report(
             "stale-head",
             None
-            if self.log.full
+            if self.log.full("stale-head")
             else f"head of channel {channel} read as {head} by {read['process']}, although "
             f"{what} by {proof['process']} had completed with seq {known[0]} before it",
             witness(proof, invoke, read),

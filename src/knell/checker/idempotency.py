@@ -110,7 +110,7 @@ class IdempotencyCheck(Check):
         if rk in self._reported:
             return
         self._reported.add(rk)
-        if self.log.full:
+        if self.log.full("duplicate-append"):
             self.log.count("duplicate-append")
             return
         self.log.add(

@@ -126,7 +126,7 @@ class JoinCheck(Check):
             st.cursor = cursor
         if st.head is not None and cursor < st.head[0]:
             kind = "join-below-head"
-            if self.log.full:
+            if self.log.full(kind):
                 self.log.count(kind)
                 return
             self.log.add(
@@ -149,7 +149,7 @@ class JoinCheck(Check):
         if fk in self._flooded:
             return
         self._flooded.add(fk)
-        if self.log.full:
+        if self.log.full("flood"):
             self.log.count("flood")
             return
         join_inv, join_ok = st.joins[0]

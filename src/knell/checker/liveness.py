@@ -98,7 +98,7 @@ class LivenessCheck(Check):
         self._report(
             "hung",
             None
-            if self.log.full
+            if self.log.full("hung")
             else f"{invoke['f']} by {invoke['process']} (handle {invoke.get('handle')}, channel "
             f"{invoke.get('channel')}) {how}; the bound is {self._allowed(invoke) / _NS:.2f} s "
             + (
@@ -133,7 +133,7 @@ class LivenessCheck(Check):
         self._report(
             "stuck-at-shutdown",
             None
-            if self.log.full
+            if self.log.full("stuck-at-shutdown")
             else f"{target} had to be killed when the run stopped ({value['reason']}): it was "
             f"inside {invoke['f']} (handle {invoke.get('handle')}, channel "
             f"{invoke.get('channel')}) for {(event['time'] - invoke['time']) / _NS:.2f} s",

@@ -282,7 +282,7 @@ class LossCheck(Check):
                         unresolved_by[uk] = unresolved_by.get(uk, 0) + 1
                         continue
                     lost_by[handle] = lost_by.get(handle, 0) + 1
-                    if log.full:
+                    if log.full("lost"):
                         log.count("lost")
                         continue
                     how = "returned ok" if ok is not None else "was indeterminate but observed"

@@ -127,7 +127,7 @@ class OutcomeCheck(Check):
         self._report(
             "retry-refused",
             None
-            if self.log.full
+            if self.log.full("retry-refused")
             else f"a retry of post {value['id']} (key {key}, channel {invoke.get('channel')}) by "
             f"{invoke['process']} completed {done['type']} "
             f"({(done.get('value') or {}).get('error', 'no error text')}) although the key had "
@@ -176,7 +176,7 @@ class OutcomeCheck(Check):
         self._report(
             "failed-but-applied",
             None
-            if self.log.full
+            if self.log.full("failed-but-applied")
             else f"post {ck[1]} on channel {ck[0]} completed fail "
             f"({(last_fail.get('value') or {}).get('error', 'no error text')}) on every "
             f"attempt, yet {seen['process']} was handed it at seq "

@@ -81,7 +81,7 @@ class UnexpectedCheck(Check):
             for mid, (seq, event) in suspects.items():
                 if mid in posted:
                     continue
-                if log.full:
+                if log.full("unexpected"):
                     log.count("unexpected")
                     continue
                 how = "handled" if event["f"] == "handle" else "fetched"

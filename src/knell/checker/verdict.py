@@ -204,8 +204,8 @@ class Verdict:
 
 def fired_checks(results: dict[str, CheckResult]) -> dict[str, list[str]]:
     """Check -> the anomaly kinds it reported, for the checks that found one.
-    Stored anomalies are capped per check; the counts name every kind, so a
-    kind is listed even when none of its anomalies was kept."""
+    Every kind has a stored anomaly (the log keeps the first of each past
+    its cap), and the declared kinds are read from the counts as well."""
     declared = {check.name: check.anomaly_kinds for check in CHECKS}
     out: dict[str, list[str]] = {}
     for name, result in results.items():

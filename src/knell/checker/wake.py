@@ -170,7 +170,7 @@ class WakeCheck(Check):
             self._report(
                 "spurious-ring",
                 None
-                if self.log.full
+                if self.log.full("spurious-ring")
                 else f"waiter {event['process']} (handle {event.get('handle')}) was woken "
                 f"({value.get('reason')}) for seq {seq} on channel {channel}, at or below "
                 f"cursor {known} that it had already acked when it armed",
@@ -187,7 +187,7 @@ class WakeCheck(Check):
             self._report(
                 "repeated-ring",
                 None
-                if self.log.full
+                if self.log.full("repeated-ring")
                 else f"waiter {event['process']} (handle {event.get('handle')}) was woken "
                 f"again for seq {seq} on channel {channel} although it had acked "
                 f"successfully since the first ring",

@@ -103,9 +103,10 @@ def print_outcome(
     console.print(styled("verdict: ", (word, f"bold {colour}")))
     for problem in outcome.verdict.problems:
         console.print(styled("  ", ("run", "yellow"), f": {clean(problem)}"), soft_wrap=True)
+    fired = outcome.verdict.fired()
     for name, result in outcome.verdict.checks.items():
         if result.valid is False:
-            kinds = sorted({a.kind for a in result.anomalies})
+            kinds = fired.get(name, [])
             console.print(styled("  ", (clean(name), "red"), f": {clean(', '.join(kinds))}"))
             if result.anomalies:
                 console.print(f"    e.g. {clean(result.anomalies[0].message)}", soft_wrap=True)

@@ -65,6 +65,7 @@ def explain(outcome: RunOutcome, headline: str | None = None) -> str:
     from knell.text import clean
 
     verdict = outcome.verdict
+    fired = verdict.fired()
     lines = [headline or f"verdict: {verdict_word(verdict.valid)}"]
     for problem in verdict.problems:
         lines.append(f"  run: {clean(problem)}")
@@ -75,9 +76,9 @@ def explain(outcome: RunOutcome, headline: str | None = None) -> str:
             lines.append(f"  {name}: unknown ({clean(result.unknown_reason)})")
             continue
         total = result.counts.get("anomalies", len(result.anomalies))
-        kinds = ", ".join(sorted({a.kind for a in result.anomalies})) or "anomaly"
+        kinds = ", ".join(fired.get(name, [])) or "anomaly"
         lines.append(f"  {name}: {total} anomal{'y' if total == 1 else 'ies'} ({kinds})")
-        for anomaly in result.anomalies[:ANOMALIES_SHOWN]:
+        for anomaly in result.shown(ANOMALIES_SHOWN):
             lines.append(f"    - {anomaly.kind}: {clean(anomaly.message, 500)}")
             lines.append("      witness:")
             for event in anomaly.witness[:WITNESS_SHOWN]:

@@ -51,7 +51,7 @@ def write_junit(path: Path, suite: str, verdict: Verdict) -> None:
                 type=clean(first.kind, 100) if first else "invalid",
             )
             failure.text = "\n".join(
-                f"{clean(a.kind, 100)}: {clean(a.message, 1000)}" for a in result.anomalies[:20]
+                f"{clean(a.kind, 100)}: {clean(a.message, 1000)}" for a in result.shown(20)
             )
         elif result.valid == "unknown":
             reason = clean(result.unknown_reason or "", 1000)

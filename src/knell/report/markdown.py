@@ -214,7 +214,7 @@ def render_markdown(
     if invalid:
         out += ["## Anomalies, with the events that prove them", ""]
         for check_name, result in invalid:
-            for anomaly in result.anomalies[:MAX_ANOMALIES_SHOWN]:
+            for anomaly in result.shown(MAX_ANOMALIES_SHOWN):
                 out += [
                     f"### {md(check_name)}: {md(anomaly.kind)}",
                     "",

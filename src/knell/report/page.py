@@ -22,6 +22,7 @@ from typing import Any
 
 import orjson
 
+from knell.checker.base import pick_shown
 from knell.checker.verdict import not_applicable
 from knell.history import Event
 from knell.history_files import merged_path, plain_copy
@@ -288,18 +289,6 @@ def _some(windows: list[FaultWindow], t_ref: int, limit: int = 5) -> list[str]:
     return out
 
 
-def _spread(count: int, limit: int) -> set[int]:
-    """Which of ``count`` stored anomalies (in time order) get a section:
-    the first half of ``limit``, then the rest spread evenly to the last,
-    so a bug that fires all run long is shown early, midway and late."""
-    if count <= limit:
-        return set(range(count))
-    head = limit // 2
-    rest = limit - head
-    step = (count - 1 - head) / max(1, rest - 1) if rest > 1 else 0
-    return set(range(head)) | {round(head + i * step) for i in range(rest)}
-
-
 def _anomalies(
     data: RunData, windows: list[FaultWindow], t_ref: int, primaries: PrimaryTimeline
 ) -> tuple[list[AnomalyView], list[str], list[AnomalyMark]]:
@@ -315,7 +304,7 @@ def _anomalies(
         stored = [a for a in result.get("anomalies") or [] if isinstance(a, dict)]
         total = (result.get("counts") or {}).get("anomalies", len(stored))
         mine = []
-        picked = _spread(len(stored), MAX_SHOWN_PER_CHECK)
+        picked = set(pick_shown([str(a.get("kind")) for a in stored], MAX_SHOWN_PER_CHECK))
         for k, anomaly in enumerate(stored):
             number += 1
             witness = [e for e in anomaly.get("witness") or [] if isinstance(e, dict)]

@@ -18,7 +18,7 @@ from knell.checker import (
     check_events,
     check_history,
 )
-from knell.checker.base import Check, merge_validity
+from knell.checker.base import AnomalyLog, Check, merge_validity, pick_shown
 from knell.checker.consumer import on
 from knell.checker.ordering import OrderingCheck
 from knell.history import Event
@@ -150,6 +150,52 @@ def test_anomalies_are_capped_but_all_counted() -> None:
     assert len(r.anomalies) == 3
     assert r.counts["fetch-out-of-order"] == 10
     assert r.counts["anomalies"] == 10
+
+
+def test_past_the_cap_the_first_of_a_new_kind_is_stored() -> None:
+    """A flood of one kind fills the log; a kind found later still gets
+    its witness (its first only), and every anomaly is counted."""
+    h = History()
+    for i in range(10):
+        h.fetch("c1", "w", "events", None, [(2, f"b{i}"), (1, f"a{i}")])
+    late = [h.fetch("c1", "w", "events", 5, [(3 + i, f"c{i}")])[1] for i in range(2)]
+    v = check_events(h.events, CheckConfig(max_anomalies=3), checks=[OrderingCheck])
+    r = v.checks["ordering"]
+    assert [a.kind for a in r.anomalies] == ["fetch-out-of-order"] * 3 + ["fetch-below-after"]
+    assert r.anomalies[-1].witness[-1] == late[0]
+    assert r.counts["fetch-out-of-order"] == 10
+    assert r.counts["fetch-below-after"] == 2
+    assert v.fired() == {"ordering": ["fetch-below-after", "fetch-out-of-order"]}
+
+
+def test_a_log_with_no_room_still_keeps_one_of_each_kind() -> None:
+    log = AnomalyLog(0)
+    assert not log.full("a")
+    log.add("a", "first a", [])
+    assert log.full("a") and not log.full("b")
+    log.count("a")
+    log.add("b", "first b", [])
+    assert [a.message for a in log.stored] == ["first a", "first b"]
+    assert log.counts == {"a": 2, "b": 1} and log.total == 3
+
+
+@pytest.mark.parametrize(
+    ("kinds", "limit", "shown"),
+    [
+        (["a", "a", "a"], 5, [0, 1, 2]),  # room for all
+        (["a"] * 20 + ["b"], 4, [0, 1, 19, 20]),  # the late kind, then early and last
+        (["a"] * 20 + ["b"], 5, [0, 1, 2, 19, 20]),
+        (["a"] * 20 + ["b"], 7, [0, 1, 2, 3, 11, 19, 20]),  # ... and midway
+        (["a", "b", "c", "a"], 2, [0, 1]),  # fewer places than kinds: the first kinds
+        (["a", "a", "b", "a"], 1, [0]),
+        (["a", "b"], 0, []),
+        ([], 3, []),
+    ],
+)
+def test_a_report_shows_every_kind_then_early_midway_and_late(
+    kinds: list[str], limit: int, shown: list[int]
+) -> None:
+    assert pick_shown(kinds, limit) == shown
 
 
 def test_check_history_reads_a_merged_file(tmp_path: Path) -> None:

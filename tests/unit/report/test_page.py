@@ -14,7 +14,8 @@ from knell.report import html as report_html
 from knell.report import plots
 from knell.report.html import render_run
 from knell.runner import check_run
-from tests.unit.report.conftest import HOSTILE, lossy_history, write_run
+from tests.unit.checker.builder import History
+from tests.unit.report.conftest import CHANNEL, HOSTILE, lossy_history, write_run
 
 
 def _page(run: Path) -> str:
@@ -286,3 +287,28 @@ def test_a_failover_run_shows_the_primary_lane_and_column(tmp_path: Path) -> Non
 def test_a_run_without_failover_has_no_primary_column(lossy_run: Path) -> None:
     page = _page(lossy_run)
     assert "<th>primary</th>" not in page and 'class="lane primary"' not in page
+
+
+def test_a_kind_found_after_a_flood_is_shown_in_both_reports(tmp_path: Path) -> None:
+    """60 out-of-order pages fill the ordering check's log (50) before its
+    one page below ``after``: that kind still gets a section in report.md
+    and on the page, beside the flood's early, midway and late ones."""
+    h = History(step_ms=5)
+    h.info("nemesis", "begin", {"seed": 1})
+    h.ok("consumer-1", "start", {"role": "consumer"})
+    h.info("nemesis", "ready", {"pending": []})
+    for i in range(60):
+        h.fetch("consumer-1", "w", CHANNEL, None, [(2, f"b{i}"), (1, f"a{i}")])
+    h.fetch("consumer-1", "w", CHANNEL, 5, [(3, "late")])
+    h.info("nemesis", "heal", {})
+    run = write_run(tmp_path, h)
+    outcome = check_run(run)
+    ordering = outcome.verdict.checks["ordering"]
+    assert ordering.counts["fetch-out-of-order"] == 60
+    assert [a.kind for a in ordering.anomalies].count("fetch-below-after") == 1
+    md = (run / "report.md").read_text(encoding="utf-8")
+    assert md.count("### ordering: fetch-below-after") == 1
+    assert md.count("### ordering: fetch-out-of-order") == 9
+    page = _page(run)
+    assert page.count('data-check="ordering" data-kind="fetch-below-after"') == 1
+    assert page.count('data-check="ordering" data-kind="fetch-out-of-order"') == 9

@@ -85,7 +85,7 @@ class RoleExclusiveCheck(Check):
             self._report(
                 "two-live-holds",
                 None
-                if self.log.full
+                if self.log.full("two-live-holds")
                 else f"run {run} was given role {role} while run {other}'s hold was surely "
                 f"live (for {(self._sure_until(hold) - done['time']) / NS:.3f} s more)",
                 witness(hold.asked, hold.claimed, hold.renewed, invoke, done),

@@ -41,7 +41,7 @@ class AtMostOnceCheck(RoleCheck):
         self._report(
             "redelivered",
             None
-            if self.log.full
+            if self.log.full("redelivered")
             else f"message {key[1]} (role {key[0]}) was delivered to run {first.run} and "
             f"again to run {done['value']['run']}",
             witness(first.invoke, first.ok, invoke, done),
@@ -51,7 +51,7 @@ class AtMostOnceCheck(RoleCheck):
         self._report(
             "redelivered",
             None
-            if self.log.full
+            if self.log.full("redelivered")
             else f"message {entry.get('id')} (role {done['channel']}, seq {entry.get('seq')}) "
             f"was delivered again, to run {done['value']['run']}, long after its recipient "
             "read it (knell had settled and forgotten it)",

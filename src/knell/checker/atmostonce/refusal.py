@@ -56,7 +56,7 @@ class ReadRefusalCheck(RoleCheck):
             self._report(
                 "read-by-other",
                 None
-                if self.log.full
+                if self.log.full("read-by-other")
                 else f"message {mid} (role {role}) was delivered to {whose}, yet a read by run "
                 f"{run} was accepted",
                 witness(None if got is None else got.ok, invoke, done),
@@ -69,7 +69,7 @@ class ReadRefusalCheck(RoleCheck):
                 self._report(
                     "wrong-refusal",
                     None
-                    if self.log.full
+                    if self.log.full("wrong-refusal")
                     else f"message {mid} (role {role}) was delivered to run {run}, yet its read "
                     f"by that run was refused as not-delivered-to",
                     witness(got.invoke, got.ok, invoke, done),

@@ -137,7 +137,7 @@ class StrandedListedCheck(RoleCheck):
                 self._report(
                     "listed-read",
                     None
-                    if self.log.full
+                    if self.log.full("listed-read")
                     else f"message {entry['id']} (role {role}, seq {entry.get('seq')}) is listed "
                     "as stranded although its recipient read it long before (knell had settled "
                     "and forgotten it)",
@@ -149,7 +149,7 @@ class StrandedListedCheck(RoleCheck):
                 self._report(
                     "listed-current",
                     None
-                    if self.log.full
+                    if self.log.full("listed-current")
                     else f"message {entry['id']} (role {role}) is listed as stranded although "
                     f"it was delivered to {lister}, the run listing it, which holds the role",
                     witness(None if got is None else got.ok, invoke, done),
@@ -158,7 +158,7 @@ class StrandedListedCheck(RoleCheck):
                 self._report(
                     "listed-read",
                     None
-                    if self.log.full
+                    if self.log.full("listed-read")
                     else f"message {entry['id']} (role {role}) is listed as stranded although "
                     f"run {got.run} had read it",
                     witness(got.ok, got.read, invoke, done),
@@ -175,7 +175,7 @@ class StrandedListedCheck(RoleCheck):
             self._report(
                 "missing",
                 None
-                if self.log.full
+                if self.log.full("missing")
                 else f"message {mid} (role {role}) was delivered to run {got.run}, which left "
                 f"without reading it, but the stranded list made by {lister} omits it",
                 witness(got.invoke, got.ok, invoke, done),

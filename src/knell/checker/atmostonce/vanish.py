@@ -171,7 +171,7 @@ class NothingVanishesCheck(RoleCheck):
                 self._report(
                     "vanished",
                     None
-                    if self.log.full
+                    if self.log.full("vanished")
                     else f"message {mid} (role {role}) is neither read nor listed as stranded "
                     f"after the final phase read everything pending"
                     + ("" if got is None else f" (it was delivered to run {got.run})"),

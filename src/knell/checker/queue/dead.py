@@ -170,7 +170,7 @@ class DeadLetterCheck(QueueCheck):
         self._report(
             "claimed-after-dead",
             None
-            if self.log.full
+            if self.log.full("claimed-after-dead")
             else f"message {value['id']} (channel {done['channel']}, seq {value['seq']}) was "
             f"claimed by {value.get('consumer')} after a dead-letter listing showed it dead "
             f"(long before: knell had settled and forgotten it)",
@@ -181,7 +181,7 @@ class DeadLetterCheck(QueueCheck):
         if (key, kind) in self._reported:
             return
         self._reported.add((key, kind))
-        self._report(kind, None if self.log.full else message, witness(*events))
+        self._report(kind, None if self.log.full(kind) else message, witness(*events))
 
     @on_op("dead", "ok")
     def _listed(self, invoke: Event | None, done: Event) -> None:

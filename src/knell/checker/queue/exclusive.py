@@ -53,7 +53,7 @@ class LeaseExclusiveCheck(QueueCheck):
             self._report(
                 "two-live-leases",
                 None
-                if self.log.full
+                if self.log.full("two-live-leases")
                 else f"message {mid} (channel {done['channel']}) was leased to "
                 f"{lease.consumer} while {earlier.consumer} still surely held it: the earlier "
                 f"lease runs until at least {(earlier.sure_until - at) / NS:.3f} s after the "

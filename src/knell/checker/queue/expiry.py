@@ -258,7 +258,7 @@ class LeaseExpiryCheck(QueueCheck):
             self._report(
                 "not-claimable",
                 None
-                if self.log.full
+                if self.log.full("not-claimable")
                 else f"message {mid} (channel {channel}, seq {seq}) was surely claimable "
                 f"({(at - since) / NS:.3f} s after it was posted, released or its last lease "
                 f"surely lapsed) yet a claim by {invoke['process']} returned {what}",

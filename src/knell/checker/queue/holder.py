@@ -54,7 +54,7 @@ class LeaseHolderCheck(QueueCheck):
                 self._report(
                     "stale-holder-accepted",
                     None
-                    if self.log.full
+                    if self.log.full("stale-holder-accepted")
                     else f"{done['f']} of message {value['id']} (channel {done['channel']}) by "
                     f"{value.get('consumer')} was accepted though the message had been done and "
                     f"every lease of it had lapsed (knell had settled and forgotten it)",
@@ -78,7 +78,7 @@ class LeaseHolderCheck(QueueCheck):
                 self._report(
                     "stale-holder-accepted",
                     None
-                    if self.log.full
+                    if self.log.full("stale-holder-accepted")
                     else f"{f} of message {mid} (channel {channel}) by {lease.consumer} was "
                     f"accepted though {lease.consumer} no longer held it: {why}",
                     witness(
@@ -96,7 +96,7 @@ class LeaseHolderCheck(QueueCheck):
                 self._report(
                     "wrong-refusal",
                     None
-                    if self.log.full
+                    if self.log.full("wrong-refusal")
                     else f"{f} of message {mid} (channel {channel}) by {lease.consumer} was "
                     f"refused as lease-lost while its lease was surely live (for "
                     f"{(lease.sure_until - done['time']) / NS:.3f} s more)",

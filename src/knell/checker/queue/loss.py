@@ -184,7 +184,7 @@ class QueueLossCheck(QueueCheck):
                 self._report(
                     "lost",
                     None
-                    if self.log.full
+                    if self.log.full("lost")
                     else f"message {mid} (channel {channel}) is neither done nor dead after the "
                     f"final phase claimed the queue empty and listed its dead letters",
                     witness(post, proof, last, self._last_listing.get(channel), drained),

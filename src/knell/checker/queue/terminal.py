@@ -47,7 +47,7 @@ class DoneTerminalCheck(QueueCheck):
         self._report(
             "claimed-after-done",
             None
-            if self.log.full
+            if self.log.full("claimed-after-done")
             else f"message {mid} (channel {done['channel']}) was claimed by {lease.consumer} "
             f"after {finished[1]['value'].get('consumer')} had marked it done",
             witness(finished[0], finished[1], invoke, done),
@@ -60,7 +60,7 @@ class DoneTerminalCheck(QueueCheck):
         self._report(
             "claimed-after-done",
             None
-            if self.log.full
+            if self.log.full("claimed-after-done")
             else f"message {value['id']} (channel {done['channel']}, seq {value['seq']}) was "
             f"claimed by {value.get('consumer')} after it had been marked done (its done "
             f"completed long before: knell had settled and forgotten it)",
