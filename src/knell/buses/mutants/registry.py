@@ -26,7 +26,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-__all__ = ["MUTANTS", "Mutant", "mutant"]
+from knell.buses.contract import DefiniteError
+
+__all__ = ["MUTANTS", "Mutant", "mutant", "no_expiry"]
 
 MODULE = "knell.buses.mutants"
 
@@ -97,3 +99,10 @@ def mutant(
         return cls
 
     return register
+
+
+def no_expiry(expires_at: float | None) -> None:
+    """Refuse ``expires_at`` on a mutant that writes messages its own way
+    (it declares no features, so knell never passes one)."""
+    if expires_at is not None:
+        raise DefiniteError("this mutant does not store expires_at (it declares no features)")

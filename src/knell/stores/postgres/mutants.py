@@ -30,7 +30,7 @@ from knell.buses.contract import (
     RoleHold,
 )
 from knell.buses.leases import check_lease, message_id, split_id
-from knell.buses.mutants.registry import mutant
+from knell.buses.mutants.registry import mutant, no_expiry
 from knell.stores.postgres.bus import SCHEMA_NAME, PostgresBus, open_postgres, schema_sql
 from knell.stores.postgres.queue import (
     CLAIM_SQL,
@@ -63,13 +63,6 @@ _M = TypeVar("_M", bound="_PgMutant")
 KILL_CONSUMERS = "postgres-kill-consumers"
 STORE_CRASH = "postgres-store-crash"
 LATENCY_STORM = "postgres-latency-storm"
-
-
-def no_expiry(expires_at: float | None) -> None:
-    """Refuse ``expires_at`` on a mutant that writes messages its own way
-    (it declares no features, so knell never passes one)."""
-    if expires_at is not None:
-        raise DefiniteError("this mutant does not store expires_at (it declares no features)")
 
 
 class _PgMutant(PostgresBus):

@@ -28,7 +28,7 @@ from knell.buses.contract import (
     Message,
 )
 from knell.buses.leases import check_lease
-from knell.buses.mutants.registry import mutant
+from knell.buses.mutants.registry import mutant, no_expiry
 from knell.stores.redis.bus import POST, RedisBus, Script, open_redis
 from knell.stores.redis.kinds import kind_script, raise_wrong_kind, to_us
 from knell.stores.redis.queue import CLAIM, claim_of
@@ -49,13 +49,6 @@ _M = TypeVar("_M", bound="_RedisMutant")
 KILL_CONSUMERS = "redis-kill-consumers"
 STORE_CRASH = "redis-store-crash-aof-always"
 PARTITION = "redis-partition"
-
-
-def no_expiry(expires_at: float | None) -> None:
-    """Refuse ``expires_at`` on a mutant that writes messages its own way
-    (it declares no features, so knell never passes one)."""
-    if expires_at is not None:
-        raise DefiniteError("this mutant does not store expires_at (it declares no features)")
 
 
 class _RedisMutant(RedisBus):
