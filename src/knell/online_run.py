@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from knell.checker.base import CheckConfig
-from knell.checker.online import Found, check_online
+from knell.checker.online import Found, FoundLog, check_online
 from knell.checker.settle import kept_whole
 from knell.errors import KnellError
 from knell.history_feed import WINDOW, HistoryFeed, follow
@@ -102,7 +102,8 @@ class OnlineRun:
         self.halt = threading.Event()
         """Set at the first anomaly (unless ``keep_going``): the runner
         leaves its schedule for the final phase."""
-        self.found: list[Found] = []
+        self.found = FoundLog()
+        """Every anomaly counted, a bounded sample kept (:class:`FoundLog`)."""
         self.problem: str | None = None
         self.valid: object = None
         self.checks: dict[str, dict[str, Any]] = {}
@@ -126,8 +127,8 @@ class OnlineRun:
         if self.kept_whole:
             self.say(
                 f"online: the {' and '.join(self.kept_whole)} checks keep every message "
-                "until the run ends (only settled broadcast messages are forgotten, and only "
-                "when no handle reads from the start), so the check's memory grows with the "
+                "until the run ends (this run forgets nothing: a handle that reads from the "
+                "start owes every message ever posted), so the check's memory grows with the "
                 "run's length (docs/soaks.md)"
             )
         self._feed = HistoryFeed(run_dir / "history", window=self.window)
@@ -165,7 +166,7 @@ class OnlineRun:
 
     def _found(self, found: Found) -> None:
         self.found.append(found)
-        if len(self.found) > 1 or found.proved_at is None:
+        if self.found.count > 1 or found.proved_at is None:
             return
         latency = found.latency
         self.say(
@@ -187,7 +188,7 @@ class OnlineRun:
         return (
             f"online check: {feed.released} events checked, "
             + (f"{lag:.1f} s behind the run" if lag is not None else "nothing yet")
-            + f", {len(self.found)} anomal{'y' if len(self.found) == 1 else 'ies'}"
+            + f", {self.found.count} anomal{'y' if self.found.count == 1 else 'ies'}"
             + (f", RSS {samples[-1].rss / 1e6:.0f} MB" if samples else "")
         )
 
@@ -221,6 +222,7 @@ class OnlineRun:
             "heap_trims": {"count": self._trim.trims, "seconds": round(self._trim.seconds, 3)},
             "kept_whole": self.kept_whole,
             "written": time.time_ns(),
+            "found": self.found.count,
             "anomalies": [
                 {
                     "check": f.check,

@@ -62,6 +62,7 @@ def test_the_first_anomaly_asks_the_run_to_stop(tmp_path: Path) -> None:
     assert written["valid"] is False and written["events"] == 2 and written["problem"] is None
     first = written["anomalies"][0]
     assert first["check"] == "no-duplicate-seq" and first["index"] == 1
+    assert written["found"] == len(written["anomalies"]) >= 1
     assert 0 <= first["latency"] < 5
     # what the check cost while it went, beside it
     soak = json.loads((tmp_path / SOAK_FILE).read_text())
@@ -130,8 +131,8 @@ def test_the_heap_is_trimmed_at_most_every_interval_when_the_pass_is_idle() -> N
 def test_a_check_that_will_keep_every_message_says_so_when_it_starts(
     tmp_path: Path, contracts: tuple[str, ...] | None, forget_after: float | None, kept: list[str]
 ) -> None:
-    """A soak of a contract whose checks do not forget yet grows with its
-    length: the user hears it at the start, not from the OOM killer."""
+    """A soak whose checks forget nothing grows with its length: the user
+    hears it at the start, not from the OOM killer."""
     (tmp_path / "history").mkdir()
     said: list[str] = []
     online = OnlineRun(window=0.1, say=said.append)

@@ -39,7 +39,11 @@ from knell.checker.verdict import CheckFactory, Verdict, check_events
 from knell.checker.windows import FaultWindows
 from knell.history import Event
 
-__all__ = ["Found", "OnlineCheck", "check_online"]
+__all__ = ["FOUND_KEPT", "Found", "FoundLog", "OnlineCheck", "check_online"]
+
+FOUND_KEPT = 100
+"""How many surfaced anomalies a :class:`FoundLog` keeps before it keeps
+only the first of each (check, kind)."""
 
 
 @dataclass(frozen=True)
@@ -67,6 +71,41 @@ class Found:
         return (self.reported_ns - self.proved_at) / 1e9
 
 
+class FoundLog:
+    """The anomalies surfaced so far: all counted, the first
+    :data:`FOUND_KEPT` kept, and past them the first of each (check, kind).
+
+    A soak that goes on past a bug (``--keep-going``) may surface one
+    anomaly per event for a day; keeping each would grow the checker's
+    memory and ``online.json`` with it. The rule is the anomaly log's
+    (:class:`~knell.checker.base.AnomalyLog`): the first ones, and no kind
+    hidden behind another. Iterates and measures (``len``) what it kept;
+    :attr:`count` is how many were surfaced."""
+
+    __slots__ = ("_kinds", "count", "kept")
+
+    def __init__(self) -> None:
+        self.kept: list[Found] = []
+        self.count = 0
+        self._kinds: set[tuple[str, str]] = set()
+
+    def append(self, found: Found) -> None:
+        self.count += 1
+        kind = (found.check, found.kind)
+        if len(self.kept) < FOUND_KEPT or kind not in self._kinds:
+            self.kept.append(found)
+            self._kinds.add(kind)
+
+    def __len__(self) -> int:
+        return len(self.kept)
+
+    def __iter__(self) -> Iterator[Found]:
+        return iter(self.kept)
+
+    def __getitem__(self, index: int) -> Found:
+        return self.kept[index]
+
+
 class _ReportingLog(AnomalyLog):
     """An anomaly log that also hands each anomaly to the online check."""
 
@@ -91,11 +130,12 @@ class OnlineCheck:
     """Watches one pass: which event it is at, and every anomaly recorded.
 
     ``on_anomaly`` is called with each :class:`Found` as it is recorded (in
-    the pass's thread: keep it short); :attr:`found` keeps them all."""
+    the pass's thread: keep it short); :attr:`found` counts them all and keeps
+    a bounded sample (:class:`FoundLog`)."""
 
     def __init__(self, on_anomaly: Callable[[Found], None] | None = None) -> None:
         self.on_anomaly = on_anomaly
-        self.found: list[Found] = []
+        self.found = FoundLog()
         self.events = 0
         self.current: Event | None = None
 

@@ -64,7 +64,7 @@ def process_roles(scenario: dict[str, Any]) -> tuple[str, ...] | None:
 
 
 def forget_after(scenario: dict[str, Any]) -> float | None:
-    """How long after a broadcast message settled the check may forget it
+    """How long after a message settled the checks may forget it
     (:mod:`knell.checker.settle`), from a stored scenario: twice the
     operation timeout (a retry follows an unknown outcome, which takes at
     most one) plus the producers' longest deliberate resend delay, so every

@@ -13,7 +13,7 @@ import orjson
 import pytest
 
 from knell.checker import CheckConfig
-from knell.checker.online import Found, check_online
+from knell.checker.online import FOUND_KEPT, Found, check_online
 from knell.history import HistoryReader
 from knell.history_feed import HistoryFeed, follow
 from knell.history_files import LineEncoder, part_path
@@ -79,7 +79,15 @@ def test_stored_history_checks_online_as_recorded(run: Path, tmp_path: Path) -> 
     assert verdict.valid == golden["valid"]
     # every anomaly the checks counted was surfaced, each once
     counted = sum(r.counts.get("anomalies", 0) for r in verdict.checks.values())
-    assert len(found) == len(online.found) == counted
+    assert len(found) == online.found.count == counted
+    # it keeps the first ones, and past them the first of each (check, kind)
+    seen: set[tuple[str, str]] = set()
+    kept = []
+    for i, f in enumerate(found):
+        if i < FOUND_KEPT or (f.check, f.kind) not in seen:
+            kept.append(f)
+        seen.add((f.check, f.kind))
+    assert [id(f) for f in online.found] == [id(f) for f in kept]
     stored = [a for r in verdict.checks.values() for a in r.anomalies]
     assert sorted(id(a) for a in stored) == sorted(id(f.anomaly) for f in found if f.anomaly)
     for f in found:
