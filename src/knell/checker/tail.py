@@ -64,7 +64,7 @@ from knell.checker.base import Check, CheckResult, witness
 from knell.checker.consumer import on, on_op
 from knell.checker.keep import Held, keep
 from knell.history import Event
-from knell.stats import percentile
+from knell.stats import Tally
 
 __all__ = ["TailContinuityCheck"]
 
@@ -111,8 +111,8 @@ class TailContinuityCheck(Check):
         # per channel (one dict each, not a key tuple per message):
         self._posts: dict[str, dict[int, Held]] = {}  # seq -> its post ok
         self._posted_at: dict[str, dict[str, int]] = {}  # id -> its first post invoke's time
-        self._latency: list[float] = []
-        self._reconnect: list[float] = []
+        self._latency = Tally()  # bounded: a soak's events are counted, not kept
+        self._reconnect = Tally()
         self._events = 0
         self._reconnects = 0
         self._behinds = 0
@@ -180,7 +180,7 @@ class TailContinuityCheck(Check):
     def _open(self, event: Event) -> None:
         tailer = self._tailer(event)
         if tailer.dropped_at is not None:
-            self._reconnect.append((event["time"] - tailer.dropped_at) / 1e9)
+            self._reconnect.add((event["time"] - tailer.dropped_at) / 1e9)
             tailer.dropped_at = None
 
     @on("tail-behind")
@@ -219,7 +219,7 @@ class TailContinuityCheck(Check):
             self._committed.setdefault(channel, set()).add(seq)
         posted = self._posted_at.get(channel, {}).get(str(value["id"]))
         if posted is not None:
-            self._latency.append((event["time"] - posted) / 1e9)
+            self._latency.add((event["time"] - posted) / 1e9)
         tailer = self._tailer(event)
         first = tailer.seen.get(seq)
         if first is not None:
@@ -283,10 +283,10 @@ class TailContinuityCheck(Check):
 
     def result(self) -> CheckResult:
         metrics: dict[str, float | int | None] = {
-            "latency_p50_s": percentile(self._latency, 0.5),
-            "latency_p99_s": percentile(self._latency, 0.99),
-            "reconnect_p50_s": percentile(self._reconnect, 0.5),
-            "reconnect_max_s": max(self._reconnect) if self._reconnect else None,
+            "latency_p50_s": self._latency.percentile(0.5),
+            "latency_p99_s": self._latency.percentile(0.99),
+            "reconnect_p50_s": self._reconnect.percentile(0.5),
+            "reconnect_max_s": self._reconnect.max,
         }
         counts = {
             "tailers": len(self._tailers),

@@ -30,7 +30,6 @@ and one showing its id at a new seq is ``phantom``.
 
 from __future__ import annotations
 
-from array import array
 from typing import Any, ClassVar
 
 from knell.checker.base import Check, CheckResult, witness
@@ -38,7 +37,7 @@ from knell.checker.consumer import on, on_op
 from knell.checker.keep import Held, keep
 from knell.checker.stream.book import TAIL_F, page_of
 from knell.history import Event
-from knell.stats import percentile
+from knell.stats import Tally
 
 __all__ = ["RingContentCheck"]
 
@@ -60,7 +59,7 @@ class RingContentCheck(Check):
         """Channels posted to before any declaration of a stream was asked
         for: their early posts were not recorded, so nothing is judged there."""
         self._compared = 0
-        self._latency = array("d")
+        self._latency = Tally()  # bounded: a soak's pages are counted, not kept
 
     @on("declare_stream", "invoke")
     def _declare(self, event: Event) -> None:
@@ -113,7 +112,7 @@ class RingContentCheck(Check):
                     return
             invoked = asked.get(mid)
             if invoked is not None and invoked >= 0:
-                self._latency.append((done["time"] - invoked) / 1e9)
+                self._latency.add((done["time"] - invoked) / 1e9)
                 asked[mid] = -1
             if posted is None and invoked is None:
                 self._report(
@@ -144,7 +143,7 @@ class RingContentCheck(Check):
 
     def result(self) -> CheckResult:
         metrics: dict[str, float | int | None] = {
-            "latency_p50_s": percentile(self._latency, 0.5),
-            "latency_p99_s": percentile(self._latency, 0.99),
+            "latency_p50_s": self._latency.percentile(0.5),
+            "latency_p99_s": self._latency.percentile(0.99),
         }
         return self._result({"compared": self._compared}, metrics)
