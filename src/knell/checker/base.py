@@ -26,10 +26,10 @@ find them in ``history.jsonl`` and see the violation with their own eyes.
 
 :class:`Check` supplies the common parts: the configuration, the fault
 windows of the run (:mod:`knell.checker.windows`, for checks that excuse
-what happens inside a fault), and an anomaly log that counts every anomaly and stores the first
-``config.max_anomalies`` of them, and past that the first of each kind. A check
-declares its ``name`` and the ``anomaly_kinds`` it can report, and
-implements :meth:`Check.result`.
+what happens inside a fault), and an anomaly log that counts every
+anomaly and stores the first ``config.max_anomalies`` of them, and past
+that the first of each kind. A check declares its ``name`` and the
+``anomaly_kinds`` it can report, and implements :meth:`Check.result`.
 """
 
 from __future__ import annotations
@@ -82,9 +82,10 @@ class CheckConfig:
     seconds within which an operation must complete when no fault touches
     it (a wait gets its own timeout on top). ``max_error_rate``: the share
     of operations of one ``f`` (post, fetch...) that may fail outside fault
-    windows. ``max_anomalies``: anomalies stored per check, and past it the first
-    of each kind (every anomaly is still counted). ``contracts`` and ``roles``: what the scenario
-    tests and which worker roles it runs, when known (from
+    windows. ``max_anomalies``: anomalies stored per check, and past it the
+    first of each kind (every anomaly is still counted). ``contracts`` and
+    ``roles``: what the scenario tests and which worker roles it runs, when
+    known (from
     ``scenario.json``); a check of anything else is kept dormant
     (:mod:`knell.checker.dormant`). ``None``: not known, every check is fed.
     ``forget_after``: seconds of history after which a settled message,
